@@ -1,0 +1,164 @@
+"""Nadaraya-Watson kernel classification."""
+
+import numpy as np
+from sklearn.base import ClassifierMixin, _fit_context
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import NadarayaWatsonBase
+
+
+class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
+    r"""Nadaraya-Watson kernel classification: attention pooling of one-hot labels.
+
+    The class probabilities at a query q are the kernel-weighted class frequencies of the
+    training points, with the same attention as :class:`NadarayaWatsonRegressor`.
+
+    Parameters
+    ----------
+    kernel : str, Kernel or callable, default="gaussian"
+        A name from :data:`sklearn_nw.kernels.KERNELS`, a
+        :class:`~sklearn_nw.kernels.Kernel`, or a function mapping a torch tensor of scaled
+        distances ``u >= 0`` to non-negative weights.
+    bandwidth : float, array-like of shape (n_features,) or {"scott", "silverman"}, \
+            default="scott"
+        The bandwidth h, one per feature, or a rule of thumb computed from the weighted
+        training data.
+    device : str, default="cpu"
+        Torch device: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"`` or ``"auto"``.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The class labels, sorted.
+    bandwidth_ : ndarray of shape (n_features,)
+        The bandwidth used.
+    kernel_ : Kernel
+        The resolved kernel.
+    device_ : str
+        The resolved device.
+    X_fit_ : ndarray of shape (n_samples_fit, n_features)
+        Training inputs, float64 or float32 as given.
+    y_fit_ : ndarray of shape (n_samples_fit,)
+        Training labels encoded as indices into ``classes_``.
+    sample_weight_ : ndarray of shape (n_samples_fit,)
+        Frequency weights of the training points (ones when none were given).
+    attention_weights_ : ndarray or scipy.sparse.csr_array of shape \
+            (n_samples_fit, n_samples_fit)
+        Leave-one-out attention of the training set on itself, computed when read.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when X has string feature names.
+
+    See Also
+    --------
+    NadarayaWatsonRegressor : Attention pooling of real-valued targets.
+    sklearn.neighbors.KNeighborsClassifier : Votes among the k nearest neighbours.
+
+    Notes
+    -----
+    .. math::
+
+        \hat p(c \mid q) = \sum_i \alpha_i(q)\, [y_i = c], \qquad
+        \alpha_i(q) = \operatorname{softmax}_i\big(\log k(\lVert (q - x_i) / h \rVert)
+        + \log w_i\big).
+
+    ``predict`` returns the class of highest probability (the first in ``classes_`` on ties).
+
+    Examples
+    --------
+    >>> from sklearn_nw import NadarayaWatsonClassifier
+    >>> X = [[0.0], [0.2], [1.0], [1.2]]
+    >>> y = ["low", "low", "high", "high"]
+    >>> clf = NadarayaWatsonClassifier(bandwidth=0.3).fit(X, y)
+    >>> clf.predict([[0.1], [1.1]])
+    array(['low', 'high'], dtype='<U4')
+    >>> clf.classes_
+    array(['high', 'low'], dtype='<U4')
+    """
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Store the training data and resolve the kernel and bandwidth.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,)
+            Class labels, of any type ``numpy.unique`` can sort.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative frequency weights: an integer weight equals repeating the row.
+
+        Returns
+        -------
+        self : NadarayaWatsonClassifier
+            The fitted estimator.
+        """
+        X, y = self._validate_fit_data(X, y, sample_weight, classifier=True)
+        self.classes_, self.y_fit_ = np.unique(y, return_inverse=True)
+        return self
+
+    def predict_proba(self, X, return_attention=False):
+        """Class probabilities: the attention-weighted class frequencies.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query points.
+        return_attention : bool, default=False
+            Also return the attention matrix.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_queries, n_classes)
+            Probabilities in the order of ``classes_``, rows summing to 1.
+        attention : ndarray or scipy.sparse.csr_array of shape (n_queries, n_samples_fit)
+            Only with ``return_attention=True``; rows summing to 1, sparse for compact
+            kernels.
+        """
+        check_is_fitted(self)
+        X = self._validate_predict_data(X)
+        one_hot = np.eye(len(self.classes_), dtype=self.X_fit_.dtype)[self.y_fit_]  # (n, c)
+        proba, attention = self._pool(X, one_hot, return_attention=return_attention)
+        proba /= proba.sum(axis=1, keepdims=True)
+        return (proba, attention) if return_attention else proba
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba` (``-inf`` for classes of zero probability).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query points.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_queries, n_classes)
+        """
+        check_is_fitted(self)
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X, return_attention=False):
+        """Predict the class of highest attention-weighted frequency.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query points.
+        return_attention : bool, default=False
+            Also return the attention matrix.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,)
+            Labels from ``classes_``.
+        attention : ndarray or scipy.sparse.csr_array of shape (n_queries, n_samples_fit)
+            Only with ``return_attention=True``.
+        """
+        check_is_fitted(self)
+        proba, attention = self.predict_proba(X, return_attention=True) if return_attention \
+            else (self.predict_proba(X), None)
+        y_pred = self.classes_[np.argmax(proba, axis=1)]
+        return (y_pred, attention) if return_attention else y_pred

@@ -1,0 +1,237 @@
+"""Nadaraya-Watson attention sums, chunked and in log space. Torch only.
+
+Notation: ``q`` (n_q, d) queries, ``x`` (n, d) keys (the training inputs), ``v`` (n, t)
+values, ``h`` (d,) bandwidths, ``log_w`` (n,) log sample weights. Inputs are centred on the
+keys' mean and divided by ``h``; in those scaled coordinates the attention logit of key j
+for query i is ``log k(u_ij**2) + log_w_j`` with ``u_ij = ||q_i - x_j||``, and the output is
+
+    out_i = sum_j softmax_j(logit_ij) v_j.
+
+Only ``(chunk, n)`` blocks of logits ever exist. A row whose logits all underflow (a query
+far from every key, a tiny bandwidth) or whose kernel mass is zero (a compact kernel with no
+key in reach) is recomputed on the *careful path*: exact differences instead of the
+``|q|^2 + |x|^2 - 2 q.x`` expansion, a max-subtracted softmax, which is the
+nearest-neighbour limit when everything else underflows, and, if no key has positive kernel
+weight, the nearest key(s) as fallback.
+"""
+
+import contextlib
+import math
+from typing import NamedTuple
+
+import torch
+
+# Bytes of (chunk, n) temporaries per query row and key, in units of the dtype's size: the
+# logits block, and one more for the kernel's out-of-place log-profile or the attention copy.
+_N_TEMPORARIES = 3
+
+
+class PoolResult(NamedTuple):
+    out: torch.Tensor  # (n_q, t)
+    attention: object  # None, a dense (n_q, n) tensor, or CSR (crow, col, val) tensors
+    n_fallback: int  # rows with no key inside the kernel's support
+
+
+def resolve_device(device):
+    """Turn ``"cpu"``, ``"cuda[:i]"``, ``"mps"`` or ``"auto"`` into an available torch.device."""
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device={device!r} is not a valid torch device: {exc}") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device={device!r} was requested but CUDA is not available on this machine "
+                "(torch.cuda.is_available() is False). Use device='cpu' or device='auto'."
+            )
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device={device!r} was requested but only {torch.cuda.device_count()} "
+                "CUDA device(s) are present."
+            )
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(
+            f"device={device!r} was requested but MPS is not available on this machine "
+            "(torch.backends.mps.is_available() is False). Use device='cpu' or device='auto'."
+        )
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device={device!r} is not supported; use 'cpu', 'cuda', 'mps' or 'auto'.")
+    return dev
+
+
+@contextlib.contextmanager
+def _full_precision_matmul():
+    """TF32 would turn distances into noise: pin float32 matmuls to full precision."""
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def chunk_rows(n_rows, row_bytes, working_memory):
+    """Rows per chunk so that ``rows * row_bytes`` fits in ``working_memory`` MiB (>= 1)."""
+    return max(1, min(n_rows, int(working_memory * 2**20) // max(1, row_bytes)))
+
+
+def exact_sq_dist(q, x, working_memory):
+    """Squared distances ``||q_i - x_j||^2`` from explicit differences (no cancellation)."""
+    n, d = x.shape
+    out = torch.empty(q.shape[0], n, dtype=q.dtype, device=q.device)  # (n_q, n)
+    step = chunk_rows(q.shape[0], n * d * q.element_size(), working_memory)
+    for s in range(0, q.shape[0], step):
+        diff = q[s : s + step, None, :] - x[None, :, :]  # (b, n, d)
+        out[s : s + step] = torch.einsum("bnd,bnd->bn", diff, diff)
+    return out
+
+
+def _augmented_sq_dist(qs, xs):
+    """``|q|^2 + |x|^2 - 2 q.x`` as one matrix product of augmented inputs, clipped at 0."""
+    ones_q = qs.new_ones(qs.shape[0], 1)
+    ones_x = xs.new_ones(xs.shape[0], 1)
+    a = torch.cat([-2.0 * qs, (qs * qs).sum(1, keepdim=True), ones_q], dim=1)  # (b, d+2)
+    b = torch.cat([xs, ones_x, (xs * xs).sum(1, keepdim=True)], dim=1)  # (n, d+2)
+    return (a @ b.T).clamp_(min=0.0)  # (b, n)
+
+
+class _Problem:
+    """Scaled keys, values and weights shared by every chunk of one call."""
+
+    def __init__(self, x, v, h, kernel, log_w, self_log_w, working_memory):
+        self.centre = x.mean(0)  # (d,)
+        self.h = h
+        self.xs = (x - self.centre) / h  # (n, d)
+        self.kernel = kernel
+        n = x.shape[0]
+        self.log_w = x.new_zeros(n) if log_w is None else log_w  # (n,)
+        # log of the self weight left after removing one unit (leave-one-out), or None.
+        self.self_log_w = self_log_w
+        self.v1 = torch.cat([v, v.new_ones(n, 1)], dim=1)  # (n, t + 1): values and a ones column
+        self.working_memory = working_memory
+        self.positive = torch.isfinite(self.log_w)  # (n,) keys that can receive attention
+        c = kernel.quadratic_coef
+        if c is not None:
+            # Fused Gaussian logits: a @ b.T = -c |q - x|^2 + log_w - max(log_w) <= 0.
+            shift = self.log_w[self.positive].max()
+            bias = -c * (self.xs * self.xs).sum(1) + (self.log_w - shift)  # (n,)
+            self.b_fused = torch.cat([self.xs, self.xs.new_ones(n, 1), bias[:, None]], dim=1)  # (n, d + 2)
+
+    def scale(self, q):
+        return (q - self.centre) / self.h
+
+    def loo_adjust(self, logits, rows):
+        """Give each query row its own key's leave-one-out weight (rows index the keys)."""
+        if self.self_log_w is None:
+            return
+        r = torch.arange(len(rows), device=logits.device)
+        logits[r, rows] += self.self_log_w[rows] - self.log_w[rows]
+
+    def fast_logits(self, qs, rows):
+        """Logits of a chunk by matrix products; max-free for the Gaussian family."""
+        c = self.kernel.quadratic_coef
+        if c is not None:
+            a = torch.cat([2.0 * c * qs, -c * (qs * qs).sum(1, keepdim=True),
+                           qs.new_ones(qs.shape[0], 1)], dim=1)  # (b, d + 2)
+            logits = a @ self.b_fused.T  # (b, n)
+        else:
+            logits = self.kernel.log_profile_sq(_augmented_sq_dist(qs, self.xs))  # (b, n)
+            logits += self.log_w
+        self.loo_adjust(logits, rows)
+        return logits
+
+    def careful_logits(self, qs, rows):
+        """Exact-distance logits, max-subtracted; rows with no kernel mass fall back to the
+        nearest positive-weight key(s). Returns the logits and the number of such rows."""
+        d2 = exact_sq_dist(qs, self.xs, self.working_memory)  # (b, n)
+        logits = self.kernel.log_profile_sq(d2) + self.log_w  # (b, n)
+        self.loo_adjust(logits, rows)
+        m = logits.amax(1, keepdim=True)  # (b, 1)
+        empty = torch.isneginf(m[:, 0])  # (b,)
+        if self.self_log_w is not None:
+            d2[torch.arange(len(rows), device=d2.device), rows] = math.inf
+        n_empty = int(empty.sum())
+        if n_empty:
+            d2e = d2[empty].masked_fill_(~self.positive, math.inf)  # (e, n)
+            nearest = d2e == d2e.amin(1, keepdim=True)  # (e, n)
+            logits[empty] = torch.where(nearest, self.log_w, -math.inf)
+            m = logits.amax(1, keepdim=True)
+        return logits.sub_(m), n_empty
+
+
+def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
+                   return_attention=False, working_memory=1024):
+    """Nadaraya-Watson pooling of values ``v`` at queries ``q`` with keys ``x``.
+
+    Parameters
+    ----------
+    q : Tensor (n_q, d)
+        Queries. When ``self_log_w`` is given, ``q`` must be ``x`` (leave-one-out).
+    x : Tensor (n, d)
+        Keys.
+    v : Tensor (n, t)
+        Values.
+    h : Tensor (d,)
+        Bandwidths.
+    kernel : Kernel
+        Provides ``log_profile_sq``, ``support`` and ``quadratic_coef``.
+    log_w : Tensor (n,), optional
+        Log sample weights (``-inf`` for zero weight).
+    self_log_w : Tensor (n,), optional
+        Leave-one-out: query i gives key i this log weight instead of ``log_w[i]``.
+    return_attention : bool
+        Also return the attention matrix: dense, or CSR parts for compact kernels.
+    working_memory : float
+        MiB that the ``(chunk, n)`` temporaries may take.
+    """
+    n_q = q.shape[0]
+    n, d = x.shape
+    problem = _Problem(x, v, h, kernel, log_w, self_log_w, working_memory)
+    out = q.new_empty(n_q, v.shape[1])  # (n_q, t)
+    sparse = return_attention and kernel.is_compact
+    dense_att = q.new_empty(n_q, n) if return_attention and not sparse else None  # (n_q, n)
+    sparse_parts = []
+    tiny = math.sqrt(torch.finfo(q.dtype).tiny)
+    step = chunk_rows(n_q, n * q.element_size() * _N_TEMPORARIES, working_memory)
+    n_fallback = 0
+    with _full_precision_matmul():
+        for s in range(0, n_q, step):
+            rows = torch.arange(s, min(s + step, n_q), device=q.device)  # (b,)
+            qs = problem.scale(q[s : s + step])  # (b, d)
+            logits = problem.fast_logits(qs, rows)  # (b, n)
+            if kernel.quadratic_coef is None:
+                m = logits.amax(1, keepdim=True)  # (b, 1)
+                redo = torch.isneginf(m[:, 0])  # (b,)
+                logits.sub_(m.masked_fill_(redo[:, None], 0.0))
+            weights = logits.exp_()  # (b, n)
+            num_den = weights @ problem.v1  # (b, t + 1)
+            redo = ~(num_den[:, -1] > tiny)  # (b,) underflowed, empty or NaN rows
+            if bool(redo.any()):
+                careful, n_empty = problem.careful_logits(qs[redo], rows[redo])
+                n_fallback += n_empty
+                careful = careful.exp_()  # (r, n)
+                weights[redo] = careful
+                num_den[redo] = careful @ problem.v1
+            den = num_den[:, -1:]  # (b, 1)
+            out[s : s + step] = num_den[:, :-1] / den
+            if return_attention:
+                weights /= den
+                if sparse:
+                    nonzero = weights != 0  # (b, n)
+                    sparse_parts.append(
+                        (nonzero.sum(1), nonzero.nonzero()[:, 1], weights[nonzero])
+                    )
+                else:
+                    dense_att[s : s + step] = weights
+    attention = dense_att
+    if sparse:
+        counts, cols, vals = zip(*sparse_parts)
+        crow = torch.cat([counts[0].new_zeros(1), torch.cat(counts).cumsum(0)])  # (n_q + 1,)
+        attention = (crow, torch.cat(cols), torch.cat(vals))
+    return PoolResult(out, attention, n_fallback)

@@ -1,0 +1,151 @@
+"""Nadaraya-Watson kernel regression."""
+
+import numpy as np
+from sklearn.base import RegressorMixin, _fit_context
+from sklearn.utils.validation import check_is_fitted
+
+from ._base import NadarayaWatsonBase
+
+
+class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
+    r"""Nadaraya-Watson kernel regression: attention pooling of the training targets.
+
+    The prediction at a query q is the average of the training targets weighted by a
+    kernel of the scaled distance to each training input -- a softmax attention with the
+    training inputs as keys, the targets as values and a fixed, radial score function.
+
+    Parameters
+    ----------
+    kernel : str, Kernel or callable, default="gaussian"
+        A name from :data:`sklearn_nw.kernels.KERNELS` (``"gaussian"``, ``"epanechnikov"``,
+        ``"tophat"``, ``"linear"``, ``"tricube"``, ``"triweight"``, ``"biweight"``,
+        ``"cosine"``, ``"exponential"``, ``"constant"`` and aliases), a
+        :class:`~sklearn_nw.kernels.Kernel`, or a function mapping a torch tensor of scaled
+        distances ``u >= 0`` to non-negative weights.
+    bandwidth : float, array-like of shape (n_features,) or {"scott", "silverman"}, \
+            default="scott"
+        The bandwidth h, one per feature (a scalar is used for every feature), or a rule of
+        thumb computed from the weighted training data
+        (:func:`~sklearn_nw.bandwidth.scott_bandwidth`,
+        :func:`~sklearn_nw.bandwidth.silverman_bandwidth`).
+    device : str, default="cpu"
+        Torch device to compute on: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"``, or
+        ``"auto"`` for the first available of CUDA, MPS and the CPU. Fitted attributes are
+        numpy arrays whatever the device.
+
+    Attributes
+    ----------
+    bandwidth_ : ndarray of shape (n_features,)
+        The bandwidth used.
+    kernel_ : Kernel
+        The resolved kernel.
+    device_ : str
+        The resolved device.
+    X_fit_ : ndarray of shape (n_samples_fit, n_features)
+        Training inputs (the keys), float64 or float32 as given.
+    y_fit_ : ndarray of shape (n_samples_fit,) or (n_samples_fit, n_outputs)
+        Training targets (the values), float64.
+    sample_weight_ : ndarray of shape (n_samples_fit,)
+        Frequency weights of the training points (ones when none were given).
+    attention_weights_ : ndarray or scipy.sparse.csr_array of shape \
+            (n_samples_fit, n_samples_fit)
+        Leave-one-out attention of the training set on itself, computed when read.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when X has string feature names.
+
+    See Also
+    --------
+    NadarayaWatsonClassifier : The same attention pooling of one-hot class labels.
+    sklearn.neighbors.KNeighborsRegressor : Averages over the k nearest neighbours.
+    sklearn.neighbors.RadiusNeighborsRegressor : Averages over a fixed radius.
+
+    Notes
+    -----
+    With bandwidths :math:`h`, kernel profile :math:`k` and sample weights :math:`w`,
+
+    .. math::
+
+        \hat f(q) = \sum_i \alpha_i(q)\, y_i, \qquad
+        \alpha_i(q) = \operatorname{softmax}_i\big(\log k(\lVert (q - x_i) / h \rVert)
+        + \log w_i\big),
+
+    computed in log space and in chunks of queries, so far queries and tiny bandwidths reach
+    the nearest-neighbour limit instead of 0/0. With a compact kernel, a query with no
+    training point inside the support gets the value of its nearest training point(s) and
+    an :class:`~sklearn_nw.EmptyNeighborhoodWarning`. float32 input is computed in float32,
+    anything else in float64.
+
+    References
+    ----------
+    E. A. Nadaraya, "On estimating regression", *Theory of Probability and its
+    Applications* 9(1), 1964. G. S. Watson, "Smooth regression analysis", *Sankhya A*
+    26(4), 1964.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_nw import NadarayaWatsonRegressor
+    >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    >>> y = np.array([0.0, 1.0, 4.0, 9.0])
+    >>> reg = NadarayaWatsonRegressor(bandwidth=0.5).fit(X, y)
+    >>> reg.predict([[1.5]]).round(3)
+    array([2.5])
+    >>> reg.bandwidth_
+    array([0.5])
+    """
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Store the training data and resolve the kernel and bandwidth.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative frequency weights: an integer weight equals repeating the row.
+
+        Returns
+        -------
+        self : NadarayaWatsonRegressor
+            The fitted estimator.
+        """
+        X, y = self._validate_fit_data(X, y, sample_weight)
+        self.y_fit_ = np.array(y, dtype=np.float64)
+        return self
+
+    def predict(self, X, return_attention=False):
+        """Predict targets as the attention-weighted average of the training targets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query points.
+        return_attention : bool, default=False
+            Also return the attention matrix.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
+            Predictions, in the dtype the model was fitted in.
+        attention : ndarray or scipy.sparse.csr_array of shape (n_queries, n_samples_fit)
+            Only with ``return_attention=True``: the weights of the training points for each
+            query, rows summing to 1; sparse for compact kernels.
+        """
+        check_is_fitted(self)
+        X = self._validate_predict_data(X)
+        n = self.y_fit_.shape[0]
+        out, attention = self._pool(
+            X, self.y_fit_.reshape(n, -1), return_attention=return_attention
+        )
+        y_pred = out if self.y_fit_.ndim == 2 else out[:, 0]
+        return (y_pred, attention) if return_attention else y_pred
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags

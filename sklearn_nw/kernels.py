@@ -1,0 +1,319 @@
+"""Radial kernels for Nadaraya-Watson attention.
+
+A kernel is the profile ``k(u)`` of a radial smoothing kernel, a function of the scaled
+distance ``u = ||(q - x) / h|| >= 0``. Normalising constants are irrelevant: the
+Nadaraya-Watson weights ``k(u_i) / sum_j k(u_j)`` do not see them, so every profile here is
+scaled to ``k(0) = 1``.
+
+The engine works with the log-profile of the *squared* distance, ``log k(sqrt(u2))``: it
+avoids square roots for the kernels that are polynomials in ``u**2`` and lets attention be
+normalised with log-sum-exp. Kernels are :class:`~sklearn.base.BaseEstimator` objects so that
+``clone``, ``get_params`` and grid searches (``kernel__power``) see their parameters.
+"""
+
+import math
+from numbers import Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator
+from sklearn.utils._param_validation import Interval
+
+__all__ = [
+    "Kernel",
+    "Gaussian",
+    "Epanechnikov",
+    "Tophat",
+    "Linear",
+    "Tricube",
+    "Triweight",
+    "Biweight",
+    "Cosine",
+    "Exponential",
+    "Constant",
+    "SymmetricBeta",
+    "CallableKernel",
+    "KERNELS",
+    "get_kernel",
+]
+
+
+def _log1p_neg(t):
+    """``log(1 - t)`` for ``t`` clipped to ``[0, 1]``: ``-inf`` outside the support."""
+    return torch.log1p(-t.clamp(max=1.0))
+
+
+class Kernel(BaseEstimator):
+    """Base class of radial kernel profiles.
+
+    Subclasses implement :meth:`log_profile_sq` (preferred: it is what the engine calls) or
+    :meth:`profile`; each has a default written in terms of the other.
+
+    Attributes
+    ----------
+    support : float
+        Support radius in scaled distance: ``k(u) = 0`` for ``u > support``. ``1.0`` for
+        the compact kernels, ``inf`` otherwise. The engine uses it to return sparse
+        attention and to detect queries with no training point in reach.
+    quadratic_coef : float or None
+        ``c`` when ``log k(u) = -c * u**2`` (the Gaussian family), which lets the engine fuse
+        the distance computation into one matrix product; ``None`` otherwise.
+    """
+
+    support = math.inf
+    quadratic_coef = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.profile is Kernel.profile and cls.log_profile_sq is Kernel.log_profile_sq:
+            raise TypeError(f"{cls.__name__} must implement profile or log_profile_sq.")
+
+    def profile(self, u):
+        """Kernel profile ``k(u)`` on scaled distances ``u >= 0`` (a torch tensor)."""
+        return torch.exp(self.log_profile_sq(u * u))
+
+    def log_profile_sq(self, u2):
+        """``log k(sqrt(u2))`` on squared scaled distances; ``-inf`` where ``k`` is zero."""
+        return torch.log(self.profile(torch.sqrt(u2)))
+
+    def __call__(self, u):
+        """Evaluate the profile; accepts a tensor or an array-like and returns the same kind."""
+        if isinstance(u, torch.Tensor):
+            return self.profile(u)
+        u = torch.as_tensor(np.asarray(u, dtype=np.float64))
+        return self.profile(u).numpy()
+
+    @property
+    def is_compact(self):
+        """Whether the kernel vanishes outside a finite radius."""
+        return math.isfinite(self.support)
+
+
+class Gaussian(Kernel):
+    """Gaussian kernel, ``k(u) = exp(-u**2 / 2)``."""
+
+    quadratic_coef = 0.5
+
+    def log_profile_sq(self, u2):
+        return -0.5 * u2
+
+
+class Exponential(Kernel):
+    """Exponential (Laplacian) kernel, ``k(u) = exp(-u)``."""
+
+    def log_profile_sq(self, u2):
+        return -torch.sqrt(u2)
+
+
+class Constant(Kernel):
+    """Constant kernel, ``k(u) = 1``: plain (weighted) averaging, the baseline."""
+
+    def log_profile_sq(self, u2):
+        return torch.zeros_like(u2)
+
+
+class Tophat(Kernel):
+    """Top-hat (boxcar, uniform) kernel, ``k(u) = 1`` for ``u <= 1``, else 0."""
+
+    support = 1.0
+
+    def log_profile_sq(self, u2):
+        return torch.where(u2 <= 1.0, 0.0, -math.inf).to(u2.dtype)
+
+
+class Epanechnikov(Kernel):
+    """Epanechnikov kernel, ``k(u) = 1 - u**2`` for ``u <= 1``, else 0."""
+
+    support = 1.0
+
+    def log_profile_sq(self, u2):
+        return _log1p_neg(u2)
+
+
+class Biweight(Kernel):
+    """Biweight (quartic) kernel, ``k(u) = (1 - u**2)**2`` for ``u <= 1``, else 0."""
+
+    support = 1.0
+
+    def log_profile_sq(self, u2):
+        return 2.0 * _log1p_neg(u2)
+
+
+class Triweight(Kernel):
+    """Triweight kernel, ``k(u) = (1 - u**2)**3`` for ``u <= 1``, else 0."""
+
+    support = 1.0
+
+    def log_profile_sq(self, u2):
+        return 3.0 * _log1p_neg(u2)
+
+
+class Linear(Kernel):
+    """Linear (triangular) kernel, ``k(u) = 1 - u`` for ``u <= 1``, else 0.
+
+    Some attention tutorials call this kernel "Epanechikov"; the Epanechnikov kernel is
+    ``1 - u**2`` (:class:`Epanechnikov`).
+    """
+
+    support = 1.0
+
+    def log_profile_sq(self, u2):
+        return _log1p_neg(torch.sqrt(u2))
+
+
+class Tricube(Kernel):
+    """Tricube kernel, ``k(u) = (1 - u**3)**3`` for ``u <= 1``, else 0."""
+
+    support = 1.0
+
+    def log_profile_sq(self, u2):
+        return 3.0 * _log1p_neg(u2 * torch.sqrt(u2))
+
+
+class Cosine(Kernel):
+    """Cosine kernel, ``k(u) = cos(pi * u / 2)`` for ``u < 1``, else 0."""
+
+    support = 1.0
+
+    def log_profile_sq(self, u2):
+        u = torch.sqrt(u2)
+        inside = torch.log(torch.cos((0.5 * math.pi) * u.clamp(max=1.0)))
+        return torch.where(u < 1.0, inside, -math.inf)
+
+
+class SymmetricBeta(Kernel):
+    """Symmetric beta family, ``k(u) = (1 - u**2)**power`` for ``u <= 1``, else 0.
+
+    ``power=0`` is the top-hat kernel, 1 Epanechnikov, 2 biweight, 3 triweight; ``power``
+    can be tuned by grid search as ``kernel__power``.
+
+    Parameters
+    ----------
+    power : float, default=1.0
+        Non-negative exponent.
+    """
+
+    support = 1.0
+    _parameter_constraints = {"power": [Interval(Real, 0, None, closed="left")]}
+
+    def __init__(self, power=1.0):
+        self.power = power
+
+    def log_profile_sq(self, u2):
+        if self.power == 0:
+            return Tophat().log_profile_sq(u2)
+        return float(self.power) * _log1p_neg(u2)
+
+
+class CallableKernel(Kernel):
+    """A kernel from a user function of the scaled distance.
+
+    Parameters
+    ----------
+    func : callable
+        Maps a torch tensor of scaled distances ``u >= 0`` to a tensor of the same shape of
+        non-negative weights. It must be written with torch operations (it runs on the
+        estimator's device and dtype) and be picklable (a module-level function, not a
+        lambda) if the fitted estimator is to be pickled.
+    support : float, default=inf
+        Radius beyond which ``func`` is zero, if any.
+    """
+
+    def __init__(self, func, support=math.inf):
+        self.func = func
+        self.support = support
+
+    def profile(self, u):
+        return self.func(u)
+
+    def log_profile_sq(self, u2):
+        return torch.log(self.func(torch.sqrt(u2)))
+
+
+KERNELS = {
+    "gaussian": Gaussian,
+    "epanechnikov": Epanechnikov,
+    "tophat": Tophat,
+    "boxcar": Tophat,
+    "uniform": Tophat,
+    "linear": Linear,
+    "triangular": Linear,
+    "tricube": Tricube,
+    "triweight": Triweight,
+    "biweight": Biweight,
+    "quartic": Biweight,
+    "cosine": Cosine,
+    "exponential": Exponential,
+    "laplacian": Exponential,
+    "constant": Constant,
+}
+"""Registry of named kernels (with aliases): name -> Kernel class."""
+
+
+def _check_callable_kernel(kernel):
+    """Probe a user kernel once so that a bad function fails at fit, not deep in predict."""
+    u = torch.linspace(0.0, 3.0, 31, dtype=torch.float64)
+    try:
+        k = kernel.profile(u)
+    except Exception as exc:
+        raise TypeError(
+            f"The kernel callable failed on a torch tensor of scaled distances: {exc!r}. "
+            "It must map a tensor u >= 0 to a tensor of non-negative weights."
+        ) from exc
+    if not isinstance(k, torch.Tensor) or k.shape != u.shape:
+        raise TypeError(
+            "The kernel callable must return a torch tensor of the same shape as its input; "
+            f"got {type(k).__name__} with shape {getattr(k, 'shape', None)} for shape {tuple(u.shape)}."
+        )
+    if not bool(torch.isfinite(k).all()) or bool((k < 0).any()):
+        raise ValueError(
+            "The kernel callable must return finite, non-negative weights; "
+            f"on u = 0, 0.1, ..., 3 it returned {k.tolist()}."
+        )
+    if not bool((k > 0).any()):
+        raise ValueError("The kernel callable returned zero weight everywhere on u in [0, 3].")
+
+
+def get_kernel(kernel):
+    """Resolve a kernel specification to a fresh :class:`Kernel` object.
+
+    Parameters
+    ----------
+    kernel : str, Kernel or callable
+        A name from :data:`KERNELS`, a :class:`Kernel` (cloned), or a function of the
+        scaled-distance tensor (wrapped in :class:`CallableKernel`).
+
+    Returns
+    -------
+    kernel : Kernel
+
+    Examples
+    --------
+    >>> from sklearn_nw.kernels import get_kernel
+    >>> get_kernel("boxcar")
+    Tophat()
+    >>> float(get_kernel("epanechnikov")(0.5))
+    0.75
+    """
+    from sklearn.base import clone
+
+    if isinstance(kernel, str):
+        try:
+            return KERNELS[kernel.lower()]()
+        except KeyError:
+            valid = ", ".join(sorted(KERNELS))
+            raise ValueError(f"Unknown kernel {kernel!r}. Valid kernel names are: {valid}.") from None
+    if isinstance(kernel, Kernel):
+        kernel = clone(kernel)
+        if isinstance(kernel, SymmetricBeta):
+            kernel._validate_params()
+    elif callable(kernel):
+        kernel = CallableKernel(kernel)
+    else:
+        raise TypeError(
+            "kernel must be a kernel name, a Kernel instance or a callable; "
+            f"got {type(kernel).__name__}."
+        )
+    if isinstance(kernel, CallableKernel):
+        _check_callable_kernel(kernel)
+    return kernel
