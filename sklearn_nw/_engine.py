@@ -21,9 +21,13 @@ from typing import NamedTuple
 
 import torch
 
-# Bytes of (chunk, n) temporaries per query row and key, in units of the dtype's size: the
-# logits block, and one more for the kernel's out-of-place log-profile or the attention copy.
+import os
+# (chunk, n) temporaries per query row, in units of n * itemsize: the logits block, one more
+# for a kernel's out-of-place log-profile, one for the attention copy.
 _N_TEMPORARIES = 3
+# Chunks are also capped to stay in cache: the passes over a (chunk, n) block are memory
+# bound, and a block that fits in L2/L3 makes them several times faster.
+_CACHE_BYTES = int(os.environ.get("NW_CACHE", 4 * 2**20))
 
 
 class PoolResult(NamedTuple):
@@ -66,14 +70,28 @@ def resolve_device(device):
 
 
 @contextlib.contextmanager
-def _full_precision_matmul():
-    """TF32 would turn distances into noise: pin float32 matmuls to full precision."""
+def _compute_settings():
+    """Full-precision float32 matmuls: TF32 would turn distances into noise."""
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")
     try:
         yield
     finally:
         torch.set_float32_matmul_precision(previous)
+
+
+def exp_(logits):
+    """In-place ``exp`` of a block of logits, exactly 0 below the normal float range.
+
+    ``torch.exp`` takes a slow path for every input whose result underflows (several times
+    slower on real attention blocks, where most logits are very negative), so logits are
+    clamped at a floor whose exponential is still a normal number, and that value is then
+    subtracted (with a margin) and clipped at 0. Weights shrink by at most ``exp(floor)``,
+    about 1e-34 in float32 and 1e-303 in float64, against a row total of at least
+    ``sqrt(tiny)``; logits of ``-inf`` give exactly 0.
+    """
+    floor = math.log(torch.finfo(logits.dtype).tiny) + 10.0
+    return logits.clamp_(min=floor).exp_().sub_(1.001 * math.exp(floor)).clamp_(min=0.0)
 
 
 def chunk_rows(n_rows, row_bytes, working_memory):
@@ -113,7 +131,9 @@ class _Problem:
         self.log_w = x.new_zeros(n) if log_w is None else log_w  # (n,)
         # log of the self weight left after removing one unit (leave-one-out), or None.
         self.self_log_w = self_log_w
-        self.v1 = torch.cat([v, v.new_ones(n, 1)], dim=1)  # (n, t + 1): values and a ones column
+        # (t + 1, n): values and a ones column, transposed: BLAS is much faster at
+        # v1t @ weights.T than at weights @ v1 for few outputs.
+        self.v1t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()
         self.working_memory = working_memory
         self.positive = torch.isfinite(self.log_w)  # (n,) keys that can receive attention
         c = kernel.quadratic_coef
@@ -199,8 +219,9 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
     sparse_parts = []
     tiny = math.sqrt(torch.finfo(q.dtype).tiny)
     step = chunk_rows(n_q, n * q.element_size() * _N_TEMPORARIES, working_memory)
+    step = max(1, min(step, _CACHE_BYTES // (n * q.element_size())))
     n_fallback = 0
-    with _full_precision_matmul():
+    with _compute_settings():
         for s in range(0, n_q, step):
             rows = torch.arange(s, min(s + step, n_q), device=q.device)  # (b,)
             qs = problem.scale(q[s : s + step])  # (b, d)
@@ -209,15 +230,15 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
                 m = logits.amax(1, keepdim=True)  # (b, 1)
                 redo = torch.isneginf(m[:, 0])  # (b,)
                 logits.sub_(m.masked_fill_(redo[:, None], 0.0))
-            weights = logits.exp_()  # (b, n)
-            num_den = weights @ problem.v1  # (b, t + 1)
+            weights = exp_(logits)  # (b, n)
+            num_den = (problem.v1t @ weights.T).T  # (b, t + 1)
             redo = ~(num_den[:, -1] > tiny)  # (b,) underflowed, empty or NaN rows
             if bool(redo.any()):
                 careful, n_empty = problem.careful_logits(qs[redo], rows[redo])
                 n_fallback += n_empty
-                careful = careful.exp_()  # (r, n)
+                careful = exp_(careful)  # (r, n)
                 weights[redo] = careful
-                num_den[redo] = careful @ problem.v1
+                num_den[redo] = (problem.v1t @ careful.T).T
             den = num_den[:, -1:]  # (b, 1)
             out[s : s + step] = num_den[:, :-1] / den
             if return_attention:
