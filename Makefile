@@ -1,0 +1,35 @@
+# Each target sets itself up from nothing: a venv in .venv, torch==2.13.0 first (a CPU wheel
+# that lies on the build machines' disk), then the package with the extras the target needs.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+TORCH := torch==2.13.0
+
+.PHONY: test demo bench docs clean
+
+$(VENV)/.torch:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet $(TORCH)
+	touch $@
+
+$(VENV)/.%: $(VENV)/.torch setup.cfg pyproject.toml
+	$(PIP) install --quiet -e ".[$*]"
+	touch $@
+
+# SCIPY_ARRAY_API=1 makes scikit-learn run its array-API common checks instead of skipping.
+test: $(VENV)/.test
+	SCIPY_ARRAY_API=1 MPLBACKEND=Agg $(PY) -m pytest
+
+demo: $(VENV)/.demo
+	MPLBACKEND=Agg $(PY) -m sklearn_nw
+
+bench: $(VENV)/.bench
+	MPLBACKEND=Agg $(PY) benchmarks/run.py
+
+docs: $(VENV)/.docs
+	$(PY) -m sphinx -b html docs docs/_build/html
+
+clean:
+	rm -rf $(VENV) build *.egg-info docs/_build .pytest_cache .hypothesis
