@@ -38,9 +38,19 @@ __all__ = [
 ]
 
 
+# Both helpers keep gradients finite (autograd learns bandwidths through them): the branch
+# that torch.where discards must not be inf, or 0 * inf makes a NaN gradient.
+
+
 def _log1p_neg(t):
-    """``log(1 - t)`` for ``t`` clipped to ``[0, 1]``: ``-inf`` outside the support."""
-    return torch.log1p(-t.clamp(max=1.0))
+    """``log(1 - t)`` for ``t < 1``, ``-inf`` from 1 on (outside the support)."""
+    inside = t < 1.0
+    return torch.where(inside, torch.log1p(-torch.where(inside, t, 0.0)), -math.inf)
+
+
+def _sqrt(u2):
+    """Square root with a finite gradient at 0 (distances of a point to itself)."""
+    return torch.sqrt(u2.clamp(min=torch.finfo(u2.dtype).tiny))
 
 
 class Kernel(BaseEstimator):
@@ -102,7 +112,7 @@ class Exponential(Kernel):
     """Exponential (Laplacian) kernel, ``k(u) = exp(-u)``."""
 
     def log_profile_sq(self, u2):
-        return -torch.sqrt(u2)
+        return -_sqrt(u2)
 
 
 class Constant(Kernel):
@@ -158,7 +168,7 @@ class Linear(Kernel):
     support = 1.0
 
     def log_profile_sq(self, u2):
-        return _log1p_neg(torch.sqrt(u2))
+        return _log1p_neg(_sqrt(u2))
 
 
 class Tricube(Kernel):
@@ -167,7 +177,7 @@ class Tricube(Kernel):
     support = 1.0
 
     def log_profile_sq(self, u2):
-        return 3.0 * _log1p_neg(u2 * torch.sqrt(u2))
+        return 3.0 * _log1p_neg(u2 * _sqrt(u2))
 
 
 class Cosine(Kernel):
@@ -176,9 +186,10 @@ class Cosine(Kernel):
     support = 1.0
 
     def log_profile_sq(self, u2):
-        u = torch.sqrt(u2)
-        inside = torch.log(torch.cos((0.5 * math.pi) * u.clamp(max=1.0)))
-        return torch.where(u < 1.0, inside, -math.inf)
+        u = _sqrt(u2)
+        inside = u < 1.0
+        log_cos = torch.log(torch.cos((0.5 * math.pi) * torch.where(inside, u, 0.0)))
+        return torch.where(inside, log_cos, -math.inf)
 
 
 class SymmetricBeta(Kernel):
