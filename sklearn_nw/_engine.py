@@ -21,13 +21,12 @@ from typing import NamedTuple
 
 import torch
 
-import os
 # (chunk, n) temporaries per query row, in units of n * itemsize: the logits block, one more
 # for a kernel's out-of-place log-profile, one for the attention copy.
 _N_TEMPORARIES = 3
 # Chunks are also capped to stay in cache: the passes over a (chunk, n) block are memory
 # bound, and a block that fits in L2/L3 makes them several times faster.
-_CACHE_BYTES = int(os.environ.get("NW_CACHE", 4 * 2**20))
+_CACHE_BYTES = 4 * 2**20
 
 
 class PoolResult(NamedTuple):
@@ -110,6 +109,12 @@ def exact_sq_dist(q, x, working_memory):
     return out
 
 
+def transform(x, centre, h):
+    """Scaled coordinates: ``(x - centre) / h`` for bandwidths ``h`` (d,), or
+    ``(x - centre) @ h`` for a projection matrix ``h`` (d, r) (a learned metric)."""
+    return (x - centre) / h if h.ndim == 1 else (x - centre) @ h
+
+
 def _augmented_sq_dist(qs, xs):
     """``|q|^2 + |x|^2 - 2 q.x`` as one matrix product of augmented inputs, clipped at 0."""
     ones_q = qs.new_ones(qs.shape[0], 1)
@@ -125,7 +130,7 @@ class _Problem:
     def __init__(self, x, v, h, kernel, log_w, self_log_w, working_memory):
         self.centre = x.mean(0)  # (d,)
         self.h = h
-        self.xs = (x - self.centre) / h  # (n, d)
+        self.xs = transform(x, self.centre, h)  # (n, r)
         self.kernel = kernel
         n = x.shape[0]
         self.log_w = x.new_zeros(n) if log_w is None else log_w  # (n,)
@@ -144,7 +149,7 @@ class _Problem:
             self.b_fused = torch.cat([self.xs, self.xs.new_ones(n, 1), bias[:, None]], dim=1)  # (n, d + 2)
 
     def scale(self, q):
-        return (q - self.centre) / self.h
+        return transform(q, self.centre, self.h)
 
     def loo_adjust(self, logits, rows):
         """Give each query row its own key's leave-one-out weight (rows index the keys)."""
@@ -197,8 +202,8 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
         Keys.
     v : Tensor (n, t)
         Values.
-    h : Tensor (d,)
-        Bandwidths.
+    h : Tensor (d,) or (d, r)
+        Bandwidths, or a projection matrix: distances are then ``||(q - x) @ h||``.
     kernel : Kernel
         Provides ``log_profile_sq``, ``support`` and ``quadratic_coef``.
     log_w : Tensor (n,), optional
@@ -256,3 +261,140 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
         crow = torch.cat([counts[0].new_zeros(1), torch.cat(counts).cumsum(0)])  # (n_q + 1,)
         attention = (crow, torch.cat(cols), torch.cat(vals))
     return PoolResult(out, attention, n_fallback)
+
+
+# -- leave-one-out sums --------------------------------------------------------------------
+#
+# Query i is training point i, which keeps ``self_log_w[i]`` (the log of its weight less one
+# unit) on itself, so integer sample weights equal repeated rows.
+
+
+def _loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None):
+    """Leave-one-out logits of the key rows ``rows`` (b,) against all keys, differentiable.
+
+    ``d2`` (b, n), the squared scaled distances, is computed from ``qs`` and ``xs`` unless
+    given. Rows with zero kernel mass fall back to the nearest other positive-weight key(s),
+    a constant in the parameters, as in :func:`attention_pool`."""
+    d2 = _augmented_sq_dist(qs, xs) if d2 is None else d2  # (b, n)
+    r = torch.arange(len(rows), device=d2.device)  # (b,)
+    logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
+    self_logits = kernel.log_profile_sq(d2[r, rows]) + self_log_w[rows]  # (b,)
+    logits = logits.index_put((r, rows), self_logits)
+    empty = torch.isneginf(logits.detach().amax(1))  # (b,)
+    if bool(empty.any()):
+        d2e = d2.detach()[empty].masked_fill(~torch.isfinite(log_w), math.inf)  # (e, n)
+        d2e[torch.arange(d2e.shape[0], device=d2.device), rows[empty]] = math.inf
+        fallback = torch.full_like(logits.detach(), -math.inf)  # (b, n)
+        fallback[empty] = torch.where(d2e == d2e.amin(1, keepdim=True), log_w, -math.inf)
+        logits = torch.where(empty[:, None], fallback, logits)
+    return logits
+
+
+def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_memory=1024,
+             backward=False):
+    """Sample-weighted mean leave-one-out loss, ``sum_i w_i l_i / sum_i w_i`` over ``rows``.
+
+    Parameters
+    ----------
+    x : Tensor (n, d)
+        Training inputs: the keys and, through ``rows``, the queries.
+    v : Tensor (n, t)
+        Targets for ``loss="squared_error"``; one-hot labels for ``loss="log_loss"``.
+    h : Tensor (d,) or (d, r)
+        Bandwidths or projection, possibly requiring grad.
+    kernel : Kernel
+    log_w, self_log_w : Tensor (n,)
+        Log sample weights, and the log weight each point keeps on itself.
+    loss : {"squared_error", "log_loss"}
+    rows : Tensor (m,), optional
+        Training rows used as queries (a minibatch); all rows when None.
+    working_memory : float
+        MiB for the ``(chunk, n)`` temporaries, which autograd keeps until each chunk's
+        backward pass.
+    backward : bool
+        Back-propagate chunk by chunk, accumulating into ``h.grad``: memory stays bounded.
+
+    Returns
+    -------
+    loss : float
+    """
+    n = x.shape[0]
+    rows = torch.arange(n, device=x.device) if rows is None else rows
+    w_rows = log_w[rows].exp()  # (m,)
+    total = w_rows.sum()
+    xs_graph = transform(x, x.mean(0), h)  # (n, r)
+    # Chunks back-propagate into this detached copy; one final pass carries it to h.
+    xs = xs_graph.detach().requires_grad_(backward)
+    eps = torch.finfo(x.dtype).eps
+    row_bytes = n * x.element_size() * 8
+    step = min(chunk_rows(len(rows), row_bytes, working_memory),
+               max(1, 4 * _CACHE_BYTES // row_bytes))
+    value = 0.0
+    with _compute_settings(), torch.set_grad_enabled(backward):
+        for s in range(0, len(rows), step):
+            chunk = rows[s : s + step]  # (b,)
+            logits = _loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk)  # (b, n)
+            log_a = torch.log_softmax(logits, dim=1)  # (b, n)
+            pooled = log_a.exp() @ v  # (b, t)
+            if loss == "squared_error":
+                per_row = ((pooled - v[chunk]) ** 2).sum(1)  # (b,)
+            else:
+                # Probability of the true class, clipped at eps as sklearn's log_loss does.
+                p_true = (pooled * v[chunk]).sum(1)  # (b,)
+                per_row = -torch.log(p_true.clamp(min=eps))
+            part = (w_rows[s : s + step] * per_row).sum() / total
+            if backward:
+                part.backward()
+            value += float(part.detach())
+    if backward:
+        xs_graph.backward(xs.grad)
+    return value
+
+
+def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, working_memory=1024):
+    """Leave-one-out pooled values for a grid of bandwidth vectors, in one pass.
+
+    The per-feature squared differences of each block of queries are computed once and
+    shared by every grid point; when all grid points are multiples of the first, one
+    block of scaled squared distances is shared instead.
+
+    Parameters
+    ----------
+    x : Tensor (n, d)
+    v : Tensor (n, t)
+    hs : Tensor (G, d)
+        Bandwidth vectors.
+    kernel, log_w, self_log_w
+        As in :func:`loo_loss`.
+
+    Returns
+    -------
+    pooled : Tensor (G, n, t)
+        ``pooled[g, i]``: the leave-one-out prediction of point i with bandwidth ``hs[g]``.
+    """
+    n, d = x.shape
+    ratios = hs / hs[0]  # (G, d)
+    isotropic = bool((ratios == ratios[:, :1]).all())
+    xs = transform(x, x.mean(0), hs[0])  # (n, d)
+    width = 1 if isotropic else d
+    row_bytes = n * x.element_size() * (_N_TEMPORARIES + width)
+    step = min(chunk_rows(n, row_bytes, working_memory), max(1, 4 * _CACHE_BYTES // row_bytes))
+    v1t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()  # (t + 1, n)
+    pooled = x.new_empty(len(hs), n, v.shape[1])  # (G, n, t)
+    with _compute_settings():
+        for s in range(0, n, step):
+            rows = torch.arange(s, min(s + step, n), device=x.device)  # (b,)
+            if isotropic:
+                d2_first = _augmented_sq_dist(xs[rows], xs)  # (b, n)
+            else:
+                diff2 = (xs[rows, None, :] - xs[None, :, :]) ** 2  # (b, n, d)
+            for g in range(len(hs)):
+                if isotropic:
+                    d2 = d2_first / ratios[g, 0] ** 2  # (b, n)
+                else:
+                    d2 = diff2 @ ratios[g] ** -2  # (b, n)
+                logits = _loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2)
+                logits -= logits.amax(1, keepdim=True)
+                num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
+                pooled[g, rows] = num_den[:, :-1] / num_den[:, -1:]
+    return pooled
