@@ -2,7 +2,9 @@
 
 from ._base import EmptyNeighborhoodWarning
 from ._classification import NadarayaWatsonClassifier
+from ._cv import NadarayaWatsonClassifierCV, NadarayaWatsonRegressorCV
 from ._regression import NadarayaWatsonRegressor
+from .bandwidth import LeaveOneOutBandwidth
 from .kernels import Kernel
 
 __version__ = "0.1.0"
@@ -10,6 +12,9 @@ __version__ = "0.1.0"
 __all__ = [
     "NadarayaWatsonRegressor",
     "NadarayaWatsonClassifier",
+    "NadarayaWatsonRegressorCV",
+    "NadarayaWatsonClassifierCV",
+    "LeaveOneOutBandwidth",
     "Kernel",
     "EmptyNeighborhoodWarning",
     "__version__",

@@ -11,14 +11,14 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from sklearn import get_config
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils._array_api import get_namespace
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._engine import attention_pool, resolve_device
-from .bandwidth import RULES_OF_THUMB, check_bandwidth
+from .bandwidth import RULES_OF_THUMB, LeaveOneOutBandwidth, check_bandwidth, scott_bandwidth
 from .kernels import KERNELS, Kernel, get_kernel
 
 
@@ -37,7 +37,8 @@ class NadarayaWatsonBase(BaseEstimator):
         "kernel": [StrOptions(set(KERNELS)), Kernel, callable],
         "bandwidth": [
             Interval(Real, 0, None, closed="neither"),
-            StrOptions(set(RULES_OF_THUMB)),
+            StrOptions(set(RULES_OF_THUMB) | {"loo"}),
+            LeaveOneOutBandwidth,
             "array-like",
         ],
         "device": [str],
@@ -50,10 +51,12 @@ class NadarayaWatsonBase(BaseEstimator):
 
     # -- fitting ---------------------------------------------------------------------------
 
-    def _validate_fit_data(self, X, y, sample_weight, *, classifier=False):
-        """Validate X, y and sample_weight; resolve kernel, bandwidth and device.
+    def _fit(self, X, y, sample_weight, *, classifier=False):
+        """The one validation and fitting path of every Nadaraya-Watson estimator.
 
-        Stores ``X_fit_`` (a copy, in float64 or float32 as X came) and ``sample_weight_``.
+        Validates X, y and sample_weight, resolves kernel and device, stores copies of the
+        training data (``X_fit_`` in float64 or float32 as X came), lets the subclass encode
+        its targets (:meth:`_fit_targets`), then resolves the bandwidth.
         """
         xp, _ = get_namespace(X)
         X, y = validate_data(
@@ -67,17 +70,56 @@ class NadarayaWatsonBase(BaseEstimator):
         if classifier:
             check_classification_targets(y)
         sample_weight = _check_sample_weight(
-            sample_weight, X, dtype=np.float64, ensure_non_negative=True
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True, copy=True
         )
         self.kernel_ = get_kernel(self.kernel)
-        if isinstance(self.bandwidth, str):
-            self.bandwidth_ = RULES_OF_THUMB[self.bandwidth](X, sample_weight)
-        else:
-            self.bandwidth_ = check_bandwidth(self.bandwidth, X.shape[1])
         self.device_ = str(resolve_device(self.device))
         self.X_fit_ = np.array(X, copy=True)
         self.sample_weight_ = sample_weight
-        return X, y
+        values = self._fit_targets(y)
+        self._fit_bandwidth(values, loss="log_loss" if classifier else "squared_error")
+        return self
+
+    def _fit_bandwidth(self, values, *, loss):
+        """Set ``bandwidth_`` (and, for a learned one, ``n_iter_``, ``loss_curve_`` and for
+        the full metric ``projection_``)."""
+        for stale in ("projection_", "n_iter_", "loss_curve_"):
+            self.__dict__.pop(stale, None)
+        X, w, bandwidth = self.X_fit_, self.sample_weight_, self.bandwidth
+        if isinstance(bandwidth, str) and bandwidth in RULES_OF_THUMB:
+            self.bandwidth_ = RULES_OF_THUMB[bandwidth](X, w)
+            return
+        if not (isinstance(bandwidth, LeaveOneOutBandwidth) or isinstance(bandwidth, str)):
+            self.bandwidth_ = check_bandwidth(bandwidth, X.shape[1])
+            return
+        selector = LeaveOneOutBandwidth() if isinstance(bandwidth, str) else clone(bandwidth)
+        tensor = self._tensor_maker(resolve_device(self.device_))
+        log_w, self_log_w = self._log_weights(leave_one_out=True)
+        result = selector.select(
+            tensor(X), tensor(values), tensor(log_w), tensor(self_log_w), self.kernel_,
+            loss=loss, h_start=scott_bandwidth(X, w),
+            working_memory=get_config()["working_memory"],
+        )
+        self.bandwidth_ = result.bandwidth
+        if result.projection is not None:
+            self.projection_ = result.projection
+        self.n_iter_ = result.n_iter
+        self.loss_curve_ = result.loss_curve
+
+    def _fit_targets(self, y):
+        """Store the encoded targets; return them as float values (n_samples, t) to pool."""
+        raise NotImplementedError
+
+    def _tensor_maker(self, device):
+        dtype = torch.float32 if self.X_fit_.dtype == np.float32 else torch.float64
+        return lambda a: torch.tensor(np.asarray(a), dtype=dtype, device=device)
+
+    def _log_weights(self, *, leave_one_out):
+        """Log sample weights and, for leave-one-out, the log of each point's own weight
+        less one unit (``-inf`` for unit weights)."""
+        w = self.sample_weight_
+        with np.errstate(divide="ignore"):
+            return np.log(w), (np.log(np.maximum(w - 1.0, 0.0)) if leave_one_out else None)
 
     # -- attention pooling -----------------------------------------------------------------
 
@@ -105,20 +147,13 @@ class NadarayaWatsonBase(BaseEstimator):
         ndarray, or a scipy.sparse CSR array for compact kernels).
         """
         device = self._compute_device()
-        dtype = torch.float32 if self.X_fit_.dtype == np.float32 else torch.float64
-
-        def tensor(a):
-            return torch.tensor(np.asarray(a), dtype=dtype, device=device)
-
-        w = self.sample_weight_
-        with np.errstate(divide="ignore"):
-            log_w = np.log(w)
-            self_log_w = np.log(np.maximum(w - 1.0, 0.0)) if leave_one_out else None
+        tensor = self._tensor_maker(device)
+        log_w, self_log_w = self._log_weights(leave_one_out=leave_one_out)
         result = attention_pool(
             tensor(X),
             tensor(self.X_fit_),
             tensor(values),
-            tensor(self.bandwidth_),
+            tensor(getattr(self, "projection_", self.bandwidth_)),
             self.kernel_,
             log_w=tensor(log_w),
             self_log_w=None if self_log_w is None else tensor(self_log_w),
@@ -130,7 +165,8 @@ class NadarayaWatsonBase(BaseEstimator):
             raise ValueError(
                 "Nadaraya-Watson produced non-finite values: the kernel "
                 f"{self.kernel_!r} returned negative, NaN or infinite weights, or the bandwidth "
-                f"{self.bandwidth_.tolist()} overflows the {dtype} range of the scaled inputs."
+                f"{self.bandwidth_.tolist()} overflows the {self.X_fit_.dtype} range of the scaled "
+                "inputs."
             )
         if result.n_fallback:
             warnings.warn(

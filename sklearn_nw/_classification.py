@@ -95,9 +95,14 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         self : NadarayaWatsonClassifier
             The fitted estimator.
         """
-        X, y = self._validate_fit_data(X, y, sample_weight, classifier=True)
+        return self._fit(X, y, sample_weight, classifier=True)
+
+    def _fit_targets(self, y):
         self.classes_, self.y_fit_ = np.unique(y, return_inverse=True)
-        return self
+        return self._one_hot()
+
+    def _one_hot(self):
+        return np.eye(len(self.classes_), dtype=self.X_fit_.dtype)[self.y_fit_]  # (n, c)
 
     def predict_proba(self, X, return_attention=False):
         """Class probabilities: the attention-weighted class frequencies.
@@ -119,8 +124,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)
-        one_hot = np.eye(len(self.classes_), dtype=self.X_fit_.dtype)[self.y_fit_]  # (n, c)
-        proba, attention = self._pool(X, one_hot, return_attention=return_attention)
+        proba, attention = self._pool(X, self._one_hot(), return_attention=return_attention)
         proba /= proba.sum(axis=1, keepdims=True)
         return (proba, attention) if return_attention else proba
 

@@ -156,7 +156,9 @@ class _Problem:
         if self.self_log_w is None:
             return
         r = torch.arange(len(rows), device=logits.device)
-        logits[r, rows] += self.self_log_w[rows] - self.log_w[rows]
+        # A zero-weight key's logit is already -inf; -inf - (-inf) would make it NaN.
+        zero = torch.isneginf(self.log_w[rows])  # (b,)
+        logits[r, rows] += torch.where(zero, 0.0, self.self_log_w[rows] - self.log_w[rows])
 
     def fast_logits(self, qs, rows):
         """Logits of a chunk by matrix products; max-free for the Gaussian family."""
@@ -351,7 +353,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     return value
 
 
-def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, working_memory=1024):
+def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_memory=1024):
     """Leave-one-out pooled values for a grid of bandwidth vectors, in one pass.
 
     The per-feature squared differences of each block of queries are computed once and
@@ -366,24 +368,28 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, working_memory=1024):
         Bandwidth vectors.
     kernel, log_w, self_log_w
         As in :func:`loo_loss`.
+    rows : Tensor (m,), optional
+        Training rows to predict; all rows when None.
 
     Returns
     -------
-    pooled : Tensor (G, n, t)
-        ``pooled[g, i]``: the leave-one-out prediction of point i with bandwidth ``hs[g]``.
+    pooled : Tensor (G, m, t)
+        ``pooled[g, i]``: the leave-one-out prediction of ``rows[i]`` with bandwidth ``hs[g]``.
     """
     n, d = x.shape
+    rows_all = torch.arange(n, device=x.device) if rows is None else rows
     ratios = hs / hs[0]  # (G, d)
     isotropic = bool((ratios == ratios[:, :1]).all())
     xs = transform(x, x.mean(0), hs[0])  # (n, d)
     width = 1 if isotropic else d
     row_bytes = n * x.element_size() * (_N_TEMPORARIES + width)
-    step = min(chunk_rows(n, row_bytes, working_memory), max(1, 4 * _CACHE_BYTES // row_bytes))
+    m = len(rows_all)
+    step = min(chunk_rows(m, row_bytes, working_memory), max(1, 4 * _CACHE_BYTES // row_bytes))
     v1t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()  # (t + 1, n)
-    pooled = x.new_empty(len(hs), n, v.shape[1])  # (G, n, t)
+    pooled = x.new_empty(len(hs), m, v.shape[1])  # (G, m, t)
     with _compute_settings():
-        for s in range(0, n, step):
-            rows = torch.arange(s, min(s + step, n), device=x.device)  # (b,)
+        for s in range(0, m, step):
+            rows = rows_all[s : s + step]  # (b,)
             if isotropic:
                 d2_first = _augmented_sq_dist(xs[rows], xs)  # (b, n)
             else:
@@ -396,5 +402,5 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, working_memory=1024):
                 logits = _loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2)
                 logits -= logits.amax(1, keepdim=True)
                 num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
-                pooled[g, rows] = num_den[:, :-1] / num_den[:, -1:]
+                pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
     return pooled

@@ -114,9 +114,11 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         self : NadarayaWatsonRegressor
             The fitted estimator.
         """
-        X, y = self._validate_fit_data(X, y, sample_weight)
+        return self._fit(X, y, sample_weight)
+
+    def _fit_targets(self, y):
         self.y_fit_ = np.array(y, dtype=np.float64)
-        return self
+        return self.y_fit_.reshape(len(y), -1)
 
     def predict(self, X, return_attention=False):
         """Predict targets as the attention-weighted average of the training targets.

@@ -2,7 +2,13 @@
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor
+from sklearn_nw import (
+    LeaveOneOutBandwidth,
+    NadarayaWatsonClassifier,
+    NadarayaWatsonClassifierCV,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
 from sklearn_nw.kernels import SymmetricBeta
 
 ESTIMATORS = [
@@ -13,6 +19,13 @@ ESTIMATORS = [
     NadarayaWatsonClassifier(),
     NadarayaWatsonClassifier(kernel="tricube"),
     NadarayaWatsonClassifier(kernel="linear", bandwidth="silverman"),
+    NadarayaWatsonRegressor(bandwidth="loo"),
+    NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth("isotropic", max_iter=20)),
+    NadarayaWatsonClassifier(bandwidth=LeaveOneOutBandwidth(max_iter=20)),
+    NadarayaWatsonRegressorCV(),
+    NadarayaWatsonRegressorCV(bandwidths=(0.3, 1.0, 3.0), kernel="epanechnikov", cv=3),
+    NadarayaWatsonClassifierCV(),
+    NadarayaWatsonClassifierCV(cv=3, scoring="accuracy"),
 ]
 
 
