@@ -128,7 +128,8 @@ class _Problem:
     """Scaled keys, values and weights shared by every chunk of one call."""
 
     def __init__(self, x, v, h, kernel, log_w, self_log_w, working_memory):
-        self.centre = x.mean(0)  # (d,)
+        # Centre on the keys that carry weight: far zero-weight rows would cost precision.
+        self.centre = x.mean(0) if log_w is None else x[torch.isfinite(log_w)].mean(0)  # (d,)
         self.h = h
         self.xs = transform(x, self.centre, h)  # (n, r)
         self.kernel = kernel
@@ -239,7 +240,10 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
                 logits.sub_(m.masked_fill_(redo[:, None], 0.0))
             weights = exp_(logits)  # (b, n)
             num_den = (problem.v1t @ weights.T).T  # (b, t + 1)
-            redo = ~(num_den[:, -1] > tiny)  # (b,) underflowed, empty or NaN rows
+            # Every logit is <= 0 (max-subtracted, or so by construction for the fused
+            # Gaussian), so a row total above n is cancellation in |q|^2 + |x|^2 - 2 q.x.
+            total = num_den[:, -1]  # (b,)
+            redo = ~((total > tiny) & (total <= 1.001 * n))  # (b,) underflowed, empty, NaN or overflowed
             if bool(redo.any()):
                 careful, n_empty = problem.careful_logits(qs[redo], rows[redo])
                 n_fallback += n_empty
@@ -280,7 +284,8 @@ def _loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None):
     d2 = _augmented_sq_dist(qs, xs) if d2 is None else d2  # (b, n)
     r = torch.arange(len(rows), device=d2.device)  # (b,)
     logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
-    self_logits = kernel.log_profile_sq(d2[r, rows]) + self_log_w[rows]  # (b,)
+    # A point's distance to itself is exactly 0 (the expansion leaves rounding noise).
+    self_logits = kernel.log_profile_sq(d2.new_zeros(len(rows))) + self_log_w[rows]  # (b,)
     logits = logits.index_put((r, rows), self_logits)
     empty = torch.isneginf(logits.detach().amax(1))  # (b,)
     if bool(empty.any()):

@@ -272,7 +272,9 @@ class LeaveOneOutBandwidth(BaseEstimator):
         grid_loss = objective.grid(grid[:, None] * h_start, eval_rows)
         best = int(np.argmin(grid_loss))
         h_best = grid[best] * h_start
-        if np.ptp(grid_loss) <= 1e-12 * max(abs(grid_loss).max(), 1e-300):
+        # Flat: differences at rounding level, relative to the loss or to the targets' scale.
+        rounding = 100 * torch.finfo(x.dtype).eps ** 2 * float((v * v).sum(1).max())
+        if np.ptp(grid_loss) <= 1e-10 * abs(grid_loss).max() + rounding:
             warnings.warn(
                 "The leave-one-out loss does not depend on the bandwidth (constant targets, "
                 "identical inputs or too few samples); keeping Scott's rule.",
@@ -282,46 +284,50 @@ class LeaveOneOutBandwidth(BaseEstimator):
             return LeaveOneOutResult(h_scott, None, float(grid_loss[best]), grid_loss[best:best + 1],
                                      1, grid, grid_loss)
 
-        # 2. Gradient descent from there.
-        theta, to_metric = self._parametrise(h_best, x)
-        if full_batch:
-            curve, converged = self._lbfgs(objective, theta, to_metric)
-        else:
-            batch = _MINIBATCH if self.batch_size == "auto" else self.batch_size
-            curve, converged = self._adam(objective, theta, to_metric, positive, batch, generator)
-        if not converged:
-            warnings.warn(
-                f"The leave-one-out bandwidth search stopped after max_iter={self.max_iter} "
-                "iterations without converging; increase max_iter or tol.",
-                ConvergenceWarning,
-            )
-
-        # 3. Never worse than the grid's best point.
-        metric = to_metric(theta).detach()
-        final = objective.loss(metric, eval_rows)
-        if not np.isfinite(final) or final > grid_loss[best]:
-            metric, final = torch.as_tensor(h_best, dtype=x.dtype, device=x.device), grid_loss[best]
+        # 2. Gradient descent from there; the full metric starts from the learned diagonal.
+        descend = self._descent(objective, positive, full_batch, generator)
+        forms = ["diagonal", "full"] if self.form == "full" else [self.form]
+        metric = torch.as_tensor(h_best, dtype=x.dtype, device=x.device)
+        best_loss, curves = float(grid_loss[best]), []
+        for form in forms:
+            theta, to_metric = _parametrise(form, metric, self.n_components)
+            start = to_metric(theta).detach().clone()
+            if form == "full":  # the diagonal result, as a (possibly low-rank) projection
+                best_loss = objective.loss(start, eval_rows)
+            curves.append(descend(theta, to_metric))
+            # 3. Never worse than the start: the grid's best point, or the learned diagonal.
+            candidate = to_metric(theta).detach()
+            final = objective.loss(candidate, eval_rows)
+            if np.isfinite(final) and final <= best_loss:
+                metric, best_loss = candidate, final
+            else:
+                metric = start
+        curve = np.concatenate(curves)
         metric = metric.cpu().numpy().astype(np.float64)
         if metric.ndim == 1:
-            return LeaveOneOutResult(metric, None, float(final), curve, len(curve), grid, grid_loss)
+            return LeaveOneOutResult(metric, None, best_loss, curve, len(curve), grid, grid_loss)
         bandwidth = 1.0 / np.linalg.norm(metric, axis=1).clip(min=np.finfo(np.float64).tiny)
-        return LeaveOneOutResult(bandwidth, metric, float(final), curve, len(curve), grid, grid_loss)
+        return LeaveOneOutResult(bandwidth, metric, best_loss, curve, len(curve), grid, grid_loss)
 
-    def _parametrise(self, h, x):
-        """Unconstrained parameters and the map from them to the engine's metric."""
-        t = torch.as_tensor(h, dtype=x.dtype, device=x.device)
-        if self.form == "diagonal":
-            return t.log().requires_grad_(), torch.exp
-        if self.form == "isotropic":
-            ones = torch.ones_like(t)
-            return t[:1].log().requires_grad_(), lambda theta: theta.exp() * ones
-        # Full: start from the diagonal metric; low rank keeps the leading principal axes.
-        d = t.shape[0]
-        r = d if self.n_components is None else self.n_components
-        xs = (x - x.mean(0)) / t  # (n, d)
-        _, _, vh = torch.linalg.svd(xs, full_matrices=False)  # (d, d)
-        projection = vh.T[:, :r] / t[:, None] if r < d else torch.diag(1.0 / t)  # (d, r)
-        return projection.requires_grad_(), lambda theta: theta
+    def _descent(self, objective, positive, full_batch, generator):
+        """The optimiser that fits the size, as a function of (theta, to_metric)."""
+
+        def descend(theta, to_metric):
+            if full_batch:
+                curve, converged = self._lbfgs(objective, theta, to_metric)
+            else:
+                batch = _MINIBATCH if self.batch_size == "auto" else self.batch_size
+                curve, converged = self._adam(objective, theta, to_metric, positive, batch,
+                                              generator)
+            if not converged:
+                warnings.warn(
+                    "The leave-one-out bandwidth search stopped after max_iter="
+                    f"{self.max_iter} iterations without converging; increase max_iter or tol.",
+                    ConvergenceWarning,
+                )
+            return curve
+
+        return descend
 
     def _progress(self):
         if not self.verbose:
@@ -392,6 +398,20 @@ _MINIBATCH = 256
 _EVAL_ROWS = 1024
 # Log-bandwidths (and projection entries) are kept in [-_LOG_LIMIT, _LOG_LIMIT].
 _LOG_LIMIT = 50.0
+
+
+def _parametrise(form, h, n_components):
+    """Unconstrained parameters, from bandwidths ``h`` (d,), and their map to the metric."""
+    if form == "diagonal":
+        return h.log().requires_grad_(), torch.exp
+    if form == "isotropic":
+        ones = torch.ones_like(h)
+        return h[:1].log().requires_grad_(), lambda theta: theta.exp() * ones
+    # Full: the diagonal metric diag(1/h); low rank keeps the most relevant features, those
+    # with the smallest bandwidths.
+    keep = torch.argsort(h)[: n_components or len(h)].sort().values
+    projection = torch.diag(1.0 / h)[:, keep]  # (d, r)
+    return projection.requires_grad_(), lambda theta: theta
 
 
 class _Objective:

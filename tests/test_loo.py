@@ -1,0 +1,301 @@
+"""Leave-one-out objective, learned bandwidths and the CV estimators."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from sklearn_nw import (
+    LeaveOneOutBandwidth,
+    NadarayaWatsonClassifier,
+    NadarayaWatsonClassifierCV,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
+from sklearn_nw._engine import loo_loss
+from sklearn_nw.kernels import Gaussian, get_kernel
+
+
+def _data(n=60, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, (n, d))
+    y = np.sin(2 * X[:, 0]) + 0.3 * rng.standard_normal(n)
+    w = rng.integers(0, 4, n).astype(float)
+    return X, y, w
+
+
+def _refit_loo_predictions(make, X, y, w, method="predict"):
+    """Brute force: refit without one unit of each point's weight, predict that point."""
+    preds = []
+    for i in range(len(X)):
+        w_i = w.copy()
+        w_i[i] -= min(w_i[i], 1.0)
+        keep = w_i > 0
+        model = make().fit(X[keep], y[keep], sample_weight=w_i[keep])
+        preds.append(getattr(model, method)(X[i : i + 1])[0])
+    return np.array(preds)
+
+
+def _torch(a):
+    return torch.tensor(np.asarray(a), dtype=torch.float64)
+
+
+def _loss_args(w):
+    with np.errstate(divide="ignore"):
+        return _torch(np.log(w)), _torch(np.log(np.maximum(w - 1, 0)))
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "exponential", "biweight"])
+def test_loo_loss_equals_refits_regression(kernel):
+    X, y, w = _data()
+    h = np.array([0.9, 1.4])
+    preds = _refit_loo_predictions(
+        lambda: NadarayaWatsonRegressor(kernel, bandwidth=h), X, y, w
+    )
+    expected = np.sum(w * (preds - y) ** 2) / w.sum()
+    log_w, self_log_w = _loss_args(w)
+    got = loo_loss(_torch(X), _torch(y[:, None]), _torch(h), get_kernel(kernel), log_w,
+                   self_log_w, loss="squared_error")
+    assert got == pytest.approx(expected, rel=1e-10)
+
+
+def test_loo_loss_equals_refits_classification():
+    X, y, w = _data()
+    labels = np.digitize(y, [-0.5, 0.5])  # three classes
+    h = np.array([0.7, 1.0])
+    proba = _refit_loo_predictions(
+        lambda: NadarayaWatsonClassifier(bandwidth=h), X, labels, w, "predict_proba"
+    )
+    p_true = np.clip(proba[np.arange(len(X)), labels], np.finfo(float).eps, None)
+    expected = -np.sum(w * np.log(p_true)) / w.sum()
+    log_w, self_log_w = _loss_args(w)
+    one_hot = np.eye(3)[labels]
+    got = loo_loss(_torch(X), _torch(one_hot), _torch(h), Gaussian(), log_w, self_log_w,
+                   loss="log_loss")
+    assert got == pytest.approx(expected, rel=1e-10)
+
+
+def test_attention_weights_are_the_loo_refits():
+    X, y, w = _data(n=30)
+    reg = NadarayaWatsonRegressor(bandwidth=0.8).fit(X, y, sample_weight=w)
+    preds = _refit_loo_predictions(lambda: NadarayaWatsonRegressor(bandwidth=0.8), X, y, w)
+    np.testing.assert_allclose(reg.attention_weights_ @ y, preds, rtol=1e-10)
+
+
+def test_gradcheck_of_the_objective():
+    X, y, w = _data(n=25)
+    log_w, self_log_w = _loss_args(w)
+
+    def objective(log_h):
+        # Differentiable path without the chunked backward: build the loss as one graph.
+        from sklearn_nw._engine import _loo_logits, transform
+
+        xs = transform(_torch(X), _torch(X).mean(0), log_h.exp())
+        rows = torch.arange(len(X))
+        a = torch.softmax(_loo_logits(xs, xs, Gaussian(), log_w, self_log_w, rows), dim=1)
+        return (w_t * (a @ _torch(y) - _torch(y)) ** 2).sum() / w_t.sum()
+
+    w_t = _torch(w)
+    log_h = _torch([0.1, -0.2]).requires_grad_()
+    assert torch.autograd.gradcheck(objective, (log_h,))
+    # The chunked backward that fit uses gives the same gradient.
+    h = log_h.detach().exp().requires_grad_()
+    loo_loss(_torch(X), _torch(y[:, None]), h, Gaussian(), log_w, self_log_w,
+             loss="squared_error", backward=True, working_memory=0.001)
+    h_ref = log_h.detach().exp().requires_grad_()
+    log_h_ref = h_ref.log()
+    objective(log_h_ref).backward()
+    np.testing.assert_allclose(h.grad.numpy(), h_ref.grad.numpy(), rtol=1e-9)
+
+
+def test_learned_bandwidth_matches_fine_grid_optimum_1d():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 6, (200, 1))
+    y = np.sin(X[:, 0]) + 0.3 * rng.standard_normal(200)
+    reg = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    fine = np.geomspace(0.02, 3, 400)
+    losses = []
+    for h in fine:
+        a = NadarayaWatsonRegressor(bandwidth=h).fit(X, y).attention_weights_
+        losses.append(np.mean((a @ y - y) ** 2))
+    best = fine[int(np.argmin(losses))]
+    assert reg.bandwidth_[0] == pytest.approx(best, rel=0.02)
+    assert reg.loss_curve_[-1] <= np.min(losses) * (1 + 1e-4)
+    assert reg.n_iter_ >= 1
+
+
+def test_irrelevant_feature_gets_large_bandwidth():
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-2, 2, (400, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.standard_normal(400)
+    reg = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    assert reg.bandwidth_[2] > 10 * max(reg.bandwidth_[:2])
+
+
+@pytest.mark.parametrize("form", ["isotropic", "full"])
+def test_other_forms(form):
+    X, y, _ = _data(n=150, d=3)
+    reg = NadarayaWatsonRegressor(
+        bandwidth=LeaveOneOutBandwidth(form, n_components=2 if form == "full" else None)
+    ).fit(X, y)
+    if form == "isotropic":
+        assert np.ptp(reg.bandwidth_) == 0
+        assert not hasattr(reg, "projection_")
+    else:
+        assert reg.projection_.shape == (3, 2)
+        np.testing.assert_allclose(reg.bandwidth_, 1 / np.linalg.norm(reg.projection_, axis=1))
+    # The fitted model predicts its own leave-one-out optimum, never worse than Scott's rule.
+    loo = np.mean((reg.attention_weights_ @ y - y) ** 2)
+    scott = NadarayaWatsonRegressor().fit(X, y)
+    assert loo <= np.mean((scott.attention_weights_ @ y - y) ** 2)
+
+
+def test_minibatch_is_deterministic_and_warns_without_convergence():
+    X, y, _ = _data(n=300, d=2)
+    selector = LeaveOneOutBandwidth(batch_size=32, max_iter=3, tol=0.0, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="max_iter=3"):
+        a = NadarayaWatsonRegressor(bandwidth=selector).fit(X, y)
+    with pytest.warns(ConvergenceWarning):
+        b = NadarayaWatsonRegressor(bandwidth=selector).fit(X, y)
+    np.testing.assert_array_equal(a.bandwidth_, b.bandwidth_)
+    assert a.n_iter_ == 3
+
+
+def test_weights_equal_repeated_rows_for_loo():
+    X, y, w = _data(n=40)
+    w = w.astype(int)
+    a = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y, sample_weight=w)
+    b = NadarayaWatsonRegressor(bandwidth="loo").fit(np.repeat(X, w, 0), np.repeat(y, w))
+    np.testing.assert_allclose(a.bandwidth_, b.bandwidth_, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "X, y",
+    [
+        (np.ones((20, 2)), np.arange(20.0)),  # all X equal
+        (np.arange(40.0).reshape(20, 2), np.full(20, 3.0)),  # constant y
+        (np.array([[0.0], [1.0]]), np.array([0.0, 1.0])),  # two points
+    ],
+)
+def test_degenerate_data_ends_finite_with_a_warning(X, y):
+    with pytest.warns(ConvergenceWarning, match="does not depend on the bandwidth"):
+        reg = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    assert np.all(np.isfinite(reg.bandwidth_)) and np.all(reg.bandwidth_ > 0)
+    assert np.all(np.isfinite(reg.predict(X)))
+
+
+def test_loo_needs_two_samples():
+    with pytest.raises(ValueError, match="n_samples=1"):
+        NadarayaWatsonRegressor(bandwidth="loo").fit([[1.0]], [1.0])
+
+
+def test_verbose_shows_progress(capsys):
+    X, y, _ = _data(n=80)
+    NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(verbose=1)).fit(X, y)
+    assert "leave-one-out bandwidth" in capsys.readouterr().err
+
+
+# -- the CV estimators ---------------------------------------------------------------------
+
+
+def test_regressor_cv_picks_lowest_loo_loss():
+    X, y, w = _data(n=50)
+    grid = [0.05, 0.2, 0.5, 1.0, 3.0]
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid).fit(X, y, sample_weight=w)
+    losses = []
+    for h in grid:
+        preds = _refit_loo_predictions(lambda: NadarayaWatsonRegressor(bandwidth=h), X, y, w)
+        losses.append(np.sum(w * (preds - y) ** 2) / w.sum())
+    np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-10)
+    assert cv.bandwidth_[0] == grid[int(np.argmin(losses))]
+    assert cv.best_score_ == pytest.approx(-min(losses))
+    np.testing.assert_allclose(
+        cv.predict(X), NadarayaWatsonRegressor(bandwidth=cv.bandwidth_).fit(X, y, w).predict(X)
+    )
+
+
+def test_per_feature_grid_and_classifier_cv():
+    X, y, _ = _data(n=50)
+    labels = np.where(y > 0, "up", "down")
+    grid = [[0.3, 0.3], [0.3, 5.0], [5.0, 0.3]]
+    cv = NadarayaWatsonClassifierCV(bandwidths=grid).fit(X, labels)
+    losses = []
+    for h in grid:
+        proba = _refit_loo_predictions(
+            lambda: NadarayaWatsonClassifier(bandwidth=np.array(h)), X, labels,
+            np.ones(len(X)), "predict_proba",
+        )
+        p_true = proba[np.arange(len(X)), np.searchsorted(cv.classes_, labels)]
+        losses.append(-np.mean(np.log(np.clip(p_true, np.finfo(float).eps, None))))
+    np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-10)
+    np.testing.assert_array_equal(cv.bandwidth_, grid[int(np.argmin(losses))])
+
+
+def test_cv_with_splitter_matches_gridsearchcv():
+    X, y, _ = _data(n=80)
+    grid = [0.1, 0.4, 1.0]
+    folds = KFold(4, shuffle=True, random_state=0)
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid, cv=folds).fit(X, y)
+    scores = [cross_val_score(NadarayaWatsonRegressor(bandwidth=h), X, y, cv=folds).mean()
+              for h in grid]
+    np.testing.assert_allclose(cv.cv_results_["mean_test_score"], scores)
+    assert cv.bandwidth_[0] == grid[int(np.argmax(scores))]
+
+
+def test_loo_scoring_uses_the_scorer():
+    X, y, _ = _data(n=60)
+    cv = NadarayaWatsonRegressorCV(bandwidths=[0.2, 1.0], scoring="neg_mean_absolute_error")
+    cv.fit(X, y)
+    for h, score in zip([0.2, 1.0], cv.cv_results_["mean_test_score"]):
+        a = NadarayaWatsonRegressor(bandwidth=h).fit(X, y).attention_weights_
+        assert score == pytest.approx(-np.mean(np.abs(a @ y - y)), rel=1e-10)
+
+
+@pytest.mark.parametrize(
+    "bandwidths, match",
+    [
+        ([], "must not be empty"),
+        ([0.5, 0.0], "positive"),
+        ([0.5, -1.0], "positive"),
+        ([[0.5, 1.0, 2.0]], "n_features=2"),
+    ],
+)
+def test_cv_bad_grids(bandwidths, match):
+    X, y, _ = _data(n=20)
+    with pytest.raises(ValueError, match=match):
+        NadarayaWatsonRegressorCV(bandwidths=bandwidths).fit(X, y)
+
+
+def test_bad_selector_parameters():
+    X, y, _ = _data(n=20)
+    with pytest.raises(ValueError, match="max_iter"):
+        NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(max_iter=0)).fit(X, y)
+    with pytest.raises(ValueError, match="form"):
+        NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth("banana")).fit(X, y)
+
+
+def test_grid_search_over_bandwidth_kernel_and_kernel_parameters():
+    from sklearn_nw.kernels import SymmetricBeta
+
+    X, y, _ = _data(n=90)
+    pipe = make_pipeline(StandardScaler(), NadarayaWatsonRegressor())
+    folds = KFold(3, shuffle=True, random_state=0)
+    grid = [
+        {"nadarayawatsonregressor__bandwidth": [0.3, 1.0, "scott"],
+         "nadarayawatsonregressor__kernel": ["gaussian", "epanechnikov"]},
+        {"nadarayawatsonregressor__kernel": [SymmetricBeta()],
+         "nadarayawatsonregressor__kernel__power": [1.0, 3.0],
+         "nadarayawatsonregressor__bandwidth": [2.0]},
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search = GridSearchCV(pipe, grid, cv=folds).fit(X, y)
+    scores = search.cv_results_["mean_test_score"]
+    assert np.all(np.isfinite(scores)) and len(scores) == 8
+    best = search.cv_results_["params"][int(np.argmax(scores))]
+    assert search.best_params_ == best
