@@ -10,12 +10,12 @@ from .kernels import Kernel
 __version__ = "0.1.0"
 
 __all__ = [
-    "NadarayaWatsonRegressor",
-    "NadarayaWatsonClassifier",
-    "NadarayaWatsonRegressorCV",
-    "NadarayaWatsonClassifierCV",
-    "LeaveOneOutBandwidth",
-    "Kernel",
     "EmptyNeighborhoodWarning",
+    "Kernel",
+    "LeaveOneOutBandwidth",
+    "NadarayaWatsonClassifier",
+    "NadarayaWatsonClassifierCV",
+    "NadarayaWatsonRegressor",
+    "NadarayaWatsonRegressorCV",
     "__version__",
 ]

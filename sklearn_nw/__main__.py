@@ -11,8 +11,13 @@ import time
 
 import numpy as np
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
-from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_val_score
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import (
+    GridSearchCV,
+    KFold,
+    StratifiedKFold,
+    cross_val_score,
+    train_test_split,
+)
 from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -53,9 +58,9 @@ def _report(title, X, y, models, cv, scoring):
 
 
 def _heatmap(output, device):
-    from .inspection import AttentionDisplay
-
     import matplotlib
+
+    from .inspection import AttentionDisplay
 
     matplotlib.use("Agg")
     X, y = load_diabetes(return_X_y=True)

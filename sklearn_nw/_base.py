@@ -6,6 +6,7 @@ tensors live only inside a method call.
 
 import warnings
 from numbers import Real
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -15,10 +16,19 @@ from sklearn.base import BaseEstimator, clone
 from sklearn.utils._array_api import get_namespace
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    validate_data,
+)
 
 from ._engine import attention_pool, resolve_device
-from .bandwidth import RULES_OF_THUMB, LeaveOneOutBandwidth, check_bandwidth, scott_bandwidth
+from .bandwidth import (
+    RULES_OF_THUMB,
+    LeaveOneOutBandwidth,
+    check_bandwidth,
+    scott_bandwidth,
+)
 from .kernels import KERNELS, Kernel, get_kernel
 
 
@@ -33,7 +43,7 @@ class EmptyNeighborhoodWarning(UserWarning):
 class NadarayaWatsonBase(BaseEstimator):
     """Parameters, fitting and attention pooling shared by the regressor and the classifier."""
 
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict] = {
         "kernel": [StrOptions(set(KERNELS)), Kernel, callable],
         "bandwidth": [
             Interval(Real, 0, None, closed="neither"),
@@ -89,7 +99,7 @@ class NadarayaWatsonBase(BaseEstimator):
         if isinstance(bandwidth, str) and bandwidth in RULES_OF_THUMB:
             self.bandwidth_ = RULES_OF_THUMB[bandwidth](X, w)
             return
-        if not (isinstance(bandwidth, LeaveOneOutBandwidth) or isinstance(bandwidth, str)):
+        if not isinstance(bandwidth, (LeaveOneOutBandwidth, str)):
             self.bandwidth_ = check_bandwidth(bandwidth, X.shape[1])
             return
         selector = LeaveOneOutBandwidth() if isinstance(bandwidth, str) else clone(bandwidth)

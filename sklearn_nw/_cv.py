@@ -1,6 +1,7 @@
 """Nadaraya-Watson estimators with the bandwidth chosen from a grid by cross-validation."""
 
 from numbers import Integral
+from typing import ClassVar
 
 import numpy as np
 from sklearn import get_config
@@ -22,7 +23,7 @@ _DEFAULT_N_BANDWIDTHS = 25
 class _BandwidthSearchMixin:
     """Chooses ``bandwidth_`` from ``bandwidths`` in place of the plain estimator's rule."""
 
-    _search_constraints = {
+    _search_constraints: ClassVar[dict] = {
         "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like", None],
         "cv": ["cv_object"],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
@@ -201,7 +202,7 @@ class NadarayaWatsonRegressorCV(_BandwidthSearchMixin, NadarayaWatsonRegressor):
     )
 
     _plain_class = NadarayaWatsonRegressor
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict] = {
         **{k: v for k, v in NadarayaWatsonRegressor._parameter_constraints.items()
            if k != "bandwidth"},
         **_BandwidthSearchMixin._search_constraints,
@@ -242,7 +243,7 @@ class NadarayaWatsonClassifierCV(_BandwidthSearchMixin, NadarayaWatsonClassifier
     )
 
     _plain_class = NadarayaWatsonClassifier
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict] = {
         **{k: v for k, v in NadarayaWatsonClassifier._parameter_constraints.items()
            if k != "bandwidth"},
         **_BandwidthSearchMixin._search_constraints,

@@ -115,13 +115,25 @@ def transform(x, centre, h):
     return (x - centre) / h if h.ndim == 1 else (x - centre) @ h
 
 
-def _augmented_sq_dist(qs, xs):
-    """``|q|^2 + |x|^2 - 2 q.x`` as one matrix product of augmented inputs, clipped at 0."""
-    ones_q = qs.new_ones(qs.shape[0], 1)
-    ones_x = xs.new_ones(xs.shape[0], 1)
-    a = torch.cat([-2.0 * qs, (qs * qs).sum(1, keepdim=True), ones_q], dim=1)  # (b, d+2)
-    b = torch.cat([xs, ones_x, (xs * xs).sum(1, keepdim=True)], dim=1)  # (n, d+2)
-    return (a @ b.T).clamp_(min=0.0)  # (b, n)
+def _augmented_sq_dist(qs, xs, refine=False):
+    """``|q|^2 + |x|^2 - 2 q.x`` as one matrix product of augmented inputs, clipped at 0.
+
+    The expansion's absolute error is about ``eps * (|q|^2 + |x|^2)``: harmless for the
+    Gaussian, but a kernel with a kink at 0 (through ``sqrt``) turns it into a relative
+    error of ``sqrt(eps)`` when a query sits on a key. ``refine`` recomputes those
+    near-coincident pairs from explicit differences.
+    """
+    q2 = (qs * qs).sum(1, keepdim=True)  # (b, 1)
+    x2 = (xs * xs).sum(1, keepdim=True)  # (n, 1)
+    a = torch.cat([-2.0 * qs, q2, torch.ones_like(q2)], dim=1)  # (b, d + 2)
+    b = torch.cat([xs, torch.ones_like(x2), x2], dim=1)  # (n, d + 2)
+    d2 = (a @ b.T).clamp_(min=0.0)  # (b, n)
+    if refine and d2.numel():
+        noise = 64 * torch.finfo(d2.dtype).eps * (q2.detach().max() + x2.detach().max())
+        i, j = torch.nonzero(d2.detach() < noise, as_tuple=True)
+        if len(i):
+            d2 = d2.index_put((i, j), ((qs[i] - xs[j]) ** 2).sum(1))
+    return d2
 
 
 class _Problem:
@@ -169,7 +181,8 @@ class _Problem:
                            qs.new_ones(qs.shape[0], 1)], dim=1)  # (b, d + 2)
             logits = a @ self.b_fused.T  # (b, n)
         else:
-            logits = self.kernel.log_profile_sq(_augmented_sq_dist(qs, self.xs))  # (b, n)
+            d2 = _augmented_sq_dist(qs, self.xs, refine=True)  # (b, n)
+            logits = self.kernel.log_profile_sq(d2)  # (b, n)
             logits += self.log_w
         self.loo_adjust(logits, rows)
         return logits
@@ -218,8 +231,7 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
     working_memory : float
         MiB that the ``(chunk, n)`` temporaries may take.
     """
-    n_q = q.shape[0]
-    n, d = x.shape
+    n_q, n = q.shape[0], x.shape[0]
     problem = _Problem(x, v, h, kernel, log_w, self_log_w, working_memory)
     out = q.new_empty(n_q, v.shape[1])  # (n_q, t)
     sparse = return_attention and kernel.is_compact
@@ -281,7 +293,8 @@ def _loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None):
     ``d2`` (b, n), the squared scaled distances, is computed from ``qs`` and ``xs`` unless
     given. Rows with zero kernel mass fall back to the nearest other positive-weight key(s),
     a constant in the parameters, as in :func:`attention_pool`."""
-    d2 = _augmented_sq_dist(qs, xs) if d2 is None else d2  # (b, n)
+    if d2 is None:
+        d2 = _augmented_sq_dist(qs, xs, refine=kernel.quadratic_coef is None)  # (b, n)
     r = torch.arange(len(rows), device=d2.device)  # (b,)
     logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
     # A point's distance to itself is exactly 0 (the expansion leaves rounding noise).
@@ -396,7 +409,7 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
         for s in range(0, m, step):
             rows = rows_all[s : s + step]  # (b,)
             if isotropic:
-                d2_first = _augmented_sq_dist(xs[rows], xs)  # (b, n)
+                d2_first = _augmented_sq_dist(xs[rows], xs, refine=True)  # (b, n)
             else:
                 diff2 = (xs[rows, None, :] - xs[None, :, :]) ** 2  # (b, n, d)
             for g in range(len(hs)):

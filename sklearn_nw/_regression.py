@@ -91,7 +91,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
     >>> y = np.array([0.0, 1.0, 4.0, 9.0])
     >>> reg = NadarayaWatsonRegressor(bandwidth=0.5).fit(X, y)
     >>> reg.predict([[1.5]]).round(3)
-    array([2.5])
+    array([2.536])
     >>> reg.bandwidth_
     array([0.5])
     """

@@ -8,7 +8,7 @@ same bandwidth as repeating each row that many times, so the effective sample si
 import logging
 import warnings
 from numbers import Integral, Real
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -20,11 +20,11 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._engine import loo_grid_pool, loo_loss
 
 __all__ = [
+    "RULES_OF_THUMB",
+    "LeaveOneOutBandwidth",
+    "check_bandwidth",
     "scott_bandwidth",
     "silverman_bandwidth",
-    "RULES_OF_THUMB",
-    "check_bandwidth",
-    "LeaveOneOutBandwidth",
 ]
 
 logger = logging.getLogger(__name__)
@@ -197,7 +197,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
     K. Q. Weinberger and G. Tesauro, "Metric learning for kernel regression", AISTATS 2007.
     """
 
-    _parameter_constraints = {
+    _parameter_constraints: ClassVar[dict] = {
         "form": [StrOptions({"diagonal", "isotropic", "full"})],
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
         "max_iter": [Interval(Integral, 1, None, closed="left")],

@@ -13,6 +13,7 @@ normalised with log-sum-exp. Kernels are :class:`~sklearn.base.BaseEstimator` ob
 
 import math
 from numbers import Real
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -20,20 +21,20 @@ from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
 
 __all__ = [
-    "Kernel",
-    "Gaussian",
+    "KERNELS",
+    "Biweight",
+    "CallableKernel",
+    "Constant",
+    "Cosine",
     "Epanechnikov",
-    "Tophat",
+    "Exponential",
+    "Gaussian",
+    "Kernel",
     "Linear",
+    "SymmetricBeta",
+    "Tophat",
     "Tricube",
     "Triweight",
-    "Biweight",
-    "Cosine",
-    "Exponential",
-    "Constant",
-    "SymmetricBeta",
-    "CallableKernel",
-    "KERNELS",
     "get_kernel",
 ]
 
@@ -205,7 +206,7 @@ class SymmetricBeta(Kernel):
     """
 
     support = 1.0
-    _parameter_constraints = {"power": [Interval(Real, 0, None, closed="left")]}
+    _parameter_constraints: ClassVar[dict] = {"power": [Interval(Real, 0, None, closed="left")]}
 
     def __init__(self, power=1.0):
         self.power = power

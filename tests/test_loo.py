@@ -209,7 +209,9 @@ def test_regressor_cv_picks_lowest_loo_loss():
     cv = NadarayaWatsonRegressorCV(bandwidths=grid).fit(X, y, sample_weight=w)
     losses = []
     for h in grid:
-        preds = _refit_loo_predictions(lambda: NadarayaWatsonRegressor(bandwidth=h), X, y, w)
+        preds = _refit_loo_predictions(
+            lambda h=h: NadarayaWatsonRegressor(bandwidth=h), X, y, w
+        )
         losses.append(np.sum(w * (preds - y) ** 2) / w.sum())
     np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-10)
     assert cv.bandwidth_[0] == grid[int(np.argmin(losses))]
@@ -227,7 +229,7 @@ def test_per_feature_grid_and_classifier_cv():
     losses = []
     for h in grid:
         proba = _refit_loo_predictions(
-            lambda: NadarayaWatsonClassifier(bandwidth=np.array(h)), X, labels,
+            lambda h=h: NadarayaWatsonClassifier(bandwidth=np.array(h)), X, labels,
             np.ones(len(X)), "predict_proba",
         )
         p_true = proba[np.arange(len(X)), np.searchsorted(cv.classes_, labels)]

@@ -1,0 +1,370 @@
+"""Predict benchmark: sklearn_nw against peers computing the same Gaussian Nadaraya-Watson.
+
+What it measures
+----------------
+The wall time of ``NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X, y)
+.predict(Q)`` in float32 on the CPU (by default 20,000 queries, 20,000 training points,
+d=8, Gaussian data, h from Scott's rule, one value per feature) and, in the same run, of
+peers computing the same prediction with the same h:
+
+- ``textbook``: dense torch, the full (n_q, n) matrix: ``cdist`` of the scaled inputs,
+  ``softmax(-0.5 * D**2)`` over the keys, a product with y.
+- ``statsmodels``: ``KernelReg(reg_type="lc", bw=h).fit(Q)``, a Python loop over the queries.
+- ``knn``: scikit-learn's ``KNeighborsRegressor`` with every training point as a neighbour and
+  Gaussian weights on pre-scaled data.
+- ``pykeops``: a symbolic ``sumsoftmaxweight`` reduction on the CPU; the one-time compile
+  (into a fresh build folder unless ``--keops-cached``) is timed apart and excluded.
+
+The slow peers (``SIZED``) run once, all with every training point; a probe on a few queries
+decides whether all queries fit the time and memory allowed, else they run on a subset sized
+for ``SUBSET_SECONDS``. For each peer, the benchmark reports the best wall time over the
+repeats, the ratio peer time / sklearn_nw time -- per query-key pair, marked extrapolated,
+when the peer ran on fewer queries -- the largest absolute difference from sklearn_nw's float32
+predictions on the same problem (for sklearn_nw itself: from a float64 sklearn_nw run), and
+the peak resident memory growth during the timed calls. Each peer runs in a fresh process
+whose resident set is sampled every 2 ms and checked against ``ru_maxrss``, since torch
+allocations are invisible to ``tracemalloc``. The target -- sklearn_nw faster than every
+peer with less than ``TARGET_MB`` extra memory -- is reported, never enforced.
+
+Usage: ``python benchmarks/bench_predict.py [--n-train N] [--n-queries M] [--d D] [--peers P
+...] [--repeats R] [--out-dir DIR] [--keops-cached]``; writes bench_predict.json and .md.
+"""
+
+import argparse
+import inspect
+import json
+import multiprocessing
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import psutil
+import torch
+
+from sklearn_nw import NadarayaWatsonRegressor
+from sklearn_nw.bandwidth import scott_bandwidth
+
+PEERS = ("sklearn_nw", "textbook", "statsmodels", "knn", "pykeops")
+# Slow peers, run once: (queries in the sizing probe, most seconds allowed for all queries).
+SIZED = {"statsmodels": (20, 30.0), "knn": (500, 90.0)}
+SUBSET_SECONDS = 15.0  # what a slow peer's subset run should take
+TARGET_MB = 800.0
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def make_problem(n_train, n_queries, d, seed=0):
+    """Standard normal inputs and queries, a smooth target with noise, all float32."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n_train, d)).astype(np.float32)
+    Q = rng.standard_normal((n_queries, d)).astype(np.float32)
+    y = np.sin(X).sum(1) + 0.1 * rng.standard_normal(n_train)
+    return X, y.astype(np.float32), Q
+
+
+# -- the peers: each imports what it needs and returns the call to time ---------------------
+def _sklearn_nw(X, y, Q, h, keops_cold):
+    return lambda: NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X, y).predict(Q)
+
+
+def _textbook(X, y, Q, h, keops_cold):
+    def call():
+        x, q = (torch.from_numpy(a / h.astype(np.float32)) for a in (X, Q))  # (n, d), (n_q, d)
+        dist = torch.cdist(q, x)  # (n_q, n)
+        attention = torch.softmax(-0.5 * dist**2, dim=1)  # (n_q, n)
+        return (attention @ torch.from_numpy(y)).numpy()  # (n_q,)
+
+    return call
+
+
+def _statsmodels(X, y, Q, h, keops_cold):
+    from statsmodels.nonparametric.kernel_regression import KernelReg
+
+    # A seed (used only by bandwidth searches) avoids statsmodels >= 0.15's FutureWarning.
+    seed = {"rng": 0} if "rng" in inspect.signature(KernelReg).parameters else {}
+    X64, y64, Q64 = (a.astype(np.float64) for a in (X, y, Q))  # statsmodels' own dtype
+
+    def call():
+        reg = KernelReg(y64, X64, var_type="c" * X.shape[1], reg_type="lc", bw=h, **seed)
+        return reg.fit(Q64)[0]
+
+    return call
+
+
+def _knn(X, y, Q, h, keops_cold):
+    from sklearn.neighbors import KNeighborsRegressor
+
+    def call():
+        x, q = (a / h.astype(np.float32) for a in (X, Q))
+        # Every training point is a neighbour, weighted by the Gaussian of its scaled distance.
+        knn = KNeighborsRegressor(n_neighbors=len(x), weights=lambda u: np.exp(-0.5 * u**2))
+        return knn.fit(x, y).predict(q)
+
+    return call
+
+
+def _pykeops(X, y, Q, h, keops_cold):
+    import pykeops
+    from pykeops.torch import LazyTensor
+
+    pykeops.set_verbose(False)
+    if keops_cold:
+        build = tempfile.mkdtemp(prefix="keops-bench-")
+        pykeops.set_build_folder(build)
+
+    def call(queries=Q):
+        q = LazyTensor(torch.from_numpy(queries / h.astype(np.float32))[:, None, :])  # (n_q, 1, d)
+        x = LazyTensor(torch.from_numpy(X / h.astype(np.float32))[None, :, :])  # (1, n, d)
+        v = LazyTensor(torch.from_numpy(y)[None, :, None])  # (1, n, 1)
+        logits = -0.5 * ((q - x) ** 2).sum(-1)  # (n_q, n), symbolic
+        return logits.sumsoftmaxweight(v, dim=1)[:, 0].numpy()  # (n_q,)
+
+    start = time.perf_counter()
+    call(Q[:8])
+    call.compile_s = time.perf_counter() - start
+    if keops_cold:
+        shutil.rmtree(build, ignore_errors=True)
+    return call
+
+
+PREPARE = {"sklearn_nw": _sklearn_nw, "textbook": _textbook, "statsmodels": _statsmodels,
+           "knn": _knn, "pykeops": _pykeops}
+
+
+# -- measuring one peer in its own process -------------------------------------------------
+def _max_rss_bytes():
+    """Lifetime peak RSS of this process (0 where ``resource`` is missing: Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024  # bytes on macOS, KiB elsewhere
+
+
+class PeakRSS:
+    """Peak growth of this process's resident set over its size at entry, in ``extra_mb``.
+
+    A thread samples the RSS every 2 ms; if the block set a new lifetime peak, ``ru_maxrss``
+    gives it exactly, spikes between samples included.
+    """
+
+    def __enter__(self):
+        self._process, self._stop = psutil.Process(), threading.Event()
+        self._baseline = self._peak = self._process.memory_info().rss
+        self._max_before = _max_rss_bytes()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.002):
+            self._peak = max(self._peak, self._process.memory_info().rss)
+
+    def __exit__(self, *exc_info):
+        self._stop.set()
+        self._thread.join()
+        peak = max(self._peak, self._process.memory_info().rss)
+        max_after = _max_rss_bytes()
+        if max_after > self._max_before:
+            peak = max(peak, max_after)
+        self.extra_mb = (peak - self._baseline) / 2**20
+
+
+def measure(peer, X, y, Q, h, repeats, keops_cold=True):
+    """Time ``repeats`` calls of one peer and their peak extra memory (run in a child)."""
+    try:
+        call = PREPARE[peer](X, y, Q, h, keops_cold)
+    except ImportError as exc:
+        return {"peer": peer, "status": "skipped", "reason": str(exc)}
+    times = []
+    with PeakRSS() as memory:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            pred = call()
+            times.append(time.perf_counter() - start)
+    return {"peer": peer, "status": "ok", "n_train": X.shape[0], "n_queries": Q.shape[0],
+            "repeats": repeats, "times_s": times, "time_s": min(times),
+            "peak_extra_mb": memory.extra_mb, "compile_s": getattr(call, "compile_s", None),
+            "pred": np.asarray(pred, dtype=np.float64).ravel()}
+
+
+def _context():
+    """Fresh processes; forked from a server that has already imported the heavy modules."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["sklearn_nw", "numpy", "psutil"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+def run_in_child(peer, X, y, Q, h, repeats, keops_cold):
+    """:func:`measure` in a fresh process; a crash is reported as a failed peer."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=_context()) as pool:
+        future = pool.submit(measure, peer, X, y, Q, h, repeats, keops_cold)
+        try:
+            return future.result()
+        except (BrokenProcessPool, MemoryError, RuntimeError) as exc:  # e.g. out of memory
+            return {"peer": peer, "status": "failed", "reason": repr(exc)}
+
+
+def run_sized(peer, X, y, Q, h, keops_cold):
+    """A slow peer, once: on all queries if a probe on a few predicts that this takes at most
+    ``SIZED[peer][1]`` seconds and half the available memory, else on as many queries as
+    ``SUBSET_SECONDS`` and that memory allow (the probe itself if that is fewer)."""
+    probe_queries, max_seconds = SIZED[peer]
+    if len(Q) <= probe_queries:
+        return run_in_child(peer, X, y, Q, h, 1, keops_cold)
+    probe = run_in_child(peer, X, y, Q[:probe_queries], h, 1, keops_cold)
+    if probe["status"] != "ok":
+        return probe
+    s_per_query = probe["time_s"] / probe_queries
+    mb_per_query = max(probe["peak_extra_mb"], 1.0) / probe_queries
+    free_mb = 0.5 * psutil.virtual_memory().available / 2**20
+    m = len(Q)
+    if s_per_query * m > max_seconds or mb_per_query * m > free_mb:
+        m = min(m, int(SUBSET_SECONDS / s_per_query), int(free_mb / mb_per_query))
+    result = run_in_child(peer, X, y, Q[:m], h, 1, keops_cold) if m > probe_queries else probe
+    result["probe"] = {"n_queries": probe_queries, "time_s": probe["time_s"],
+                       "predicted_full_s": s_per_query * len(Q),
+                       "predicted_full_mb": mb_per_query * len(Q)}
+    return result
+
+
+# -- the whole run ---------------------------------------------------------------------------
+def machine_info():
+    """CPU model, cores, RAM, Python and library versions, torch threads."""
+    cpuinfo = Path("/proc/cpuinfo").read_text() if os.path.exists("/proc/cpuinfo") else ""
+    models = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines()
+              if line.startswith("model name")]
+    versions = {}
+    for package in ("torch", "scikit-learn", "statsmodels", "pykeops", "numpy"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    cpu = models[0] if models else platform.processor() or platform.machine()
+    return {"cpu": cpu, "cores": os.cpu_count(), "platform": platform.platform(),
+            "ram_gib": psutil.virtual_memory().total / 2**30, "python": platform.python_version(),
+            "versions": versions, "torch_threads": torch.get_num_threads()}
+
+
+def _add_comparisons(results, X, y, Q, h):
+    """Ratios to sklearn_nw per query-key pair; accuracy against sklearn_nw on the same queries
+    (every peer uses all the training points), and of sklearn_nw against float64."""
+    base = results[0]
+    base_per_pair = base["time_s"] / (base["n_train"] * base["n_queries"])
+    pred64 = NadarayaWatsonRegressor(bandwidth=h).fit(X.astype(np.float64), y).predict(Q)
+    base["max_abs_diff"] = float(np.abs(base["pred"] - pred64).max())
+    for r in results[1:]:
+        if r["status"] != "ok":
+            continue
+        n, m = r["n_train"], r["n_queries"]
+        r["time_per_pair_s"] = r["time_s"] / (n * m)
+        r["ratio"] = r["time_per_pair_s"] / base_per_pair
+        r["extrapolated"] = (n, m) != (base["n_train"], base["n_queries"])
+        r["max_abs_diff"] = float(np.abs(r["pred"] - base["pred"][:m]).max())  # same keys
+        r["diff_against"] = "sklearn_nw float32"
+    base.update(time_per_pair_s=base_per_pair, ratio=1.0, extrapolated=False,
+                diff_against="sklearn_nw float64")
+
+
+def _target(results):
+    """Whether sklearn_nw beat every peer that ran, within ``TARGET_MB``; and if not, why."""
+    base, peers = results[0], [r for r in results[1:] if r["status"] == "ok"]
+    slower = [f"{r['peer']} ({r['ratio']:.2f}x)" for r in peers if r["ratio"] <= 1.0]
+    problems = [f"not faster than {', '.join(slower)}"] if slower else []
+    if base["peak_extra_mb"] >= TARGET_MB:
+        problems.append(f"{base['peak_extra_mb']:.0f} MB extra, over {TARGET_MB:.0f} MB")
+    return {"met": not problems, "problems": problems}
+
+
+def markdown(report):
+    """The machine line, the results table, notes on subset runs and the target verdict."""
+    m = report["machine"]
+    versions = ", ".join(f"{k} {v or 'not installed'}" for k, v in m["versions"].items())
+    machine = (f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']:.1f} GiB RAM; Python "
+               f"{m['python']}, {versions}; torch threads {m['torch_threads']}.")
+    header = ("| peer | size run (queries × train) | time s | ns / pair | ratio vs sklearn_nw "
+              "| max \\|diff\\| | peak extra MB |\n|---|---|---|---|---|---|---|")
+    lines = [machine, "", header]
+    for r in report["results"]:
+        if r["status"] != "ok":
+            lines.append(f"| {r['peer']} | {r['status']}: {r['reason']} | | | | | |")
+            continue
+        name = r["peer"] + (f" (+{r['compile_s']:.1f} s compile)" if r["compile_s"] else "")
+        runs = f"best of {r['repeats']}" if r["repeats"] > 1 else "1 run"
+        ratio = f"{r['ratio']:.2f}" + (" (extrapolated per pair)" if r["extrapolated"] else "")
+        diff = f"{r['max_abs_diff']:.1e}" + (" vs float64" if r is report["results"][0] else "")
+        lines.append(f"| {name} | {r['n_queries']:,} × {r['n_train']:,}, {runs} "
+                     f"| {r['time_s']:.3f} | {r['time_per_pair_s'] * 1e9:.2f} | {ratio} | {diff} "
+                     f"| {r['peak_extra_mb']:.0f} |")
+    for r in report["results"]:
+        probe, n_q = r.get("probe"), report["config"]["n_queries"]
+        if probe and r["n_queries"] < n_q:
+            lines.append(f"\n{r['peer']}: all {n_q:,} queries predicted at "
+                         f"{probe['predicted_full_s']:.0f} s and {probe['predicted_full_mb']:,.0f} "
+                         f"MB from {probe['n_queries']} queries; ran {r['n_queries']:,} instead.")
+    target = report["target"]
+    verdict = "met" if target["met"] else "NOT met: " + "; ".join(target["problems"])
+    lines += ["", (f"Target (sklearn_nw faster than every peer, < {TARGET_MB:.0f} MB extra): "
+                   f"{verdict}.")]
+    return "\n".join(lines) + "\n"
+
+
+def run_benchmark(n_train=20_000, n_queries=20_000, d=8, peers=PEERS, repeats=3,
+                  out_dir=RESULTS_DIR, keops_cold=True):
+    """Run the benchmark, print the table, write the json and markdown; return the report."""
+    X, y, Q = make_problem(n_train, n_queries, d)
+    h = scott_bandwidth(X)
+    results = [run_in_child("sklearn_nw", X, y, Q, h, repeats, keops_cold)]
+    if results[0]["status"] != "ok":
+        raise RuntimeError(f"sklearn_nw itself did not run: {results[0]['reason']}")
+    for peer in (p for p in PEERS[1:] if p in peers):
+        if peer in SIZED:
+            results.append(run_sized(peer, X, y, Q, h, keops_cold))
+        else:
+            results.append(run_in_child(peer, X, y, Q, h, repeats, keops_cold))
+    _add_comparisons(results, X, y, Q, h)
+    for r in results:
+        r.pop("pred", None)
+    config = {"n_train": n_train, "n_queries": n_queries, "d": d, "dtype": "float32",
+              "device": "cpu", "bandwidth": "scott", "h": h.tolist(), "repeats": repeats,
+              "keops_cold_compile": keops_cold}
+    report = {"machine": machine_info(), "config": config, "results": results}
+    report["target"] = _target(results)
+    table = markdown(report)
+    print(table, end="")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench_predict.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / "bench_predict.md").write_text(table)
+    return report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n-train", type=int, default=20_000)
+    parser.add_argument("--n-queries", type=int, default=20_000)
+    parser.add_argument("--d", type=int, default=8)
+    parser.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS),
+                        help="sklearn_nw always runs")
+    parser.add_argument("--repeats", type=int, default=3, help="for the cheap peers")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--keops-cached", action="store_true",
+                        help="reuse pykeops' build cache instead of timing a fresh compile")
+    args = parser.parse_args(argv)
+    run_benchmark(args.n_train, args.n_queries, args.d, args.peers, args.repeats,
+                  args.out_dir, keops_cold=not args.keops_cached)
+
+
+if __name__ == "__main__":
+    main()
