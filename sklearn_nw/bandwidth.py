@@ -145,7 +145,7 @@ class LeaveOneOutResult(NamedTuple):
     bandwidth: np.ndarray  # (d,) per-feature bandwidth (effective, for the full form)
     projection: object  # None, or the learned (d, r) projection of the full form
     loss: float  # leave-one-out loss at the result, on the evaluation rows
-    loss_curve: np.ndarray  # loss at each iteration
+    loss_curve: np.ndarray  # loss at each evaluation (L-BFGS) or minibatch step (Adam)
     n_iter: int  # optimiser iterations run
     grid: np.ndarray  # (G,) multipliers of the starting bandwidth tried first
     grid_loss: np.ndarray  # (G,) their leave-one-out losses
@@ -177,15 +177,16 @@ class LeaveOneOutBandwidth(BaseEstimator):
         Rank of the projection for ``form="full"`` (None: n_features).
     max_iter : int, default=100
         Maximum number of optimiser iterations (L-BFGS iterations, or minibatch steps).
-    tol : float, default=1e-4
-        Stop when an iteration improves the loss by less than ``tol`` relative to it (for
-        minibatches: the mean loss of a window of steps over the previous window).
+    tol : float, default=1e-8
+        L-BFGS stops when an iteration changes the loss, relative to its starting value, or
+        the log-bandwidths by less than ``tol``; minibatches stop when the mean loss of a
+        window of steps improves on the previous window by less than ``tol`` relative.
     batch_size : int or "auto", default="auto"
         Queries per minibatch, each against all training points. ``"auto"`` runs full-batch
         L-BFGS up to 4096 samples and minibatches of 256 queries with Adam above.
     learning_rate : float, default=0.05
         Adam step size on the log-bandwidths (minibatch mode).
-    n_grid : int, default=13
+    n_grid : int, default=9
         Points of the starting grid, multiples of Scott's rule from 1/8 to 8.
     random_state : int, RandomState instance or None, default=None
         Seeds the minibatches and the evaluation subset used above 4096 samples.
@@ -209,8 +210,8 @@ class LeaveOneOutBandwidth(BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, form="diagonal", *, n_components=None, max_iter=100, tol=1e-4,
-                 batch_size="auto", learning_rate=0.05, n_grid=13, random_state=None,
+    def __init__(self, form="diagonal", *, n_components=None, max_iter=100, tol=1e-8,
+                 batch_size="auto", learning_rate=0.05, n_grid=9, random_state=None,
                  verbose=0):
         self.form = form
         self.n_components = n_components
@@ -246,7 +247,9 @@ class LeaveOneOutBandwidth(BaseEstimator):
         self._validate_params()
         n, d = x.shape
         w = log_w.exp()
-        if float(w.sum() - w.clamp(max=1.0).min()) <= 0 or n < 2:
+        # Leave-one-out needs weight besides one unit of a point's own: two positive rows,
+        # or a row weighing more than 1 (repeated rows).
+        if int((w > 0).sum()) < 2 and float(w.max()) <= 1:
             raise ValueError(
                 "bandwidth='loo' needs n_samples >= 2 for leave-one-out; "
                 f"got n_samples={n}."
@@ -288,13 +291,15 @@ class LeaveOneOutBandwidth(BaseEstimator):
         descend = self._descent(objective, positive, full_batch, generator)
         forms = ["diagonal", "full"] if self.form == "full" else [self.form]
         metric = torch.as_tensor(h_best, dtype=x.dtype, device=x.device)
-        best_loss, curves = float(grid_loss[best]), []
+        best_loss, curves, n_iter = float(grid_loss[best]), [], 0
         for form in forms:
             theta, to_metric = _parametrise(form, metric, self.n_components)
             start = to_metric(theta).detach().clone()
             if form == "full":  # the diagonal result, as a (possibly low-rank) projection
                 best_loss = objective.loss(start, eval_rows)
-            curves.append(descend(theta, to_metric))
+            curve, iterations = descend(theta, to_metric)
+            curves.append(curve)
+            n_iter += iterations
             # 3. Never worse than the start: the grid's best point, or the learned diagonal.
             candidate = to_metric(theta).detach()
             final = objective.loss(candidate, eval_rows)
@@ -305,27 +310,28 @@ class LeaveOneOutBandwidth(BaseEstimator):
         curve = np.concatenate(curves)
         metric = metric.cpu().numpy().astype(np.float64)
         if metric.ndim == 1:
-            return LeaveOneOutResult(metric, None, best_loss, curve, len(curve), grid, grid_loss)
+            return LeaveOneOutResult(metric, None, best_loss, curve, n_iter, grid, grid_loss)
         bandwidth = 1.0 / np.linalg.norm(metric, axis=1).clip(min=np.finfo(np.float64).tiny)
-        return LeaveOneOutResult(bandwidth, metric, best_loss, curve, len(curve), grid, grid_loss)
+        return LeaveOneOutResult(bandwidth, metric, best_loss, curve, n_iter, grid, grid_loss)
 
     def _descent(self, objective, positive, full_batch, generator):
         """The optimiser that fits the size, as a function of (theta, to_metric)."""
 
         def descend(theta, to_metric):
             if full_batch:
-                curve, converged = self._lbfgs(objective, theta, to_metric)
+                curve, n_iter, converged = self._lbfgs(objective, theta, to_metric, positive)
             else:
                 batch = _MINIBATCH if self.batch_size == "auto" else self.batch_size
                 curve, converged = self._adam(objective, theta, to_metric, positive, batch,
                                               generator)
+                n_iter = len(curve)
             if not converged:
                 warnings.warn(
                     "The leave-one-out bandwidth search stopped after max_iter="
                     f"{self.max_iter} iterations without converging; increase max_iter or tol.",
                     ConvergenceWarning,
                 )
-            return curve
+            return curve, n_iter
 
         return descend
 
@@ -338,32 +344,30 @@ class LeaveOneOutBandwidth(BaseEstimator):
             return _LogProgress(self.max_iter)
         return tqdm(total=self.max_iter, desc="leave-one-out bandwidth")
 
-    def _lbfgs(self, objective, theta, to_metric):
-        optimizer = torch.optim.LBFGS([theta], lr=1.0, max_iter=1, history_size=10,
-                                      line_search_fn="strong_wolfe")
+    def _lbfgs(self, objective, theta, to_metric, rows):
+        optimizer = torch.optim.LBFGS(
+            [theta], lr=1.0, max_iter=self.max_iter, tolerance_grad=1e-10,
+            tolerance_change=self.tol, history_size=10, line_search_fn="strong_wolfe",
+        )
+        curve, progress = [], self._progress()
 
         def closure():
+            # The loss is divided by its starting value, so tol is relative.
             optimizer.zero_grad()
-            return torch.tensor(objective.loss(to_metric(theta), None, backward=True))
-
-        curve, progress, converged = [], self._progress(), False
-        previous = objective.loss(to_metric(theta).detach(), None)
-        for _ in range(self.max_iter):
-            optimizer.step(closure)
-            with torch.no_grad():
-                theta.clamp_(min=-_LOG_LIMIT, max=_LOG_LIMIT)
-            current = objective.loss(to_metric(theta).detach(), None)
-            curve.append(current)
+            value = objective.loss(to_metric(theta), rows, backward=True)
+            scale = curve[0] if curve else max(value, np.finfo(np.float64).tiny)
+            theta.grad /= scale
+            curve.append(value)
             if progress is not None:
                 progress.update(1)
-                progress.set_postfix(loss=f"{current:.6g}")
-            if abs(previous - current) <= self.tol * abs(previous):
-                converged = True
-                break
-            previous = current
+                progress.set_postfix(loss=f"{value:.6g}")
+            return torch.tensor(value / scale)
+
+        optimizer.step(closure)
         if progress is not None:
             progress.close()
-        return np.asarray(curve), converged
+        n_iter = optimizer.state[theta]["n_iter"]
+        return np.asarray(curve), n_iter, n_iter < self.max_iter
 
     def _adam(self, objective, theta, to_metric, positive, batch, generator):
         optimizer = torch.optim.Adam([theta], lr=self.learning_rate)
@@ -400,13 +404,18 @@ _EVAL_ROWS = 1024
 _LOG_LIMIT = 50.0
 
 
+def _bounded_exp(theta):
+    """Bandwidths from log-bandwidths, kept within exp(+-_LOG_LIMIT) so never 0 or inf."""
+    return theta.clamp(-_LOG_LIMIT, _LOG_LIMIT).exp()
+
+
 def _parametrise(form, h, n_components):
     """Unconstrained parameters, from bandwidths ``h`` (d,), and their map to the metric."""
     if form == "diagonal":
-        return h.log().requires_grad_(), torch.exp
+        return h.log().requires_grad_(), _bounded_exp
     if form == "isotropic":
         ones = torch.ones_like(h)
-        return h[:1].log().requires_grad_(), lambda theta: theta.exp() * ones
+        return h[:1].log().requires_grad_(), lambda theta: _bounded_exp(theta) * ones
     # Full: the diagonal metric diag(1/h); low rank keeps the most relevant features, those
     # with the smallest bandwidths.
     keep = torch.argsort(h)[: n_components or len(h)].sort().values
