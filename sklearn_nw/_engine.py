@@ -379,6 +379,41 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     return value
 
 
+def loo_loss_neighbours(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighbours,
+                        backward=False):
+    """:func:`loo_loss` with each query's keys restricted to candidate neighbours.
+
+    ``neighbours`` (m, k) indexes the keys each query row of ``rows`` (m,) attends to (its
+    k nearest, say); every row must be among its own candidates. Small (m, k) blocks, so
+    plain autograd.
+    """
+    centre = x.mean(0)
+    qs = transform(x[rows], centre, h)  # (m, r)
+    ks = transform(x[neighbours], centre, h)  # (m, k, r)
+    d2 = ((qs[:, None, :] - ks) ** 2).sum(-1)  # (m, k)
+    is_self = neighbours == rows[:, None]  # (m, k)
+    logits = torch.where(is_self, self_log_w[rows][:, None], log_w[neighbours])  # (m, k)
+    logits = logits + kernel.log_profile_sq(torch.where(is_self, 0.0, d2))
+    empty = torch.isneginf(logits.detach().amax(1))  # (m,)
+    if bool(empty.any()):
+        d2e = d2.detach().masked_fill(is_self | torch.isneginf(log_w[neighbours]), math.inf)
+        nearest = torch.where(d2e == d2e.amin(1, keepdim=True), log_w[neighbours], -math.inf)
+        logits = torch.where(empty[:, None], nearest, logits)
+    with torch.set_grad_enabled(backward):
+        pooled = (torch.softmax(logits, dim=1)[:, :, None] * v[neighbours]).sum(1)  # (m, t)
+        target = v[rows]  # (m, t)
+        if loss == "squared_error":
+            per_row = ((pooled - target) ** 2).sum(1)  # (m,)
+        else:
+            p_true = (pooled * target).sum(1)  # (m,)
+            per_row = -torch.log(p_true.clamp(min=torch.finfo(x.dtype).eps))
+        w = log_w[rows].exp()  # (m,)
+        value = (w * per_row).sum() / w.sum()
+    if backward:
+        value.backward()
+    return float(value.detach())
+
+
 def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_grad):
     """Leave-one-out loss of a Gaussian-family kernel and its gradient in the scaled
     coordinates ``xs`` (n, r), written out by hand: a few passes over each (b, n) block
