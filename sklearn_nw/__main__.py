@@ -1,15 +1,15 @@
 """Demo behind ``make demo``: ``python -m sklearn_nw [--output PATH] [--device DEVICE]``.
 
 Fits both estimators on data sets that scikit-learn ships (diabetes for regression; wine
-and breast cancer for classification), with the bandwidth chosen automatically, prints
-5-fold cross-validated scores beside scikit-learn's k-nearest-neighbours baselines, and
-writes a heatmap of the attention of held-out diabetes patients on the training patients.
+and breast cancer for classification), with the bandwidth chosen automatically (learned
+on the leave-one-out loss, an exact leave-one-out grid, Scott's rule), prints 5-fold
+cross-validated scores beside scikit-learn's k-nearest-neighbours baselines, and writes a
+heatmap of the attention of held-out diabetes patients on the training patients.
 """
 
 import argparse
 import time
 
-import numpy as np
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
 from sklearn.model_selection import (
     GridSearchCV,
@@ -22,22 +22,23 @@ from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from . import NadarayaWatsonClassifier, NadarayaWatsonRegressor
+from . import (
+    NadarayaWatsonClassifier,
+    NadarayaWatsonClassifierCV,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
 
-# Bandwidths for the grid search, on standardised features (unit variance).
-BANDWIDTHS = tuple(np.geomspace(0.1, 5.0, 15))
 
-
-def _models(nw, knn, device):
-    """The four contenders for one task, each in a StandardScaler pipeline."""
-    name = type(nw()).__name__.lower()
+def _models(nw, nw_cv, knn, device):
+    """The contenders for one task, each in a StandardScaler pipeline."""
     knn_name = type(knn()).__name__.lower()
     return {
-        "NW, Scott's rule": make_pipeline(StandardScaler(), nw(device=device)),
-        "NW, bandwidth by grid search": GridSearchCV(
-            make_pipeline(StandardScaler(), nw(device=device)),
-            {f"{name}__bandwidth": BANDWIDTHS},
+        "NW, bandwidth='loo' (learned)": make_pipeline(
+            StandardScaler(), nw(bandwidth="loo", device=device)
         ),
+        "NW, exact leave-one-out grid (CV)": make_pipeline(StandardScaler(), nw_cv(device=device)),
+        "NW, Scott's rule": make_pipeline(StandardScaler(), nw(device=device)),
         "KNN, k=5 (sklearn default)": make_pipeline(StandardScaler(), knn()),
         "KNN, k and weights by grid search": GridSearchCV(
             make_pipeline(StandardScaler(), knn()),
@@ -65,15 +66,13 @@ def _heatmap(output, device):
     matplotlib.use("Agg")
     X, y = load_diabetes(return_X_y=True)
     X_train, X_test, y_train, _ = train_test_split(X, y, test_size=100, random_state=0)
-    search = GridSearchCV(
-        make_pipeline(StandardScaler(), NadarayaWatsonRegressor(device=device)),
-        {"nadarayawatsonregressor__bandwidth": BANDWIDTHS},
-    ).fit(X_train, y_train)
-    scaler, reg = search.best_estimator_.steps[0][1], search.best_estimator_.steps[-1][1]
+    scaler = StandardScaler().fit(X_train)
+    reg = NadarayaWatsonRegressor(bandwidth="loo", device=device)
+    reg.fit(scaler.transform(X_train), y_train)
     display = AttentionDisplay.from_estimator(
         reg, scaler.transform(X_test),
         title="Diabetes: attention of 100 held-out patients on the training set\n"
-              f"(bandwidth {reg.bandwidth_[0]:.2f} by grid search; sorted by disease progression)",
+              "(bandwidth learned on the leave-one-out loss; sorted by disease progression)",
         xlabel="training patients (keys), by target", ylabel="held-out patients, by prediction",
     )
     display.figure_.set_size_inches(8, 6)
@@ -90,13 +89,15 @@ def main(argv=None):
 
     X, y = load_diabetes(return_X_y=True)
     _report("Diabetes (regression)", X, y,
-            _models(NadarayaWatsonRegressor, KNeighborsRegressor, args.device),
+            _models(NadarayaWatsonRegressor, NadarayaWatsonRegressorCV, KNeighborsRegressor,
+                    args.device),
             KFold(5, shuffle=True, random_state=0), "r2")
     for title, loader in [("Wine (classification)", load_wine),
                           ("Breast cancer (classification)", load_breast_cancer)]:
         X, y = loader(return_X_y=True)
         _report(title, X, y,
-                _models(NadarayaWatsonClassifier, KNeighborsClassifier, args.device),
+                _models(NadarayaWatsonClassifier, NadarayaWatsonClassifierCV,
+                        KNeighborsClassifier, args.device),
                 StratifiedKFold(5, shuffle=True, random_state=0), "accuracy")
     _heatmap(args.output, args.device)
 

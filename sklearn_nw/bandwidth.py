@@ -14,10 +14,9 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.neighbors import KDTree
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-
-from sklearn.neighbors import KDTree
 
 from ._engine import loo_grid_pool, loo_loss, loo_loss_neighbours, transform
 
