@@ -254,6 +254,10 @@ class LeaveOneOutBandwidth(BaseEstimator):
         result : LeaveOneOutResult
         """
         self._validate_params()
+        # The descent runs in float64 (float32 data too): line searches need the loss to
+        # better than float32's 1e-7 (MPS has no float64).
+        dtype = torch.float32 if x.device.type == "mps" else torch.float64
+        x, v, log_w, self_log_w = (t.to(dtype) for t in (x, v, log_w, self_log_w))
         n, d = x.shape
         w = log_w.exp()
         # Leave-one-out needs weight besides one unit of a point's own: two positive rows,
@@ -364,7 +368,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
             # The loss is divided by its starting value, so tol is relative.
             optimizer.zero_grad()
             value = objective.loss(to_metric(theta), rows, backward=True)
-            scale = curve[0] if curve else max(value, np.finfo(np.float64).tiny)
+            scale = max(curve[0] if curve else value, np.finfo(np.float64).tiny)
             theta.grad /= scale
             curve.append(value)
             if progress is not None:
