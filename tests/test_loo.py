@@ -194,10 +194,28 @@ def test_loo_needs_two_samples():
         NadarayaWatsonRegressor(bandwidth="loo").fit([[1.0]], [1.0])
 
 
-def test_verbose_shows_progress(capsys):
+def test_verbose_shows_a_progress_bar(capsys):
+    pytest.importorskip("tqdm")
     X, y, _ = _data(n=80)
     NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(verbose=1)).fit(X, y)
     assert "leave-one-out bandwidth" in capsys.readouterr().err
+
+
+def test_verbose_logs_without_tqdm(monkeypatch, caplog):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_tqdm(name, *args, **kwargs):
+        if name.startswith("tqdm"):
+            raise ImportError("no tqdm here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_tqdm)
+    X, y, _ = _data(n=80)
+    with caplog.at_level("INFO", logger="sklearn_nw.bandwidth"):
+        NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(verbose=1)).fit(X, y)
+    assert "leave-one-out bandwidth: iteration" in caplog.text
 
 
 # -- the CV estimators ---------------------------------------------------------------------
