@@ -5,7 +5,7 @@ tensors live only inside a method call.
 """
 
 import warnings
-from numbers import Real
+from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
@@ -13,6 +13,8 @@ import scipy.sparse as sp
 import torch
 from sklearn import get_config
 from sklearn.base import BaseEstimator, clone
+from sklearn.neighbors import NearestNeighbors
+from sklearn.utils import gen_batches
 from sklearn.utils._array_api import get_namespace
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -22,7 +24,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._engine import attention_pool, resolve_device
+from ._engine import PoolResult, attention_pool, neighbour_pool, resolve_device
 from .bandwidth import (
     RULES_OF_THUMB,
     LeaveOneOutBandwidth,
@@ -30,6 +32,12 @@ from .bandwidth import (
     scott_bandwidth,
 )
 from .kernels import KERNELS, Kernel, get_kernel
+
+# Tree search for compact kernels from this many training points (algorithm="auto"), in up to
+# this many dimensions; queries are searched in chunks of _NEIGHBOUR_CHUNK.
+_TREE_MIN_SAMPLES = 5000
+_TREE_MAX_FEATURES = 15
+_NEIGHBOUR_CHUNK = 512
 
 
 class EmptyNeighborhoodWarning(UserWarning):
@@ -51,12 +59,17 @@ class NadarayaWatsonBase(BaseEstimator):
             LeaveOneOutBandwidth,
             "array-like",
         ],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
+        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "ball_tree"})],
         "device": [str],
     }
 
-    def __init__(self, kernel="gaussian", bandwidth="scott", *, device="cpu"):
+    def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
+                 algorithm="auto", device="cpu"):
         self.kernel = kernel
         self.bandwidth = bandwidth
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
         self.device = device
 
     # -- fitting ---------------------------------------------------------------------------
@@ -88,7 +101,31 @@ class NadarayaWatsonBase(BaseEstimator):
         self.sample_weight_ = sample_weight
         values = self._fit_targets(y)
         self._fit_bandwidth(values, loss="log_loss" if classifier else "squared_error")
+        self._fit_neighbors()
         return self
+
+    def _fit_neighbors(self):
+        """Index the scaled training points when attention is restricted to neighbours:
+        the k nearest (``n_neighbors``), or those inside a compact kernel's support (a
+        tree search, unless ``algorithm="brute"`` or, for ``"auto"``, small or
+        high-dimensional data, where the dense engine is faster)."""
+        n, d = self.X_fit_.shape
+        dense = not self.kernel_.is_compact or self.algorithm == "brute" or (
+            self.algorithm == "auto" and (n < _TREE_MIN_SAMPLES or d > _TREE_MAX_FEATURES)
+        )
+        if self.n_neighbors is None and dense:
+            self.neighbors_ = self.neighbor_rows_ = None
+            return
+        # Only points with positive weight can receive attention (zero weight = no row).
+        self.neighbor_rows_ = np.flatnonzero(self.sample_weight_ > 0)
+        self.neighbors_ = NearestNeighbors(algorithm=self.algorithm)
+        self.neighbors_.fit(self._scaled(self.X_fit_[self.neighbor_rows_]))
+
+    def _scaled(self, X):
+        """Inputs in the kernel's metric: divided by the bandwidths, or projected."""
+        if hasattr(self, "projection_"):
+            return np.asarray(X, dtype=np.float64) @ self.projection_
+        return np.asarray(X, dtype=np.float64) / self.bandwidth_
 
     def _fit_bandwidth(self, values, *, loss):
         """Set ``bandwidth_`` (and, for a learned one, ``n_iter_``, ``loss_curve_`` and for
@@ -159,6 +196,9 @@ class NadarayaWatsonBase(BaseEstimator):
         device = self._compute_device()
         tensor = self._tensor_maker(device)
         log_w, self_log_w = self._log_weights(leave_one_out=leave_one_out)
+        if getattr(self, "neighbors_", None) is not None and not leave_one_out:
+            result = self._neighbour_pool(X, values, device, log_w, return_attention)
+            return self._check_result(X, result)
         result = attention_pool(
             tensor(X),
             tensor(self.X_fit_),
@@ -170,6 +210,76 @@ class NadarayaWatsonBase(BaseEstimator):
             return_attention=return_attention,
             working_memory=get_config()["working_memory"],
         )
+        return self._check_result(X, result)
+
+    def _neighbour_pool(self, X, values, device, log_w, return_attention):
+        """Attention restricted to each query's neighbours, in chunks of queries."""
+        tensor = self._tensor_maker(device)
+
+        def index(a):
+            return torch.as_tensor(a, dtype=torch.long, device=device)
+
+        parts, offset = [], 0
+        for rows in gen_batches(X.shape[0], _NEIGHBOUR_CHUNK):
+            queries = self._scaled(X[rows])
+            if self.n_neighbors is not None:
+                dist, ind, pair_w = self._k_nearest_units(queries)
+                counts = np.full(len(queries), dist.shape[1])
+                dist, ind, pair_w = dist.ravel(), ind.ravel(), pair_w.ravel()
+            else:
+                dist, ind = self.neighbors_.radius_neighbors(
+                    queries, radius=self.kernel_.support, sort_results=False
+                )
+                counts = np.array([len(i) for i in ind])
+                # A query with no training point in reach gets its nearest one (fallback).
+                lonely = np.flatnonzero(counts == 0)
+                if len(lonely):
+                    d1, i1 = self.neighbors_.kneighbors(queries[lonely], n_neighbors=1)
+                    for j, q in enumerate(lonely):
+                        dist[q], ind[q] = d1[j], i1[j]
+                    counts[lonely] = 1
+                dist, ind = np.concatenate(dist), np.concatenate(ind)
+                ind = self.neighbor_rows_[ind]
+                pair_w = self.sample_weight_[ind]
+            indptr = np.concatenate([[0], np.cumsum(counts)])
+            with np.errstate(divide="ignore"):
+                pair_log_w = np.log(pair_w)
+            part = neighbour_pool(
+                tensor(dist**2), index(ind), index(indptr), tensor(values), self.kernel_,
+                log_w=tensor(pair_log_w), return_attention=return_attention,
+            )
+            parts.append((part, offset))
+            offset += len(ind)
+        out = torch.cat([p.out for p, _ in parts])
+        attention = None
+        if return_attention:
+            indptr = torch.cat([parts[0][0].attention[0][:1]]
+                               + [p.attention[0][1:] + o for p, o in parts])
+            attention = (indptr, torch.cat([p.attention[1] for p, _ in parts]),
+                         torch.cat([p.attention[2] for p, _ in parts]))
+        return PoolResult(out, attention, sum(p.n_fallback for p, _ in parts))
+
+    def _k_nearest_units(self, queries):
+        """The nearest training points holding ``n_neighbors`` units of sample weight.
+
+        Sample weights count as repeated rows: the k nearest of the repeated data are the
+        nearest points until their weights add up to k, the last one only in part. Returns
+        distances, rows of ``X_fit_`` and the weight each pair keeps, all (b, m).
+        """
+        k, n_indexed = self.n_neighbors, len(self.neighbor_rows_)
+        m = min(k, n_indexed)
+        while True:
+            dist, ind = self.neighbors_.kneighbors(queries, n_neighbors=m)  # (b, m)
+            ind = self.neighbor_rows_[ind]
+            w = self.sample_weight_[ind]  # (b, m)
+            cumulative = np.cumsum(w, axis=1)
+            if m == n_indexed or np.all(cumulative[:, -1] >= k):
+                break
+            m = min(2 * m, n_indexed)  # fractional weights: look further
+        return dist, ind, np.clip(k - (cumulative - w), 0.0, w)
+
+    def _check_result(self, X, result):
+        """Numpy outputs, an error for non-finite values, a warning for fallbacks."""
         out = result.out.cpu().numpy()
         if not np.all(np.isfinite(out)):
             raise ValueError(
@@ -189,6 +299,7 @@ class NadarayaWatsonBase(BaseEstimator):
         if isinstance(attention, tuple):
             crow, col, val = (t.cpu().numpy() for t in attention)
             attention = sp.csr_array((val, col, crow), shape=(X.shape[0], self.X_fit_.shape[0]))
+            attention.eliminate_zeros()
         elif attention is not None:
             attention = attention.cpu().numpy()
         return out, attention

@@ -23,6 +23,17 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             default="scott"
         The bandwidth h, one per feature, or a rule of thumb computed from the weighted
         training data.
+    n_neighbors : int, default=None
+        Restrict each query's attention to its ``n_neighbors`` nearest training points (in
+        the scaled metric, found with scikit-learn's neighbour search); None attends to all
+        of them. For the Gaussian, the error against full attention is the attention mass
+        beyond the k-th neighbour, renormalised away.
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+        Neighbour search, as in :class:`~sklearn.neighbors.KNeighborsRegressor`. For a
+        compact kernel and ``n_neighbors=None``, a tree finds the training points inside
+        the support (a radius search) instead of visiting all of them; ``"auto"`` does so
+        from 5,000 training points in up to 15 dimensions, and uses the dense engine
+        otherwise. ``"brute"`` always uses the dense engine.
     device : str, default="cpu"
         Torch device: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"`` or ``"auto"``.
 
@@ -40,6 +51,11 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         Training inputs, float64 or float32 as given.
     y_fit_ : ndarray of shape (n_samples_fit,)
         Training labels encoded as indices into ``classes_``.
+    neighbors_ : NearestNeighbors or None
+        Neighbour index of the scaled training points of positive weight, when attention
+        is restricted to neighbours.
+    neighbor_rows_ : ndarray of shape (n_indexed,) or None
+        Rows of ``X_fit_`` that ``neighbors_`` indexes.
     sample_weight_ : ndarray of shape (n_samples_fit,)
         Frequency weights of the training points (ones when none were given).
     attention_weights_ : ndarray or scipy.sparse.csr_array of shape \

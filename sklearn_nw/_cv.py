@@ -100,7 +100,8 @@ class _BandwidthSearchMixin:
         ])
 
     def _plain_estimator(self):
-        return self._plain_class(kernel=self.kernel, device=self.device)
+        return self._plain_class(kernel=self.kernel, n_neighbors=self.n_neighbors,
+                                 algorithm=self.algorithm, device=self.device)
 
 
 class _LeaveOneOutRegression(RegressorMixin, BaseEstimator):
@@ -155,6 +156,10 @@ _SHARED_DOC = r"""
         None: with ``cv=None`` the negative sample-weighted {loss} of the leave-one-out
         predictions; with a splitter the estimator's ``score``. A scorer name or callable
         is applied to the leave-one-out predictions (``cv=None``) or to each split.
+    n_neighbors : int, default=None
+        As in the plain estimator (the leave-one-out scores use all training points).
+    algorithm : {{"auto", "brute", "kd_tree", "ball_tree"}}, default="auto"
+        As in the plain estimator.
     device : str, default="cpu"
         Torch device, as in the plain estimator.
 
@@ -209,11 +214,13 @@ class NadarayaWatsonRegressorCV(_BandwidthSearchMixin, NadarayaWatsonRegressor):
     }
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
-                 device="cpu"):
+                 n_neighbors=None, algorithm="auto", device="cpu"):
         self.bandwidths = bandwidths
         self.kernel = kernel
         self.cv = cv
         self.scoring = scoring
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
         self.device = device
 
     def _targets(self):
@@ -250,11 +257,13 @@ class NadarayaWatsonClassifierCV(_BandwidthSearchMixin, NadarayaWatsonClassifier
     }
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
-                 device="cpu"):
+                 n_neighbors=None, algorithm="auto", device="cpu"):
         self.bandwidths = bandwidths
         self.kernel = kernel
         self.cv = cv
         self.scoring = scoring
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
         self.device = device
 
     def _targets(self):

@@ -523,3 +523,57 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
                 num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
                 pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
     return pooled
+
+
+# -- neighbour-restricted sums ---------------------------------------------------------------
+
+
+def neighbour_pool(d2, indices, indptr, v, kernel, *, log_w=None, return_attention=False):
+    """Nadaraya-Watson pooling over given candidate keys (a k-nearest or radius graph).
+
+    Query i attends only to keys ``indices[indptr[i]:indptr[i + 1]]``, at squared scaled
+    distances ``d2`` of the same layout (CSR). A query whose candidates all have zero kernel
+    weight gets its nearest positive-weight candidate(s), as in :func:`attention_pool`;
+    every query needs at least one candidate of positive weight.
+
+    Parameters
+    ----------
+    d2 : Tensor (nnz,)
+    indices : Tensor (nnz,) long
+    indptr : Tensor (n_q + 1,) long
+    v : Tensor (n, t)
+    kernel : Kernel
+    log_w : Tensor (nnz,), optional
+        Log weight of each candidate pair (a key's sample weight, or a part of it).
+    return_attention : bool
+        Also return the attention as CSR parts ``(indptr, indices, values)``.
+
+    Returns
+    -------
+    PoolResult
+    """
+    n_q = indptr.shape[0] - 1
+    counts = indptr[1:] - indptr[:-1]  # (n_q,)
+    row = torch.repeat_interleave(torch.arange(n_q, device=d2.device), counts)  # (nnz,)
+    log_w = torch.zeros_like(d2) if log_w is None else log_w  # (nnz,)
+    logits = kernel.log_profile_sq(d2) + log_w  # (nnz,)
+    m = torch.full((n_q,), -math.inf, dtype=d2.dtype, device=d2.device)
+    m = m.scatter_reduce(0, row, logits, reduce="amax")  # (n_q,)
+    empty = torch.isneginf(m)  # (n_q,)
+    n_empty = int(empty.sum())
+    if n_empty:
+        # Fallback: the nearest positive-weight candidate(s) of the empty rows.
+        eligible = empty[row] & torch.isfinite(log_w)  # (nnz,)
+        d2e = torch.where(eligible, d2, math.inf)
+        nearest = torch.full((n_q,), math.inf, dtype=d2.dtype, device=d2.device)
+        nearest = nearest.scatter_reduce(0, row, d2e, reduce="amin")  # (n_q,)
+        chosen = eligible & (d2e == nearest[row])
+        logits = torch.where(empty[row], torch.where(chosen, log_w, -math.inf), logits)
+        m = torch.where(empty, 0.0, m)
+    weights = exp_(logits - m[row])  # (nnz,)
+    den = torch.zeros(n_q, dtype=d2.dtype, device=d2.device).index_add_(0, row, weights)
+    num = torch.zeros(n_q, v.shape[1], dtype=d2.dtype, device=d2.device)
+    num.index_add_(0, row, weights[:, None] * v[indices])  # (n_q, t)
+    out = num / den[:, None]
+    attention = (indptr, indices, weights / den[row]) if return_attention else None
+    return PoolResult(out, attention, n_empty)

@@ -28,6 +28,17 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         thumb computed from the weighted training data
         (:func:`~sklearn_nw.bandwidth.scott_bandwidth`,
         :func:`~sklearn_nw.bandwidth.silverman_bandwidth`).
+    n_neighbors : int, default=None
+        Restrict each query's attention to its ``n_neighbors`` nearest training points (in
+        the scaled metric, found with scikit-learn's neighbour search); None attends to all
+        of them. For the Gaussian, the error against full attention is the attention mass
+        beyond the k-th neighbour, renormalised away.
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+        Neighbour search, as in :class:`~sklearn.neighbors.KNeighborsRegressor`. For a
+        compact kernel and ``n_neighbors=None``, a tree finds the training points inside
+        the support (a radius search) instead of visiting all of them; ``"auto"`` does so
+        from 5,000 training points in up to 15 dimensions, and uses the dense engine
+        otherwise. ``"brute"`` always uses the dense engine.
     device : str, default="cpu"
         Torch device to compute on: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"``, or
         ``"auto"`` for the first available of CUDA, MPS and the CPU. Fitted attributes are
@@ -45,6 +56,11 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         Training inputs (the keys), float64 or float32 as given.
     y_fit_ : ndarray of shape (n_samples_fit,) or (n_samples_fit, n_outputs)
         Training targets (the values), float64.
+    neighbors_ : NearestNeighbors or None
+        Neighbour index of the scaled training points of positive weight, when attention
+        is restricted to neighbours.
+    neighbor_rows_ : ndarray of shape (n_indexed,) or None
+        Rows of ``X_fit_`` that ``neighbors_`` indexes.
     sample_weight_ : ndarray of shape (n_samples_fit,)
         Frequency weights of the training points (ones when none were given).
     attention_weights_ : ndarray or scipy.sparse.csr_array of shape \

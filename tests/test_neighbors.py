@@ -1,0 +1,120 @@
+"""Attention restricted to neighbours: tree search for compact kernels, k-nearest attention."""
+
+import numpy as np
+import pytest
+from _oracle import PROFILES, nw_predict
+from numpy.testing import assert_allclose
+
+from sklearn_nw import (
+    EmptyNeighborhoodWarning,
+    NadarayaWatsonClassifier,
+    NadarayaWatsonRegressor,
+)
+
+COMPACT = ["epanechnikov", "tophat", "tricube", "biweight", "cosine", "linear"]
+
+
+def _data(n=400, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, d))
+    y = np.sin(6 * X[:, 0]) + X[:, 1]
+    w = rng.integers(0, 3, n).astype(float)
+    Q = rng.uniform(0, 1, (60, d))
+    return X, y, w, Q
+
+
+@pytest.mark.parametrize("kernel", COMPACT)
+@pytest.mark.parametrize("algorithm", ["kd_tree", "ball_tree"])
+def test_tree_search_agrees_with_the_oracle(kernel, algorithm):
+    X, y, w, Q = _data()
+    h = np.array([0.2, 0.3])
+    reg = NadarayaWatsonRegressor(kernel, bandwidth=h, algorithm=algorithm)
+    reg.fit(X, y, sample_weight=w)
+    assert reg.neighbors_ is not None
+    assert_allclose(reg.predict(Q), nw_predict(Q, X, y, h, PROFILES[kernel], w), rtol=1e-10)
+
+
+@pytest.mark.parametrize("kernel", ["epanechnikov", "tophat"])
+def test_switching_paths_changes_nothing(kernel):
+    X, y, w, Q = _data(n=6000)
+    outputs = []
+    for algorithm in ["brute", "kd_tree", "ball_tree", "auto"]:
+        reg = NadarayaWatsonRegressor(kernel, bandwidth=0.05, algorithm=algorithm)
+        outputs.append(reg.fit(X, y, sample_weight=w).predict(Q, return_attention=True))
+    assert NadarayaWatsonRegressor(kernel, bandwidth=0.05).fit(X, y).neighbors_ is not None
+    for pred, attention in outputs[1:]:
+        assert_allclose(pred, outputs[0][0], rtol=1e-12)
+        assert abs(attention - outputs[0][1]).max() < 1e-12
+        assert attention.nnz == outputs[0][1].nnz
+
+
+def test_tree_fallback_for_queries_out_of_reach():
+    X, y, _, _ = _data()
+    Q = np.array([[0.5, 0.5], [5.0, 5.0]])
+    reg = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.1, algorithm="kd_tree").fit(X, y)
+    with pytest.warns(EmptyNeighborhoodWarning, match="1 of 2 queries"):
+        pred, attention = reg.predict(Q, return_attention=True)
+    nearest = np.argmin(((X - Q[1]) ** 2).sum(1))
+    assert pred[1] == pytest.approx(y[nearest])
+    assert attention[[1]].toarray()[0, nearest] == 1.0
+
+
+def test_k_nearest_attention_error_is_the_mass_beyond_k():
+    X, y, _, Q = _data()
+    h = np.array([0.1, 0.1])
+    full, attention = NadarayaWatsonRegressor(bandwidth=h).fit(X, y).predict(
+        Q, return_attention=True
+    )
+    for k in [5, 30, 100]:
+        got, knn_attention = NadarayaWatsonRegressor(bandwidth=h, n_neighbors=k).fit(X, y).predict(
+            Q, return_attention=True
+        )
+        # The k nearest in the scaled metric, found here by sorting.
+        order = np.argsort((((Q[:, None] - X[None]) / h) ** 2).sum(-1), axis=1)[:, :k]
+        inside = np.take_along_axis(attention, order, axis=1).sum(1)  # full mass on them
+        bound = 2 * (1 - inside) * np.abs(y).max()
+        assert np.all(np.abs(got - full) <= bound + 1e-12)
+        assert np.all(np.diff(knn_attention.indptr) == k)
+        assert_allclose(knn_attention.sum(1), 1.0)
+    # All the points: exactly the full attention.
+    everything = NadarayaWatsonRegressor(bandwidth=h, n_neighbors=len(X)).fit(X, y)
+    assert_allclose(everything.predict(Q), full, rtol=1e-10)
+
+
+def test_k_nearest_classifier_and_weights():
+    X, y, w, Q = _data()
+    labels = np.where(y > 0.8, "high", "low")
+    # k counts units of sample weight: all of them is the full attention.
+    clf = NadarayaWatsonClassifier(bandwidth=0.2, n_neighbors=int(w.sum())).fit(X, labels, w)
+    full = NadarayaWatsonClassifier(bandwidth=0.2).fit(X, labels, w)
+    assert_allclose(clf.predict_proba(Q), full.predict_proba(Q), rtol=1e-10)
+    assert np.array_equal(clf.predict(Q), full.predict(Q))
+
+
+def test_n_neighbors_must_be_positive():
+    X, y, _, _ = _data(n=20)
+    with pytest.raises(ValueError, match="n_neighbors"):
+        NadarayaWatsonRegressor(n_neighbors=0).fit(X, y)
+    with pytest.raises(ValueError, match="algorithm"):
+        NadarayaWatsonRegressor(algorithm="cover_tree").fit(X, y)
+
+
+@pytest.mark.parametrize("k", [1, 4, 25])
+def test_k_nearest_integer_weights_equal_repeated_rows(k):
+    X, y, w, Q = _data(n=120)
+    w = w.astype(int)
+    weighted = NadarayaWatsonRegressor(bandwidth=0.2, n_neighbors=k).fit(X, y, sample_weight=w)
+    repeated = NadarayaWatsonRegressor(bandwidth=0.2, n_neighbors=k).fit(
+        np.repeat(X, w, axis=0), np.repeat(y, w)
+    )
+    assert_allclose(weighted.predict(Q), repeated.predict(Q), rtol=1e-10)
+
+
+def test_k_nearest_with_fractional_weights_looks_further():
+    X, y, _, Q = _data(n=200)
+    w = np.full(len(X), 0.25)
+    # 8 units of weight 0.25 each: the 32 nearest points, equally weighted.
+    reg = NadarayaWatsonRegressor("constant", bandwidth=0.5, n_neighbors=8)
+    got = reg.fit(X, y, sample_weight=w).predict(Q)
+    order = np.argsort(((Q[:, None] - X[None]) ** 2).sum(-1), axis=1)[:, :32]
+    assert_allclose(got, y[order].mean(1), rtol=1e-10)
