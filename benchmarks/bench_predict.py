@@ -294,12 +294,16 @@ def _target(results):
     return {"met": not problems, "problems": problems}
 
 
+def machine_line(m):
+    """One markdown line describing the machine recorded by :func:`machine_info`."""
+    versions = ", ".join(f"{k} {v or 'not installed'}" for k, v in m["versions"].items())
+    return (f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']:.1f} GiB RAM; Python "
+            f"{m['python']}, {versions}; torch threads {m['torch_threads']}.")
+
+
 def markdown(report):
     """The machine line, the results table, notes on subset runs and the target verdict."""
-    m = report["machine"]
-    versions = ", ".join(f"{k} {v or 'not installed'}" for k, v in m["versions"].items())
-    machine = (f"Machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']:.1f} GiB RAM; Python "
-               f"{m['python']}, {versions}; torch threads {m['torch_threads']}.")
+    machine = machine_line(report["machine"])
     header = ("| peer | size run (queries × train) | time s | ns / pair | ratio vs sklearn_nw "
               "| max \\|diff\\| | peak extra MB |\n|---|---|---|---|---|---|---|")
     lines = [machine, "", header]

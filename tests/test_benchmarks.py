@@ -94,3 +94,142 @@ def test_runner_finds_the_benchmarks(bench):
     assert run.discover(["predict"]) == [BENCHMARKS / "bench_predict.py"]
     with pytest.raises(SystemExit, match="no benchmark named"):
         run.discover(["no_such_benchmark"])
+
+
+# -- bench_bandwidth -------------------------------------------------------------------------
+TINY_BANDWIDTH = {"n_loo": 150, "n_irrelevant": 400, "n_queries": 100, "cv_sizes": (150,),
+                  "n_grid": 4, "datasets": ("iris", "engel"), "max_samples": 60, "repeats": 2}
+
+
+def _all_finite(values):
+    return all(math.isfinite(v) for v in values)
+
+
+@pytest.fixture(scope="module")
+def bench_bandwidth(bench):
+    """bench_bandwidth, imported while the ``bench`` fixture has benchmarks/ on sys.path."""
+    return importlib.import_module("bench_bandwidth")
+
+
+@pytest.fixture(scope="module")
+def tiny_bandwidth_run(bench_bandwidth, tmp_path_factory):
+    """One tiny run of every section: the report it returns, its output folder and stdout."""
+    out_dir = tmp_path_factory.mktemp("bench_bandwidth")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        report = bench_bandwidth.run_benchmark(out_dir=out_dir, **TINY_BANDWIDTH)
+    return report, out_dir, stdout.getvalue()
+
+
+def test_bandwidth_json_has_machine_config_sections_and_targets(bench_bandwidth,
+                                                                tiny_bandwidth_run):
+    report, out_dir, _ = tiny_bandwidth_run
+    saved = json.loads((out_dir / "bench_bandwidth.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    assert {"cpu", "cores", "ram_gib", "versions", "torch_threads"} <= set(saved["machine"])
+    assert saved["config"]["sections"] == list(bench_bandwidth.SECTIONS)
+    assert list(saved["sections"]) == list(bench_bandwidth.SECTIONS)
+    assert {"start", "end"} == set(saved["load_average"])
+    # The run's targets are every section's targets, each met, not met or not evaluated.
+    assert saved["targets"] == [t for s in saved["sections"].values() for t in s["targets"]]
+    assert len(saved["targets"]) == (2 if _installed("statsmodels") else 1) + 2 + 2 + 3
+    for t in saved["targets"]:
+        assert t["section"] in bench_bandwidth.SECTIONS
+        assert t["met"] in (True, False, None) and t["name"] and t["detail"]
+
+
+def test_bandwidth_loo_section_compares_with_statsmodels(tiny_bandwidth_run):
+    loo = tiny_bandwidth_run[0]["sections"]["loo"]
+    assert loo["config"]["n"] == 150 and loo["config"]["d"] == 2
+    nw, sm = loo["results"]
+    assert (nw["method"], sm["method"]) == ("sklearn_nw", "statsmodels")
+    assert nw["status"] == "ok" and len(nw["times_s"]) == nw["repeats"] == 2
+    assert nw["time_s"] == min(nw["times_s"]) > 0 and nw["n_iter"] >= 1
+    if not _installed("statsmodels"):
+        assert sm["status"] == "skipped" and loo["targets"][0]["met"] is None
+        return
+    assert sm["status"] == "ok" and sm["time_s"] > 0
+    for r in (nw, sm):
+        assert len(r["bandwidth"]) == 2 and min(r["bandwidth"]) > 0
+        assert math.isfinite(r["loo_mse"]) and r["loo_mse"] > 0
+    assert loo["speed_ratio"] == pytest.approx(sm["time_s"] / nw["time_s"])
+    assert isinstance(loo["targets"][0]["met"], bool)
+
+
+def test_bandwidth_irrelevant_section_searches_the_oracle_grid(bench_bandwidth,
+                                                               tiny_bandwidth_run):
+    report = tiny_bandwidth_run[0]
+    section = report["sections"]["irrelevant"]
+    learned, oracle, best = section["learned"], section["oracle"], section["best_fixed"]
+    assert len(learned["bandwidth"]) == section["config"]["d"] == 4
+    assert learned["time_s"] > 0 and learned["ratio"] > 0
+    assert len(oracle) == bench_bandwidth.ORACLE_A * len(bench_bandwidth.ORACLE_B)
+    assert {r["b"] for r in oracle} == set(bench_bandwidth.ORACLE_B)
+    assert _all_finite([learned["rmse"], *(r["rmse"] for r in oracle)])
+    assert best["rmse"] == min(r["rmse"] for r in oracle)
+    assert section["rmse_ratio"] == pytest.approx(learned["rmse"] / best["rmse"])
+    # The time target compares with statsmodels' cv_ls time of section 1 in the same run.
+    sm = report["sections"]["loo"]["results"][1]
+    assert section["statsmodels_cv_ls_s"] == (sm["time_s"] if sm["status"] == "ok" else None)
+
+
+def test_bandwidth_cv_section_checks_the_leave_one_out_argmin(tiny_bandwidth_run):
+    section = tiny_bandwidth_run[0]["sections"]["cv"]
+    results = section["results"]
+    assert [(r["n"], r["task"]) for r in results] == [(150, "regression"),
+                                                      (150, "classification")]
+    for r in results:
+        assert len(r["cv_times_s"]) == len(r["gridsearch_times_s"]) == 2
+        assert r["cv_time_s"] > 0 and r["gridsearch_time_s"] > 0 and r["ratio"] > 0
+        assert len(r["loo_loss"]) == 4 and _all_finite(r["loo_loss"])
+        assert isinstance(r["chosen_is_loo_argmin"], bool)
+        assert 0 <= r["chosen_index"] < 4 and 0 <= r["loo_argmin_index"] < 4
+        assert math.isfinite(r["max_abs_score_plus_loss"])
+
+
+def test_bandwidth_accuracy_section_scores_every_method(tiny_bandwidth_run):
+    section = tiny_bandwidth_run[0]["sections"]["accuracy"]
+    rows = {r["dataset"]: r for r in section["results"]}
+    assert list(rows) == ["iris", "engel"]
+    assert rows["iris"]["task"] == "classification" and rows["engel"]["task"] == "regression"
+    # statsmodels' cv_ls runs on small regression data sets only.
+    assert "statsmodels" not in rows["iris"]["methods"]
+    assert ("statsmodels" in rows["engel"]["methods"]) == _installed("statsmodels")
+    for r in rows.values():
+        assert r["status"] == "ok" and r["n"] == 60 < r["n_total"]
+        for scores in r["methods"].values():
+            assert len(scores["scores"]) == 5 and _all_finite(scores["scores"])
+            assert scores["mean"] == pytest.approx(sum(scores["scores"]) / 5)
+            assert scores["fit_time_s"] > 0 and isinstance(scores["warnings"], list)
+        assert r["nw_minus_knn"] == pytest.approx(r["methods"]["nw_loo"]["mean"]
+                                                  - r["methods"]["knn"]["mean"])
+    assert 0 <= rows["iris"]["methods"]["nw_loo"]["mean"] <= 1
+
+
+def test_bandwidth_markdown_is_printed_and_saved(bench_bandwidth, tiny_bandwidth_run):
+    report, out_dir, stdout = tiny_bandwidth_run
+    table = (out_dir / "bench_bandwidth.md").read_text()
+    assert stdout == table
+    assert table.startswith(f"Machine: {report['machine']['cpu']}")
+    for number in range(1, 5):
+        assert f"\n### {number}. " in table
+    assert table.count("\n- Target (") == len(report["targets"])
+    assert "| iris | classification (accuracy) | 60 of 150 × 4 |" in table
+
+
+def test_bandwidth_sections_run_alone(bench_bandwidth, tmp_path):
+    """--sections runs only those; without section 1 the time target of section 2 is not
+    evaluated."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        bench_bandwidth.main(["--sections", "cv", "irrelevant", "--n-irrelevant", "300",
+                              "--n-queries", "50", "--cv-sizes", "100", "--n-grid", "3",
+                              "--repeats", "1", "--out-dir", str(tmp_path)])
+    saved = json.loads((tmp_path / "bench_bandwidth.json").read_text())
+    assert list(saved["sections"]) == ["irrelevant", "cv"]
+    time_target = saved["sections"]["irrelevant"]["targets"][1]
+    assert time_target["met"] is None and "section 1" in time_target["detail"]
+
+
+def test_runner_finds_the_bandwidth_benchmark(bench):
+    _, run = bench
+    assert run.discover(["bandwidth"]) == [BENCHMARKS / "bench_bandwidth.py"]
