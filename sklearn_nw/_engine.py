@@ -414,7 +414,8 @@ def loo_loss_neighbours(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neigh
     return float(value.detach())
 
 
-def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_grad):
+def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_grad,
+                  pooled=None):
     """Leave-one-out loss of a Gaussian-family kernel and its gradient in the scaled
     coordinates ``xs`` (n, r), written out by hand: a few passes over each (b, n) block
     instead of the two dozen autograd makes.
@@ -423,7 +424,8 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
     attention ``P = softmax(S)``, predictions ``p_i = sum_j P_ij v_j`` and
     ``g_i = dL/dp_i``, the softmax gives ``G_ij = dL/dS_ij = P_ij g_i . (v_j - p_i)``, and
     ``dS_ij/dq_i = -2c (q_i - x_j) = -dS_ij/dx_j`` off the diagonal (the self entry is a
-    constant), so both gradients are matrix products of G.
+    constant), so both gradients are matrix products of G. With ``loss=None`` it only writes
+    the leave-one-out predictions into ``pooled`` (m, t).
     """
     n = xs.shape[0]
     eps = torch.finfo(xs.dtype).eps
@@ -445,10 +447,14 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
         logits = qs1 @ keys_t  # (b, n)
         logits[r, chunk] = self_log_w[chunk] + c * x2[chunk]
         logits -= logits.amax(1, keepdim=True)
-        e = logits.exp_()  # (b, n)
+        e = exp_(logits)  # (b, n)
         num_den = (v1_t @ e.T).T  # (b, t + 1)
         z = num_den[:, -1:]  # (b, 1)
         pred = num_den[:, :-1] / z  # (b, t)
+        if pooled is not None:
+            pooled[s : s + step] = pred
+        if loss is None:
+            continue
         target = v[chunk]  # (b, t)
         w = weights[s : s + step, None]  # (b, 1)
         if loss == "squared_error":
@@ -477,7 +483,8 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
 
     The per-feature squared differences of each block of queries are computed once and
     shared by every grid point; when all grid points are multiples of the first, one
-    block of scaled squared distances is shared instead.
+    block of scaled squared distances is shared instead. Gaussian-family kernels skip
+    both: their logits are one small matrix product per grid point.
 
     Parameters
     ----------
@@ -506,6 +513,15 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     step = min(chunk_rows(m, row_bytes, working_memory), max(1, 4 * _CACHE_BYTES // row_bytes))
     v1t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()  # (t + 1, n)
     pooled = x.new_empty(len(hs), m, v.shape[1])  # (G, m, t)
+    if kernel.quadratic_coef is not None:
+        # The fused Gaussian logits cost a (b, r + 1) @ (r + 1, n) product per grid point,
+        # less than sharing explicit distances would.
+        centre = x.mean(0)
+        with _compute_settings():
+            for g in range(len(hs)):
+                _gaussian_loo(transform(x, centre, hs[g]), v, log_w, self_log_w, rows_all,
+                              None, kernel.quadratic_coef, None, step, False, pooled[g])
+        return pooled
     with _compute_settings():
         for s in range(0, m, step):
             rows = rows_all[s : s + step]  # (b,)
