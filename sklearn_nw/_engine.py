@@ -79,18 +79,21 @@ def _compute_settings():
         torch.set_float32_matmul_precision(previous)
 
 
-def exp_(logits):
-    """In-place ``exp`` of a block of logits, exactly 0 below the normal float range.
+def exp_(logits, exact_zeros=True):
+    """In-place ``exp`` of a block of logits, fast where most of them underflow.
 
     ``torch.exp`` takes a slow path for every input whose result underflows (several times
     slower on real attention blocks, where most logits are very negative), so logits are
-    clamped at a floor whose exponential is still a normal number, and that value is then
-    subtracted (with a margin) and clipped at 0. Weights shrink by at most ``exp(floor)``,
-    about 1e-34 in float32 and 1e-303 in float64, against a row total of at least
-    ``sqrt(tiny)``; logits of ``-inf`` give exactly 0.
+    clamped at a floor whose exponential is still a normal number: about 4e-34 in float32
+    and 1e-303 in float64, negligible against a row total of at least ``sqrt(tiny)``.
+    ``exact_zeros`` then subtracts that value (with a margin) and clips at 0, so that
+    logits of ``-inf`` give exactly 0 -- needed where the weights themselves are returned.
     """
     floor = math.log(torch.finfo(logits.dtype).tiny) + 10.0
-    return logits.clamp_(min=floor).exp_().sub_(1.001 * math.exp(floor)).clamp_(min=0.0)
+    logits.clamp_(min=floor).exp_()
+    if exact_zeros:
+        logits.sub_(1.001 * math.exp(floor)).clamp_(min=0.0)
+    return logits
 
 
 def chunk_rows(n_rows, row_bytes, working_memory):
@@ -250,7 +253,7 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
                 m = logits.amax(1, keepdim=True)  # (b, 1)
                 redo = torch.isneginf(m[:, 0])  # (b,)
                 logits.sub_(m.masked_fill_(redo[:, None], 0.0))
-            weights = exp_(logits)  # (b, n)
+            weights = exp_(logits, exact_zeros=return_attention)  # (b, n)
             num_den = (problem.v1t @ weights.T).T  # (b, t + 1)
             # Every logit is <= 0 (max-subtracted, or so by construction for the fused
             # Gaussian), so a row total above n is cancellation in |q|^2 + |x|^2 - 2 q.x.
@@ -429,10 +432,14 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
     """
     n = xs.shape[0]
     eps = torch.finfo(xs.dtype).eps
+    tiny = math.sqrt(torch.finfo(xs.dtype).tiny)
     x2 = (xs * xs).sum(1)  # (n,)
-    # [q, 1] @ keys_t = 2c q.x - c |x|^2 + log_w: the logits plus the row constant c |q|^2.
-    # Skinny products are laid out as (k, n) @ (n, b): several times faster in BLAS.
-    keys_t = torch.cat([2.0 * c * xs, (log_w - c * x2)[:, None]], dim=1).T.contiguous()
+    # [2c q, -c |q|^2, 1] @ keys_t = -c |q - x|^2 + log_w - max(log_w) <= 0: logits that need
+    # no max pass (rows that underflow are redone below). Skinny products are laid out as
+    # (k, n) @ (n, b): several times faster in BLAS.
+    shift = log_w[torch.isfinite(log_w)].max()
+    keys_t = torch.cat([xs, xs.new_ones(n, 1), (log_w - shift - c * x2)[:, None]],
+                       dim=1).T.contiguous()  # (r + 2, n)
     v1_t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()  # (t + 1, n)
     v_t = v.T.contiguous()  # (t, n)
     xs1 = torch.cat([xs, xs.new_ones(n, 1)], dim=1)  # (n, r + 1)
@@ -444,11 +451,20 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
         b = len(chunk)
         r = torch.arange(b, device=xs.device)
         qs1 = xs1[chunk]  # (b, r + 1)
-        logits = qs1 @ keys_t  # (b, n)
-        logits[r, chunk] = self_log_w[chunk] + c * x2[chunk]
-        logits -= logits.amax(1, keepdim=True)
-        e = exp_(logits)  # (b, n)
+        q2 = x2[chunk, None]  # (b, 1)
+        logits = torch.cat([2.0 * c * qs1[:, :-1], -c * q2, qs1[:, -1:]], dim=1) @ keys_t
+        logits[r, chunk] = self_log_w[chunk] - shift  # (b, n)
+        e = exp_(logits, exact_zeros=False)  # (b, n)
         num_den = (v1_t @ e.T).T  # (b, t + 1)
+        low = num_den[:, -1] < tiny  # (b,) every weight underflowed: redo max-subtracted
+        if bool(low.any()):
+            again = torch.cat([2.0 * c * qs1[low, :-1], -c * q2[low], qs1[low, -1:]], dim=1)
+            again = again @ keys_t  # (l, n)
+            again[torch.arange(len(again), device=xs.device), chunk[low]] = (
+                self_log_w[chunk[low]] - shift
+            )
+            e[low] = exp_(again - again.amax(1, keepdim=True), exact_zeros=False)
+            num_den[low] = (v1_t @ e[low].T).T
         z = num_den[:, -1:]  # (b, 1)
         pred = num_den[:, :-1] / z  # (b, t)
         if pooled is not None:
