@@ -12,7 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from sklearn import get_config
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import gen_batches
 from sklearn.utils._array_api import get_namespace
@@ -208,6 +208,8 @@ class NadarayaWatsonBase(BaseEstimator):
             log_w=tensor(log_w),
             self_log_w=None if self_log_w is None else tensor(self_log_w),
             return_attention=return_attention,
+            # Class probabilities must be exactly 0 where no attention goes.
+            exact_zeros=is_classifier(self),
             working_memory=get_config()["working_memory"],
         )
         return self._check_result(X, result)

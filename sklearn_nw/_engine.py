@@ -210,7 +210,7 @@ class _Problem:
 
 
 def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
-                   return_attention=False, working_memory=1024):
+                   return_attention=False, exact_zeros=False, working_memory=1024):
     """Nadaraya-Watson pooling of values ``v`` at queries ``q`` with keys ``x``.
 
     Parameters
@@ -231,6 +231,10 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
         Leave-one-out: query i gives key i this log weight instead of ``log_w[i]``.
     return_attention : bool
         Also return the attention matrix: dense, or CSR parts for compact kernels.
+    exact_zeros : bool
+        Weights that underflow are exactly 0 (always so with ``return_attention``); else
+        they may be as large as ``exp(log(tiny) + 10)``, negligible in a weighted mean but
+        not a probability that must be 0 (see :func:`exp_`).
     working_memory : float
         MiB that the ``(chunk, n)`` temporaries may take.
     """
@@ -253,7 +257,7 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
                 m = logits.amax(1, keepdim=True)  # (b, 1)
                 redo = torch.isneginf(m[:, 0])  # (b,)
                 logits.sub_(m.masked_fill_(redo[:, None], 0.0))
-            weights = exp_(logits, exact_zeros=return_attention)  # (b, n)
+            weights = exp_(logits, exact_zeros=return_attention or exact_zeros)  # (b, n)
             num_den = (problem.v1t @ weights.T).T  # (b, t + 1)
             # Every logit is <= 0 (max-subtracted, or so by construction for the fused
             # Gaussian), so a row total above n is cancellation in |q|^2 + |x|^2 - 2 q.x.
