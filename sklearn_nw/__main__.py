@@ -60,6 +60,7 @@ def _report(title, X, y, models, cv, scoring):
 
 def _heatmap(output, device):
     import matplotlib
+    from matplotlib.colors import PowerNorm
 
     from .inspection import AttentionDisplay
 
@@ -74,6 +75,7 @@ def _heatmap(output, device):
         title="Diabetes: attention of 100 held-out patients on the training set\n"
               "(bandwidth learned on the leave-one-out loss; sorted by disease progression)",
         xlabel="training patients (keys), by target", ylabel="held-out patients, by prediction",
+        norm=PowerNorm(gamma=0.4),  # a few large weights would wash out the rest
     )
     display.figure_.set_size_inches(8, 6)
     display.figure_.tight_layout()
