@@ -193,7 +193,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         use every point.
     learning_rate : float, default=0.05
         Adam step size on the log-bandwidths (minibatch mode).
-    n_grid : int, default=9
+    n_grid : int, default=7
         Points of the starting grid, multiples of Scott's rule from 1/8 to 8.
     random_state : int, RandomState instance or None, default=None
         Seeds the minibatches and the evaluation subset used above 4096 samples.
@@ -219,7 +219,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
     }
 
     def __init__(self, form="diagonal", *, n_components=None, max_iter=100, tol=1e-8,
-                 batch_size="auto", n_neighbors="auto", learning_rate=0.05, n_grid=9,
+                 batch_size="auto", n_neighbors="auto", learning_rate=0.05, n_grid=7,
                  random_state=None, verbose=0):
         self.form = form
         self.n_components = n_components
@@ -300,10 +300,9 @@ class LeaveOneOutBandwidth(BaseEstimator):
             return LeaveOneOutResult(h_scott, None, float(grid_loss[best]), grid_loss[best:best + 1],
                                      1, grid, grid_loss)
 
+        best_loss = float(grid_loss[best])
         if self.form != "isotropic":
-            h_best = _coordinate_sweep(objective, h_best, grid_loss[best], eval_rows)
-        best_loss = objective.loss(torch.as_tensor(h_best, dtype=x.dtype, device=x.device),
-                                   eval_rows)
+            h_best, best_loss = _coordinate_sweep(objective, h_best, best_loss, eval_rows)
 
         # 2. Gradient descent from there; the full metric starts from the learned diagonal.
         descend = self._descent(objective, positive, full_batch, generator)
@@ -470,7 +469,7 @@ def _coordinate_sweep(objective, h, loss, rows):
         # must take the same path.
         if losses[k] < loss * (1 - 1e-9):
             h, loss = candidates[k], float(losses[k])
-    return h
+    return h, loss
 
 
 def _bounded_exp(theta):
