@@ -20,14 +20,34 @@ _DEFAULT_GRID = (1 / 8, 8)
 _DEFAULT_N_BANDWIDTHS = 25
 
 
-class _BandwidthSearchMixin:
-    """Chooses ``bandwidth_`` from ``bandwidths`` in place of the plain estimator's rule."""
-
-    _search_constraints: ClassVar[dict] = {
+def _search_constraints(plain_class):
+    """The plain estimator's parameter constraints, ``bandwidth`` replaced by the search's."""
+    constraints = {k: v for k, v in plain_class._parameter_constraints.items()
+                   if k != "bandwidth"}
+    constraints.update({
         "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like", None],
         "cv": ["cv_object"],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
-    }
+    })
+    return constraints
+
+
+class _BandwidthSearchMixin:
+    """Chooses ``bandwidth_`` from ``bandwidths`` in place of the plain estimator's rule.
+
+    It comes first in the CV estimators' bases, so its ``__init__`` (their parameters) is
+    the one scikit-learn's ``get_params`` reads.
+    """
+
+    def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
+                 n_neighbors=None, algorithm="auto", device="cpu"):
+        self.bandwidths = bandwidths
+        self.kernel = kernel
+        self.cv = cv
+        self.scoring = scoring
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
+        self.device = device
 
     def _bandwidth_grid(self):
         """The grid as an array (G, n_features) of bandwidth vectors."""
@@ -207,21 +227,7 @@ class NadarayaWatsonRegressorCV(_BandwidthSearchMixin, NadarayaWatsonRegressor):
     )
 
     _plain_class = NadarayaWatsonRegressor
-    _parameter_constraints: ClassVar[dict] = {
-        **{k: v for k, v in NadarayaWatsonRegressor._parameter_constraints.items()
-           if k != "bandwidth"},
-        **_BandwidthSearchMixin._search_constraints,
-    }
-
-    def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
-                 n_neighbors=None, algorithm="auto", device="cpu"):
-        self.bandwidths = bandwidths
-        self.kernel = kernel
-        self.cv = cv
-        self.scoring = scoring
-        self.n_neighbors = n_neighbors
-        self.algorithm = algorithm
-        self.device = device
+    _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonRegressor)
 
     def _targets(self):
         return self.y_fit_
@@ -250,21 +256,7 @@ class NadarayaWatsonClassifierCV(_BandwidthSearchMixin, NadarayaWatsonClassifier
     )
 
     _plain_class = NadarayaWatsonClassifier
-    _parameter_constraints: ClassVar[dict] = {
-        **{k: v for k, v in NadarayaWatsonClassifier._parameter_constraints.items()
-           if k != "bandwidth"},
-        **_BandwidthSearchMixin._search_constraints,
-    }
-
-    def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
-                 n_neighbors=None, algorithm="auto", device="cpu"):
-        self.bandwidths = bandwidths
-        self.kernel = kernel
-        self.cv = cv
-        self.scoring = scoring
-        self.n_neighbors = n_neighbors
-        self.algorithm = algorithm
-        self.device = device
+    _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonClassifier)
 
     def _targets(self):
         return self.classes_[self.y_fit_]
