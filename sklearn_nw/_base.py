@@ -221,6 +221,7 @@ class NadarayaWatsonBase(BaseEstimator):
         def index(a):
             return torch.as_tensor(a, dtype=torch.long, device=device)
 
+        unit_weights = bool(np.all(self.sample_weight_ == 1.0))
         parts, offset = [], 0
         for rows in gen_batches(X.shape[0], _NEIGHBOUR_CHUNK):
             queries = self._scaled(X[rows])
@@ -241,14 +242,15 @@ class NadarayaWatsonBase(BaseEstimator):
                         dist[q], ind[q] = d1[j], i1[j]
                     counts[lonely] = 1
                 dist, ind = np.concatenate(dist), np.concatenate(ind)
-                ind = self.neighbor_rows_[ind]
-                pair_w = self.sample_weight_[ind]
+                if len(self.neighbor_rows_) < self.X_fit_.shape[0]:
+                    ind = self.neighbor_rows_[ind]
+                pair_w = None if unit_weights else self.sample_weight_[ind]
             indptr = np.concatenate([[0], np.cumsum(counts)])
             with np.errstate(divide="ignore"):
-                pair_log_w = np.log(pair_w)
+                pair_log_w = None if pair_w is None else tensor(np.log(pair_w))
             part = neighbour_pool(
                 tensor(dist**2), index(ind), index(indptr), tensor(values), self.kernel_,
-                log_w=tensor(pair_log_w), return_attention=return_attention,
+                log_w=pair_log_w, return_attention=return_attention,
             )
             parts.append((part, offset))
             offset += len(ind)

@@ -588,6 +588,37 @@ def neighbour_pool(d2, indices, indptr, v, kernel, *, log_w=None, return_attenti
     -------
     PoolResult
     """
+    tiny = math.sqrt(torch.finfo(d2.dtype).tiny)
+    logits = kernel.log_profile_sq(d2)  # (nnz,)
+    if log_w is not None:
+        # Shifted by the largest weight: every logit <= 0, so no max pass per row.
+        logits += log_w - log_w[torch.isfinite(log_w)].max()
+    weights = exp_(logits, exact_zeros=return_attention)  # (nnz,)
+    den = torch.segment_reduce(weights, "sum", offsets=indptr)  # (n_q,)
+    num = torch.segment_reduce(weights[:, None] * v[indices], "sum", offsets=indptr, axis=0)
+    redo = ~(den > tiny)  # (n_q,) rows that underflowed or have no kernel mass
+    n_fallback = 0
+    attention = None
+    if return_attention:
+        counts = indptr[1:] - indptr[:-1]
+        attention = (indptr, indices, weights / torch.repeat_interleave(den, counts))
+    if bool(redo.any()):
+        rows = torch.nonzero(redo)[:, 0]  # (r,)
+        starts, stops = indptr[rows], indptr[rows + 1]
+        pick = torch.cat([torch.arange(a, b, device=d2.device)
+                          for a, b in zip(starts.tolist(), stops.tolist())])  # (nnz_r,)
+        sub_indptr = torch.cat([indptr.new_zeros(1), (stops - starts).cumsum(0)])
+        sub = _neighbour_pool_careful(d2[pick], indices[pick], sub_indptr, v, kernel,
+                                      None if log_w is None else log_w[pick], return_attention)
+        num[rows], den[rows] = sub.out, 1.0
+        n_fallback = sub.n_fallback
+        if return_attention:
+            attention[2][pick] = sub.attention[2]
+    return PoolResult(num / den[:, None], attention, n_fallback)
+
+
+def _neighbour_pool_careful(d2, indices, indptr, v, kernel, log_w, return_attention):
+    """:func:`neighbour_pool` with a max pass per row and the nearest-key fallback."""
     n_q = indptr.shape[0] - 1
     counts = indptr[1:] - indptr[:-1]  # (n_q,)
     row = torch.repeat_interleave(torch.arange(n_q, device=d2.device), counts)  # (nnz,)
