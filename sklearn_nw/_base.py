@@ -118,7 +118,10 @@ class NadarayaWatsonBase(BaseEstimator):
             return
         # Only points with positive weight can receive attention (zero weight = no row).
         self.neighbor_rows_ = np.flatnonzero(self.sample_weight_ > 0)
-        self.neighbors_ = NearestNeighbors(algorithm=self.algorithm)
+        # The search runs on as many threads as torch's operations (the trees release the
+        # GIL), instead of scikit-learn's default of one.
+        self.neighbors_ = NearestNeighbors(algorithm=self.algorithm,
+                                           n_jobs=torch.get_num_threads())
         self.neighbors_.fit(self._scaled(self.X_fit_[self.neighbor_rows_]))
 
     def _scaled(self, X):
