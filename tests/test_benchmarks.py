@@ -11,6 +11,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -233,3 +234,118 @@ def test_bandwidth_sections_run_alone(bench_bandwidth, tmp_path):
 def test_runner_finds_the_bandwidth_benchmark(bench):
     _, run = bench
     assert run.discover(["bandwidth"]) == [BENCHMARKS / "bench_bandwidth.py"]
+
+
+# -- bench_engine ----------------------------------------------------------------------------
+TINY_ENGINE = {"sizes": (200, 400, 800), "slope_from": 400, "n_compact": 6000,
+               "n_compact_queries": 100, "n_knn": 500, "n_knn_queries": 50, "ks": (5, 50, 600),
+               "repeats": 2}
+
+
+@pytest.fixture(scope="module")
+def bench_engine(bench):
+    """bench_engine, imported while the ``bench`` fixture has benchmarks/ on sys.path."""
+    return importlib.import_module("bench_engine")
+
+
+@pytest.fixture(scope="module")
+def tiny_engine_run(bench_engine, tmp_path_factory):
+    """One tiny run of every section: the report it returns, its output folder and stdout."""
+    out_dir = tmp_path_factory.mktemp("bench_engine")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        report = bench_engine.run_benchmark(out_dir=out_dir, **TINY_ENGINE)
+    return report, out_dir, stdout.getvalue()
+
+
+def test_engine_json_has_machine_config_sections_and_targets(bench_engine, tiny_engine_run):
+    report, out_dir, _ = tiny_engine_run
+    saved = json.loads((out_dir / "bench_engine.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    assert {"cpu", "cores", "ram_gib", "versions", "torch_threads"} <= set(saved["machine"])
+    assert saved["config"]["sections"] == list(bench_engine.SECTIONS)
+    assert list(saved["sections"]) == list(bench_engine.SECTIONS)
+    assert {"start", "end"} == set(saved["load_average"])
+    assert len(saved["targets"]) == 2 + 2
+    for t in saved["targets"]:
+        assert t["section"] in bench_engine.SECTIONS
+        assert t["met"] in (True, False, None) and t["name"] and t["detail"]
+
+
+def test_engine_scaling_section_times_each_size_and_plots(tiny_engine_run):
+    report, out_dir, _ = tiny_engine_run
+    section = report["sections"]["scaling"]
+    assert section["config"]["sizes"] == [200, 400, 800] and len(section["config"]["h"]) == 4
+    assert [r["n"] for r in section["results"]] == [200, 400, 800]
+    for r in section["results"]:
+        assert r["status"] == "ok", r.get("reason")
+        assert r["n_train"] == r["n_queries"] == r["n"] and r["pairs"] == r["n"] ** 2
+        assert len(r["times_s"]) == r["repeats"] == 2 and r["time_s"] == min(r["times_s"]) > 0
+        assert r["ns_per_pair"] > 0 and r["peak_extra_mb"] >= 0
+    # Two sizes from slope_from=400: a slope is fitted and both targets are evaluated.
+    assert math.isfinite(section["slope"])
+    assert all(isinstance(t["met"], bool) for t in section["targets"])
+    assert section["plot"] == "bench_engine.png"
+    assert (out_dir / "bench_engine.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_engine_compact_section_compares_with_radius_neighbors(tiny_engine_run):
+    section = tiny_engine_run[0]["sections"]["compact"]
+    assert section["config"]["n_train"] == 6000 and section["config"]["n_queries"] == 100
+    auto, ball, peer = section["results"]
+    assert auto["search"] == "kd_tree" and ball["search"] == "ball_tree"
+    assert peer["method"].startswith("scikit-learn") and peer["n_nan"] == 0
+    for r in (auto, ball, peer):
+        assert len(r["times_s"]) == 2 and r["time_s"] > 0
+    for r in (auto, ball):
+        assert r["ratio"] == pytest.approx(peer["time_s"] / r["time_s"])
+        assert r["max_abs_diff"] < 1e-6  # the same estimate, up to rounding
+
+
+def test_engine_epanechnikov_weights_take_both_distance_layouts(bench_engine):
+    r = bench_engine.RADIUS
+    dense = bench_engine.epanechnikov_weights(np.array([[0.0, r / 2], [r, 0.0]]))
+    assert np.allclose(dense, [[1.0, 0.75], [0.0, 1.0]])
+    ragged = np.empty(2, dtype=object)
+    ragged[0], ragged[1] = np.array([0.0, r / 2, r]), np.array([r / 2])
+    weights = bench_engine.epanechnikov_weights(ragged)
+    assert weights.dtype == object and len(weights) == 2
+    assert np.allclose(weights[0], [1.0, 0.75, 0.0]) and np.allclose(weights[1], [0.75])
+
+
+def test_engine_knn_section_measures_the_error_against_full_attention(tiny_engine_run):
+    section = tiny_engine_run[0]["sections"]["knn"]
+    assert section["exact"]["time_s"] > 0
+    rows = section["results"]
+    assert [r["k"] for r in rows] == [5, 50, 600] and rows[-1]["k_used"] == 500
+    for r in rows:
+        assert r["time_s"] == min(r["times_s"]) > 0 and r["fit_time_s"] > 0
+        assert 0 <= r["mean_abs_err"] <= r["max_abs_err"]
+        assert 0 <= r["mean_mass_outside"] <= r["max_mass_outside"] <= 1
+    # Every training point as a neighbour is the exact model.
+    assert rows[-1]["max_abs_err"] < 1e-10 and rows[-1]["max_mass_outside"] < 1e-10
+
+
+def test_engine_markdown_is_printed_and_saved(tiny_engine_run):
+    report, out_dir, stdout = tiny_engine_run
+    table = (out_dir / "bench_engine.md").read_text()
+    assert stdout == table
+    assert table.startswith(f"Machine: {report['machine']['cpu']}")
+    for number in range(1, 4):
+        assert f"\n### {number}. " in table
+    assert table.count("\n- Target (") == len(report["targets"])
+    assert "Load average (1 min)" in table
+
+
+def test_engine_sections_run_alone(bench_engine, tmp_path):
+    with contextlib.redirect_stdout(io.StringIO()):
+        bench_engine.main(["--sections", "knn", "--n-knn", "300", "--n-knn-queries", "20",
+                           "--ks", "3", "--repeats", "1", "--out-dir", str(tmp_path)])
+    saved = json.loads((tmp_path / "bench_engine.json").read_text())
+    assert list(saved["sections"]) == ["knn"] and saved["targets"] == []
+    assert not (tmp_path / "bench_engine.png").exists()
+
+
+def test_runner_finds_the_engine_benchmark(bench):
+    _, run = bench
+    assert run.discover(["engine"]) == [BENCHMARKS / "bench_engine.py"]

@@ -1,0 +1,440 @@
+"""Engine benchmark: how dense, tree and k-nearest predictions scale, and what they cost.
+
+What it measures
+----------------
+Three sections (``--sections``), on the CPU.
+
+1. ``scaling``: ``NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X, y)
+   .predict(Q)`` in float32 with ``n_queries = n_train = n`` for each of ``--sizes``
+   (default 1,000 to 100,000), d=4, standard normal data (``bench_predict.make_problem``),
+   one fixed h: Scott's rule of the largest training set. Each size runs in a fresh process
+   (``bench_predict.run_in_child``): the best of ``SMALL_REPEATS`` timed calls, then the peak
+   extra resident memory in a call of its own; the sizes from ``ONE_RUN_FROM`` on run once,
+   timed and sampled together. Targets: the slope of log time against log (query-key pairs)
+   over the sizes from ``--slope-from`` (default 10,000) is within ``SLOPE_TOLERANCE`` of 1
+   (linear in n_queries x n_train); the largest size stays under ``MEMORY_TARGET_MB`` extra.
+   The plot of time against pairs (log-log, with a line of slope 1) goes to bench_engine.png.
+2. ``compact``: ``--n-compact`` training points uniform in [0, 1]^2, ``y = sin(6 x0) + x1``,
+   the Epanechnikov kernel at bandwidth ``RADIUS``, ``--n-compact-queries`` uniform queries,
+   float64. Fit + predict (best of ``--repeats``) of ``NadarayaWatsonRegressor("epanechnikov",
+   bandwidth=RADIUS)`` with ``algorithm="auto"`` (a KD-tree radius search at this size) and
+   ``"ball_tree"``, against scikit-learn's ``RadiusNeighborsRegressor(radius=RADIUS,
+   weights=epanechnikov_weights)``, which gives each neighbour the same weight
+   ``1 - (d / RADIUS)**2``. Targets: scikit-learn / sklearn_nw (auto) time >=
+   ``COMPACT_SPEED_TARGET``; max |difference| of the predictions <= ``COMPACT_DIFF_TARGET``.
+3. ``knn``: n=``--n-knn`` training points, d=4, standard normal, float64, the Gaussian kernel at
+   Scott's bandwidth, ``--n-knn-queries`` queries. For each of ``--ks``, the predict time (best
+   of ``--repeats``; the fit, which builds the tree, is timed apart) with ``n_neighbors=k``, the
+   max and mean |prediction - exact prediction| (the exact model attends to every training
+   point) and the mean attention mass the exact model puts outside each query's k nearest
+   training points (from ``predict(Q, return_attention=True)``, a dense matrix). No target.
+
+Targets are reported, never enforced. The 1-minute load average at the start and the end is
+recorded: on a shared machine a core taken by another process stalls every parallel torch
+operation, so time on an idle machine, or with ``--threads 1`` (which also reaches the
+fresh processes of section 1).
+
+Usage: ``python benchmarks/bench_engine.py [--sections S ...] [--sizes N ...] [--slope-from N]
+[--n-compact N] [--n-compact-queries M] [--n-knn N] [--n-knn-queries M] [--ks K ...]
+[--repeats R] [--out-dir DIR] [--threads T]``; writes bench_engine.json, .md and .png.
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from bench_predict import (
+    PeakRSS,
+    machine_info,
+    machine_line,
+    make_problem,
+    run_in_child,
+)
+from sklearn.neighbors import RadiusNeighborsRegressor
+
+from sklearn_nw import NadarayaWatsonRegressor
+from sklearn_nw.bandwidth import scott_bandwidth
+
+SECTIONS = ("scaling", "compact", "knn")
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+SIZES = (1000, 3000, 10_000, 30_000, 100_000)
+SLOPE_FROM = 10_000
+SMALL_REPEATS = 2  # section 1: best of this many below ONE_RUN_FROM
+ONE_RUN_FROM = 100_000
+SLOPE_TOLERANCE = 0.15
+MEMORY_TARGET_MB = 1024.0
+RADIUS = 0.05
+COMPACT_SPEED_TARGET = 2.0
+COMPACT_DIFF_TARGET = 1e-6
+KS = (10, 30, 100, 300, 1000)
+
+
+def _progress(message):
+    print(f"[bench_engine] {message}", file=sys.stderr, flush=True)
+
+
+def _best_of(call, repeats):
+    """The result of the last call and the wall times of ``repeats`` calls."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - start)
+    return result, times
+
+
+def _target(name, met, detail):
+    return {"name": name, "met": met, "detail": detail}
+
+
+# -- 1. scaling of dense predict ---------------------------------------------------------------
+def section_scaling(sizes=SIZES, slope_from=SLOPE_FROM, d=4, out_dir=RESULTS_DIR):
+    """Each size in a fresh process; the log-log slope over the large sizes; the plot."""
+    sizes = sorted(sizes)
+    X_all, y_all, Q_all = make_problem(sizes[-1], sizes[-1], d)
+    h = scott_bandwidth(X_all)  # one bandwidth for every size: only n changes
+    results = []
+    for n in sizes:
+        _progress(f"scaling: n = {n:,}")
+        repeats = SMALL_REPEATS if n < ONE_RUN_FROM else 1
+        r = run_in_child("sklearn_nw", X_all[:n], y_all[:n], Q_all[:n], h, repeats, True)
+        r.pop("pred", None)
+        r.pop("compile_s", None)
+        if r["status"] == "ok":
+            r["pairs"] = n * n
+            r["ns_per_pair"] = r["time_s"] / r["pairs"] * 1e9
+            r["memory_measured"] = "separate call" if repeats > 1 else "during the timed call"
+        results.append({"n": n, **r})
+    ok = [r for r in results if r["status"] == "ok"]
+    fitted = [r for r in ok if r["n"] >= slope_from]
+    slope = None
+    if len(fitted) >= 2:
+        slope = float(np.polyfit(np.log([r["pairs"] for r in fitted]),
+                                 np.log([r["time_s"] for r in fitted]), 1)[0])
+    largest = results[-1]
+    fitted_sizes = ", ".join(f"{r['n']:,}" for r in fitted)
+    slope_detail = (f"slope {slope:.3f} over n = {fitted_sizes}, target 1 ± {SLOPE_TOLERANCE}"
+                    if slope is not None else
+                    f"fewer than 2 sizes >= {slope_from:,} ran")
+    memory_ok = largest["status"] == "ok" and largest["peak_extra_mb"] < MEMORY_TARGET_MB
+    memory_detail = (f"{largest['peak_extra_mb']:.0f} MB extra at {largest['n']:,} × "
+                     f"{largest['n']:,}, target < {MEMORY_TARGET_MB:.0f} MB"
+                     if largest["status"] == "ok" else f"n = {largest['n']:,} did not run")
+    targets = [
+        _target("time linear in pairs", None if slope is None
+                else abs(slope - 1) <= SLOPE_TOLERANCE, slope_detail),
+        _target("memory of the largest size", memory_ok, memory_detail),
+    ]
+    plot = _plot_scaling(ok, fitted, Path(out_dir) / "bench_engine.png")
+    config = {"sizes": sizes, "d": d, "dtype": "float32", "kernel": "gaussian",
+              "bandwidth": "scott of the largest training set", "h": h.tolist(),
+              "repeats": f"best of {SMALL_REPEATS} below n = {ONE_RUN_FROM:,}, else 1 run",
+              "slope_from": slope_from}
+    return {"config": config, "results": results, "slope": slope, "plot": plot,
+            "targets": targets}
+
+
+def _plot_scaling(ok, fitted, path):
+    """Time against query-key pairs, log-log, with a line of slope 1; the file name or None."""
+    if not ok:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = np.array([r["pairs"] for r in ok], dtype=float)
+    times = np.array([r["time_s"] for r in ok])
+    anchor = fitted or ok  # the slope-1 line goes through the geometric mean of these
+    log_p0 = np.mean(np.log([r["pairs"] for r in anchor]))
+    log_t0 = np.mean(np.log([r["time_s"] for r in anchor]))
+    grid = np.array([pairs.min(), pairs.max()])
+    fig, ax = plt.subplots(figsize=(6, 4.5))
+    ax.loglog(pairs, times, "o-", label="sklearn_nw dense predict (float32, d=4)")
+    ax.loglog(grid, np.exp(log_t0 + np.log(grid) - log_p0), "k--", lw=1, label="slope 1")
+    for r in ok:
+        ax.annotate(f"n={r['n']:,}", (r["pairs"], r["time_s"]), textcoords="offset points",
+                    xytext=(5, -12), fontsize=8)
+    ax.set_xlabel("query-key pairs (n_queries × n_train)")
+    ax.set_ylabel("fit + predict time (s)")
+    ax.set_title("Gaussian Nadaraya-Watson, n_queries = n_train = n")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path.name
+
+
+def markdown_scaling(result):
+    lines = ["### 1. Scaling of dense predict", "",
+             (f"Gaussian, float32, d={result['config']['d']}, n_queries = n_train = n, one "
+              f"h (Scott's rule at n = {result['config']['sizes'][-1]:,}); each size in a "
+              "fresh process."), "",
+             "| n | pairs | runs | time s | ns / pair | peak extra MB (measured) |",
+             "|---|---|---|---|---|---|"]
+    for r in result["results"]:
+        if r["status"] != "ok":
+            lines.append(f"| {r['n']:,} | {r['status']}: {r['reason']} | | | | |")
+            continue
+        runs = f"best of {r['repeats']}" if r["repeats"] > 1 else "1 run"
+        lines.append(f"| {r['n']:,} | {r['pairs']:.1e} | {runs} | {r['time_s']:.3f} "
+                     f"| {r['ns_per_pair']:.2f} | {r['peak_extra_mb']:.0f} "
+                     f"({r['memory_measured']}) |")
+    if result["plot"]:
+        lines += ["", f"Plot: {result['plot']} (time against pairs, log-log, line of slope 1)."]
+    return lines
+
+
+# -- 2. compact kernel, tree search --------------------------------------------------------
+def epanechnikov_weights(dist):
+    """scikit-learn neighbour weights ``1 - (d / RADIUS)**2`` for the distances it passes: a
+    2-d array (k neighbours) or an object array of per-query arrays (radius neighbours)."""
+    dist = np.asarray(dist)
+    if dist.dtype != object:
+        return 1.0 - (dist / RADIUS) ** 2
+    weights = np.empty(len(dist), dtype=object)
+    for i, row in enumerate(dist):
+        weights[i] = 1.0 - (np.asarray(row, dtype=np.float64) / RADIUS) ** 2
+    return weights
+
+
+def make_compact_problem(n, n_queries, seed=0):
+    """Uniform inputs and queries in [0, 1]^2, ``y = sin(6 x0) + x1``, float64."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 2))
+    Q = rng.uniform(size=(n_queries, 2))
+    return X, np.sin(6 * X[:, 0]) + X[:, 1], Q
+
+
+def _tree_used(model):
+    """The search the fitted model's predict uses: sklearn's tree, or the dense engine."""
+    neighbors = getattr(model, "neighbors_", None)
+    return "dense" if neighbors is None else neighbors._fit_method
+
+
+def section_compact(n=1_000_000, n_queries=10_000, repeats=2):
+    """sklearn_nw's radius search (auto and ball tree) against RadiusNeighborsRegressor."""
+    X, y, Q = make_compact_problem(n, n_queries)
+    methods = {
+        "sklearn_nw auto": lambda: NadarayaWatsonRegressor("epanechnikov", bandwidth=RADIUS),
+        "sklearn_nw ball_tree": lambda: NadarayaWatsonRegressor(
+            "epanechnikov", bandwidth=RADIUS, algorithm="ball_tree"),
+        "scikit-learn RadiusNeighborsRegressor": lambda: RadiusNeighborsRegressor(
+            radius=RADIUS, weights=epanechnikov_weights),
+    }
+    results, preds = [], {}
+    for name, make in methods.items():
+        _progress(f"compact: {name}")
+        fitted = {}
+
+        def call(make=make, fitted=fitted):
+            fitted["model"] = make().fit(X, y)
+            return fitted["model"].predict(Q)
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pred, times = _best_of(call, repeats)
+        preds[name] = np.asarray(pred, dtype=np.float64)
+        model = fitted["model"]
+        search = (_tree_used(model) if isinstance(model, NadarayaWatsonRegressor)
+                  else model._fit_method)
+        results.append({"method": name, "search": search, "repeats": repeats, "times_s": times,
+                        "time_s": min(times), "n_nan": int(np.isnan(preds[name]).sum()),
+                        "warnings": sorted({f"{w.category.__name__}: {w.message}"
+                                            for w in caught})})
+    peer = results[-1]
+    for r in results[:-1]:
+        diff = np.abs(preds[r["method"]] - preds[peer["method"]])
+        r["max_abs_diff"] = float(np.nanmax(diff)) if np.isfinite(diff).any() else None
+        r["ratio"] = peer["time_s"] / r["time_s"]  # scikit-learn time / this time
+    auto = results[0]
+    targets = [
+        _target("sklearn_nw at least 2x faster than RadiusNeighborsRegressor",
+                auto["ratio"] >= COMPACT_SPEED_TARGET,
+                f"{auto['ratio']:.2f}x (algorithm='auto'), target >= {COMPACT_SPEED_TARGET:g}x"),
+        _target("same predictions", auto["max_abs_diff"] is not None
+                and auto["max_abs_diff"] <= COMPACT_DIFF_TARGET and peer["n_nan"] == 0,
+                f"max |diff| {_fmt(auto['max_abs_diff'])} (algorithm='auto'), "
+                f"{peer['n_nan']} scikit-learn NaN, target <= {COMPACT_DIFF_TARGET:g}"),
+    ]
+    config = {"n_train": n, "n_queries": n_queries, "d": 2, "dtype": "float64",
+              "kernel": "epanechnikov", "bandwidth": RADIUS, "repeats": repeats,
+              "timed": "fit + predict"}
+    return {"config": config, "results": results, "targets": targets}
+
+
+def _fmt(value):
+    return "–" if value is None else f"{value:.1e}"
+
+
+def markdown_compact(result):
+    c = result["config"]
+    lines = ["### 2. Compact kernel, tree search", "",
+             (f"{c['n_train']:,} training points uniform in [0, 1]^2, y = sin(6 x0) + x1, "
+              f"Epanechnikov at bandwidth {c['bandwidth']}, {c['n_queries']:,} uniform "
+              f"queries, float64; fit + predict, best of {c['repeats']}."), "",
+             "| method | search | time s | scikit-learn / this | max \\|diff\\| vs scikit-learn |",
+             "|---|---|---|---|---|"]
+    for r in result["results"]:
+        ratio = f"{r['ratio']:.2f}" if "ratio" in r else "1.00"
+        lines.append(f"| {r['method']} | {r['search']} | {r['time_s']:.3f} | {ratio} "
+                     f"| {_fmt(r.get('max_abs_diff'))} |")
+    return lines + _warning_lines({r["method"]: r["warnings"] for r in result["results"]})
+
+
+def _warning_lines(warned):
+    warned = {label: w for label, w in warned.items() if w}
+    if not warned:
+        return []
+    return ["", "Warnings raised:", *(f"- {label}: {'; '.join(w)}" for label, w in warned.items())]
+
+
+# -- 3. k-nearest attention error -----------------------------------------------------------
+def section_knn(n=20_000, n_queries=2000, ks=KS, d=4, repeats=2):
+    """Predictions restricted to the k nearest against the exact, full-attention ones."""
+    X, y, Q = (a.astype(np.float64) for a in make_problem(n, n_queries, d))
+    h = scott_bandwidth(X)
+    _progress("knn: exact")
+    exact_model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X, y)
+    _, exact_times = _best_of(lambda: exact_model.predict(Q), repeats)
+    with PeakRSS() as memory:
+        exact, attention = exact_model.predict(Q, return_attention=True)  # (n_q, n) dense
+    attention = np.asarray(attention)
+    results = []
+    for k in ks:
+        _progress(f"knn: k = {k}")
+        k_used = min(k, n)
+        model, fit_times = _best_of(
+            lambda k=k_used: NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h,
+                                                     n_neighbors=k).fit(X, y), 1)
+        pred, times = _best_of(lambda model=model: model.predict(Q), repeats)
+        err = np.abs(pred - exact)
+        # The k nearest points in the scaled metric are the k largest Gaussian weights.
+        top_mass = np.partition(attention, n - k_used, axis=1)[:, n - k_used:].sum(1)  # (n_q,)
+        outside = np.clip(1.0 - top_mass, 0.0, None)
+        results.append({"k": k, "k_used": k_used, "fit_time_s": fit_times[0], "repeats": repeats,
+                        "times_s": times, "time_s": min(times),
+                        "max_abs_err": float(err.max()), "mean_abs_err": float(err.mean()),
+                        "mean_mass_outside": float(outside.mean()),
+                        "max_mass_outside": float(outside.max())})
+    del attention
+    config = {"n_train": n, "n_queries": n_queries, "d": d, "dtype": "float64",
+              "kernel": "gaussian", "bandwidth": "scott", "h": h.tolist(), "ks": list(ks),
+              "repeats": repeats}
+    exact_row = {"time_s": min(exact_times), "times_s": exact_times,
+                 "attention_extra_mb": memory.extra_mb}
+    return {"config": config, "exact": exact_row, "results": results, "targets": []}
+
+
+def markdown_knn(result):
+    c, exact = result["config"], result["exact"]
+    lines = ["### 3. k-nearest attention error", "",
+             (f"{c['n_train']:,} training points, d={c['d']}, standard normal, float64, "
+              f"Gaussian at Scott's bandwidth, {c['n_queries']:,} queries; predict best of "
+              f"{c['repeats']}; error against the exact (full-attention) prediction. Exact "
+              f"predict: {exact['time_s']:.3f} s."), "",
+             ("| k | fit s | predict s | max \\|err\\| | mean \\|err\\| "
+              "| mean mass outside k nearest | max mass outside |"),
+             "|---|---|---|---|---|---|---|"]
+    for r in result["results"]:
+        lines.append(f"| {r['k']:,} | {r['fit_time_s']:.3f} | {r['time_s']:.3f} "
+                     f"| {r['max_abs_err']:.1e} | {r['mean_abs_err']:.1e} "
+                     f"| {r['mean_mass_outside']:.1e} | {r['max_mass_outside']:.1e} |")
+    return lines
+
+
+# -- the whole run ---------------------------------------------------------------------------
+def _verdict(target):
+    return {True: "met", False: "NOT met", None: "not evaluated"}[target["met"]]
+
+
+def _load_average():
+    """The 1-minute load average (None where the OS has none: Windows)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_compact=1_000_000,
+                  n_compact_queries=10_000, n_knn=20_000, n_knn_queries=2000, ks=KS,
+                  repeats=2, out_dir=RESULTS_DIR):
+    """Run the chosen sections, print each table as it is done, write the json, markdown and
+    plot; return the report."""
+    sections = [s for s in SECTIONS if s in sections]
+    out_dir = Path(out_dir)
+    report = {"machine": machine_info(),
+              "config": {"sections": sections, "device": "cpu", "repeats": repeats},
+              "load_average": {"start": _load_average()}, "sections": {}}
+    chunks = [machine_line(report["machine"]) + "\n",
+              "Targets are reported, never enforced.\n"]
+    print("".join(chunks), end="", flush=True)
+    runs = {"scaling": (lambda: section_scaling(sizes, slope_from, out_dir=out_dir),
+                        markdown_scaling),
+            "compact": (lambda: section_compact(n_compact, n_compact_queries, repeats),
+                        markdown_compact),
+            "knn": (lambda: section_knn(n_knn, n_knn_queries, ks, repeats=repeats),
+                    markdown_knn)}
+    for name in sections:
+        run, to_markdown = runs[name]
+        result = report["sections"][name] = run()
+        chunk = "\n".join(["", *to_markdown(result), "",
+                           *(f"- Target ({t['name']}): {_verdict(t)} ({t['detail']})."
+                             for t in result["targets"])]) + "\n"
+        chunks.append(chunk)
+        print(chunk, end="", flush=True)
+    report["targets"] = [{"section": name, **t} for name, s in report["sections"].items()
+                         for t in s["targets"]]
+    report["load_average"]["end"] = load_end = _load_average()
+    load_start = report["load_average"]["start"]
+    if load_start is not None:
+        summary = (f"\nLoad average (1 min) at the start {load_start:.2f}, at the end "
+                   f"{load_end:.2f}, on {report['machine']['cores']} cores: the timings mean "
+                   "something only on an otherwise idle machine.\n")
+        chunks.append(summary)
+        print(summary, end="", flush=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench_engine.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / "bench_engine.md").write_text("".join(chunks))
+    return report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                        help="1 scaling, 2 compact, 3 knn (default: all)")
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES),
+                        help="section 1: n_queries = n_train = n")
+    parser.add_argument("--slope-from", type=int, default=SLOPE_FROM,
+                        help="section 1: fit the log-log slope over sizes from this n")
+    parser.add_argument("--n-compact", type=int, default=1_000_000, help="section 2 samples")
+    parser.add_argument("--n-compact-queries", type=int, default=10_000,
+                        help="section 2 queries")
+    parser.add_argument("--n-knn", type=int, default=20_000, help="section 3 samples")
+    parser.add_argument("--n-knn-queries", type=int, default=2000, help="section 3 queries")
+    parser.add_argument("--ks", type=int, nargs="+", default=list(KS),
+                        help="section 3 numbers of neighbours")
+    parser.add_argument("--repeats", type=int, default=2, help="sections 2 and 3")
+    parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch intra-op threads (default: torch's own choice)")
+    args = parser.parse_args(argv)
+    if args.threads:
+        # The fresh processes of section 1 read it when their forkserver starts torch.
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+        torch.set_num_threads(args.threads)
+    run_benchmark(args.sections, args.sizes, args.slope_from, args.n_compact,
+                  args.n_compact_queries, args.n_knn, args.n_knn_queries, args.ks,
+                  args.repeats, args.out_dir)
+
+
+if __name__ == "__main__":
+    main()
