@@ -63,7 +63,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_predict import machine_info, machine_line
+from bench_predict import machine_info, machine_line, timed
 from sklearn import config_context, get_config
 from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_validate
@@ -198,16 +198,6 @@ DEFAULT_DATASETS = tuple(name for name in DATASETS if name not in TINY)
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def timed(call, repeats):
-    """Wall times of ``repeats`` calls, and the last call's result."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return times, result
-
-
 @contextlib.contextmanager
 def recording(into):
     """Collect the distinct warnings of the block into the set ``into`` instead of raising."""

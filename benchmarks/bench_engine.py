@@ -43,7 +43,6 @@ import argparse
 import json
 import os
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -55,6 +54,7 @@ from bench_predict import (
     machine_line,
     make_problem,
     run_in_child,
+    timed,
 )
 from sklearn.neighbors import RadiusNeighborsRegressor
 
@@ -77,16 +77,6 @@ KS = (10, 30, 100, 300, 1000)
 
 def _progress(message):
     print(f"[bench_engine] {message}", file=sys.stderr, flush=True)
-
-
-def _best_of(call, repeats):
-    """The result of the last call and the wall times of ``repeats`` calls."""
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return result, times
 
 
 def _target(name, met, detail):
@@ -241,7 +231,7 @@ def section_compact(n=1_000_000, n_queries=10_000, repeats=2):
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            pred, times = _best_of(call, repeats)
+            times, pred = timed(call, repeats)
         preds[name] = np.asarray(pred, dtype=np.float64)
         model = fitted["model"]
         search = (_tree_used(model) if isinstance(model, NadarayaWatsonRegressor)
@@ -304,7 +294,7 @@ def section_knn(n=20_000, n_queries=2000, ks=KS, d=4, repeats=2):
     h = scott_bandwidth(X)
     _progress("knn: exact")
     exact_model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X, y)
-    _, exact_times = _best_of(lambda: exact_model.predict(Q), repeats)
+    exact_times, _ = timed(lambda: exact_model.predict(Q), repeats)
     with PeakRSS() as memory:
         exact, attention = exact_model.predict(Q, return_attention=True)  # (n_q, n) dense
     attention = np.asarray(attention)
@@ -312,10 +302,10 @@ def section_knn(n=20_000, n_queries=2000, ks=KS, d=4, repeats=2):
     for k in ks:
         _progress(f"knn: k = {k}")
         k_used = min(k, n)
-        model, fit_times = _best_of(
+        fit_times, model = timed(
             lambda k=k_used: NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h,
                                                      n_neighbors=k).fit(X, y), 1)
-        pred, times = _best_of(lambda model=model: model.predict(Q), repeats)
+        times, pred = timed(lambda model=model: model.predict(Q), repeats)
         err = np.abs(pred - exact)
         # The k nearest points in the scaled metric are the k largest Gaussian weights.
         top_mass = np.partition(attention, n - k_used, axis=1)[:, n - k_used:].sum(1)  # (n_q,)

@@ -62,6 +62,16 @@ TARGET_MB = 800.0
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
 
+def timed(call, repeats):
+    """Wall times of ``repeats`` calls, and the last call's result."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = call()
+        times.append(time.perf_counter() - start)
+    return times, result
+
+
 def make_problem(n_train, n_queries, d, seed=0):
     """Standard normal inputs and queries, a smooth target with noise, all float32."""
     rng = np.random.default_rng(seed)
