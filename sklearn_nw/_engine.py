@@ -13,6 +13,10 @@ key in reach) is recomputed on the *careful path*: exact differences instead of 
 ``|q|^2 + |x|^2 - 2 q.x`` expansion, a max-subtracted softmax, which is the
 nearest-neighbour limit when everything else underflows, and, if no key has positive kernel
 weight, the nearest key(s) as fallback.
+
+The same module holds the leave-one-out sums (the loss and its gradient for learning
+bandwidths, a grid of bandwidths in one pass) and pooling over given neighbour lists (k
+nearest, or inside a compact kernel's support), in CSR layout.
 """
 
 import contextlib
