@@ -320,7 +320,8 @@ class NadarayaWatsonBase(BaseEstimator):
         leave-one-out prediction of point i: one unit of point i's own sample weight is
         removed, so the diagonal is zero for unit weights, and rows sum to 1. Computed when
         read (it is not stored), in chunks; the dense matrix is refused when it would exceed
-        scikit-learn's ``working_memory``.
+        scikit-learn's ``working_memory``. It attends to every training point, also when
+        ``n_neighbors`` restricts the attention of ``predict``.
         """
         check_is_fitted(self)
         n = self.X_fit_.shape[0]
