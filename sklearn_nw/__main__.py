@@ -9,6 +9,7 @@ heatmap of the attention of held-out diabetes patients on the training patients.
 
 import argparse
 import time
+import warnings
 
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
 from sklearn.model_selection import (
@@ -53,9 +54,16 @@ def _report(title, X, y, models, cv, scoring):
           f"5-fold CV {scoring} (mean +- std)")
     for name, model in models.items():
         start = time.perf_counter()
-        scores = cross_val_score(model, X, y, cv=cv, scoring=scoring)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            scores = cross_val_score(model, X, y, cv=cv, scoring=scoring)
         seconds = time.perf_counter() - start
         print(f"  {name:<36} {scores.mean():.3f} +- {scores.std():.3f}   ({seconds:.1f} s)")
+        # One line per kind of warning instead of one per fold.
+        for kind in sorted({w.category.__name__ for w in caught}):
+            first = next(w for w in caught if w.category.__name__ == kind)
+            count = sum(w.category.__name__ == kind for w in caught)
+            print(f"      {count} x {kind}: {str(first.message).splitlines()[0]}")
 
 
 def _heatmap(output, device):
