@@ -1,0 +1,33 @@
+"""The demo behind ``make demo``: its report lines and its heatmap."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_wine
+from sklearn.model_selection import StratifiedKFold
+from sklearn.neighbors import KNeighborsClassifier
+
+from sklearn_nw import NadarayaWatsonClassifier
+from sklearn_nw.__main__ import _heatmap, _report
+
+pytest.importorskip("matplotlib")
+
+
+def test_report_prints_one_line_per_model(capsys):
+    X, y = load_wine(return_X_y=True)
+    models = {"NW": NadarayaWatsonClassifier(bandwidth=200.0), "KNN": KNeighborsClassifier()}
+    _report("Wine", X, y, models, StratifiedKFold(3), "accuracy")
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("Wine: n_samples=178, n_features=13")
+    scores = {line.split()[0]: float(line.split()[1]) for line in out[2:]}
+    assert set(scores) == {"NW", "KNN"}
+    assert all(0.0 <= s <= 1.0 for s in scores.values())
+
+
+def test_heatmap_is_written(tmp_path):
+    from matplotlib.image import imread
+
+    path = tmp_path / "attention.png"
+    _heatmap(str(path), "cpu")
+    image = imread(path)
+    assert image.shape[0] > 300 and image.shape[1] > 400
+    assert np.ptp(image[..., :3]) > 0.5  # not a blank figure
