@@ -54,7 +54,6 @@ import argparse
 import contextlib
 import inspect
 import json
-import os
 import sys
 import time
 import warnings
@@ -63,7 +62,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_predict import machine_info, machine_line, timed
+from bench_predict import (
+    load_average,
+    machine_info,
+    machine_line,
+    section_markdown,
+    timed,
+    verdict,
+)
 from sklearn import config_context, get_config
 from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_validate
@@ -597,10 +603,6 @@ def _warning_lines(warned):
 
 
 # -- the whole run ---------------------------------------------------------------------------
-def _verdict(target):
-    return {True: "met", False: "NOT met", None: "not evaluated"}[target["met"]]
-
-
 def run_benchmark(sections=SECTIONS, n_loo=1000, n_irrelevant=100_000, n_queries=5000,
                   cv_sizes=(2000, 5000), n_grid=20, datasets=DEFAULT_DATASETS,
                   max_samples=2000, repeats=3, out_dir=RESULTS_DIR):
@@ -611,7 +613,7 @@ def run_benchmark(sections=SECTIONS, n_loo=1000, n_irrelevant=100_000, n_queries
               "config": {"sections": sections, "dtype": "float64", "device": "cpu",
                          "kernel": "gaussian", "repeats": repeats,
                          "warm_up": "one small fit per timed path before any timing"},
-              "load_average": {"start": _load_average()}, "sections": {}}
+              "load_average": {"start": load_average()}, "sections": {}}
     chunks = [machine_line(report["machine"]) + "\n",
               ("Timed in one process, float64 on the CPU, after one small warm-up fit through "
                "each timed path (one-time imports and first calls excluded). Targets are "
@@ -629,14 +631,12 @@ def run_benchmark(sections=SECTIONS, n_loo=1000, n_irrelevant=100_000, n_queries
         _progress(f"section {name}")
         run, to_markdown = runs[name]
         result = report["sections"][name] = run()
-        chunk = "\n".join(["", *to_markdown(result), "",
-                           *(f"- Target ({t['name']}): {_verdict(t)} ({t['detail']})."
-                             for t in result["targets"])]) + "\n"
+        chunk = section_markdown(result, to_markdown)
         chunks.append(chunk)
         print(chunk, end="", flush=True)
     report["targets"] = [t for s in report["sections"].values() for t in s["targets"]]
-    report["load_average"]["end"] = _load_average()
-    counts = {v: sum(_verdict(t) == v for t in report["targets"])
+    report["load_average"]["end"] = load_average()
+    counts = {v: sum(verdict(t) == v for t in report["targets"])
               for v in ("met", "NOT met", "not evaluated")}
     load = report["load_average"]
     summary = ("\nTargets: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".\n"
@@ -651,14 +651,6 @@ def run_benchmark(sections=SECTIONS, n_loo=1000, n_irrelevant=100_000, n_queries
     (out_dir / "bench_bandwidth.json").write_text(json.dumps(report, indent=2) + "\n")
     (out_dir / "bench_bandwidth.md").write_text("".join(chunks))
     return report
-
-
-def _load_average():
-    """The 1-minute load average (None where the OS has none: Windows)."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
 
 
 def _statsmodels_s(report):

@@ -50,10 +50,12 @@ import numpy as np
 import torch
 from bench_predict import (
     PeakRSS,
+    load_average,
     machine_info,
     machine_line,
     make_problem,
     run_in_child,
+    section_markdown,
     timed,
 )
 from sklearn.neighbors import RadiusNeighborsRegressor
@@ -342,18 +344,6 @@ def markdown_knn(result):
 
 
 # -- the whole run ---------------------------------------------------------------------------
-def _verdict(target):
-    return {True: "met", False: "NOT met", None: "not evaluated"}[target["met"]]
-
-
-def _load_average():
-    """The 1-minute load average (None where the OS has none: Windows)."""
-    try:
-        return os.getloadavg()[0]
-    except (AttributeError, OSError):
-        return None
-
-
 def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_compact=1_000_000,
                   n_compact_queries=10_000, n_knn=20_000, n_knn_queries=2000, ks=KS,
                   repeats=2, out_dir=RESULTS_DIR):
@@ -363,7 +353,7 @@ def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_compa
     out_dir = Path(out_dir)
     report = {"machine": machine_info(),
               "config": {"sections": sections, "device": "cpu", "repeats": repeats},
-              "load_average": {"start": _load_average()}, "sections": {}}
+              "load_average": {"start": load_average()}, "sections": {}}
     chunks = [machine_line(report["machine"]) + "\n",
               "Targets are reported, never enforced.\n"]
     print("".join(chunks), end="", flush=True)
@@ -376,14 +366,12 @@ def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_compa
     for name in sections:
         run, to_markdown = runs[name]
         result = report["sections"][name] = run()
-        chunk = "\n".join(["", *to_markdown(result), "",
-                           *(f"- Target ({t['name']}): {_verdict(t)} ({t['detail']})."
-                             for t in result["targets"])]) + "\n"
+        chunk = section_markdown(result, to_markdown)
         chunks.append(chunk)
         print(chunk, end="", flush=True)
     report["targets"] = [{"section": name, **t} for name, s in report["sections"].items()
                          for t in s["targets"]]
-    report["load_average"]["end"] = load_end = _load_average()
+    report["load_average"]["end"] = load_end = load_average()
     load_start = report["load_average"]["start"]
     if load_start is not None:
         summary = (f"\nLoad average (1 min) at the start {load_start:.2f}, at the end "

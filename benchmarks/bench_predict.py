@@ -77,6 +77,26 @@ def timed(call, repeats):
     return times, result
 
 
+def verdict(target):
+    """``met``, ``NOT met`` or ``not evaluated`` for a target dict of the sectioned benchmarks."""
+    return {True: "met", False: "NOT met", None: "not evaluated"}[target["met"]]
+
+
+def section_markdown(result, to_markdown):
+    """A section's markdown lines followed by one line per target, as one chunk of text."""
+    targets = (f"- Target ({t['name']}): {verdict(t)} ({t['detail']})."
+               for t in result["targets"])
+    return "\n".join(["", *to_markdown(result), "", *targets]) + "\n"
+
+
+def load_average():
+    """The 1-minute load average (None where the OS has none: Windows)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
 def make_problem(n_train, n_queries, d, seed=0):
     """Standard normal inputs and queries, a smooth target with noise, all float32."""
     rng = np.random.default_rng(seed)
