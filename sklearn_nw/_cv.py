@@ -11,7 +11,8 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._classification import NadarayaWatsonClassifier
-from ._engine import loo_grid_pool, resolve_device
+from ._engine import resolve_device
+from ._engine_loo import loo_grid_pool
 from ._regression import NadarayaWatsonRegressor
 from .bandwidth import scott_bandwidth
 

@@ -18,7 +18,8 @@ from sklearn.neighbors import KDTree
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._engine import loo_grid_pool, loo_loss, loo_loss_neighbours, transform
+from ._engine import transform
+from ._engine_loo import loo_grid_pool, loo_loss, loo_loss_neighbours
 
 __all__ = [
     "RULES_OF_THUMB",

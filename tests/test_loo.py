@@ -1,5 +1,6 @@
 """Leave-one-out objective, learned bandwidths and the CV estimators."""
 
+import itertools
 import warnings
 
 import numpy as np
@@ -17,7 +18,7 @@ from sklearn_nw import (
     NadarayaWatsonRegressor,
     NadarayaWatsonRegressorCV,
 )
-from sklearn_nw._engine import loo_loss
+from sklearn_nw._engine_loo import _squaring_chains, loo_loss
 from sklearn_nw.kernels import Gaussian, get_kernel
 
 
@@ -93,7 +94,8 @@ def test_gradcheck_of_the_objective():
 
     def objective(log_h):
         # Differentiable path without the chunked backward: build the loss as one graph.
-        from sklearn_nw._engine import _loo_logits, transform
+        from sklearn_nw._engine import transform
+        from sklearn_nw._engine_loo import _loo_logits
 
         xs = transform(_torch(X), _torch(X).mean(0), log_h.exp())
         rows = torch.arange(len(X))
@@ -238,6 +240,39 @@ def test_regressor_cv_picks_lowest_loo_loss():
     np.testing.assert_allclose(
         cv.predict(X), NadarayaWatsonRegressor(bandwidth=cv.bandwidth_).fit(X, y, w).predict(X)
     )
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 2e-4)])
+def test_default_grid_scores_equal_refits(dtype, rtol):
+    # The default grid doubles the Gaussian coefficient every two points, so most of its
+    # blocks are squares of others: check every point against brute-force refits, with
+    # zero, unit and larger weights (which keep part of a point's own weight).
+    X, y, w = _data(n=50, d=3)
+    cv = NadarayaWatsonRegressorCV().fit(X.astype(dtype), y, sample_weight=w)
+    assert len(cv.bandwidths_) == 25
+    losses = []
+    for h in cv.bandwidths_:
+        preds = _refit_loo_predictions(
+            lambda h=h: NadarayaWatsonRegressor(bandwidth=h), X, y, w
+        )
+        losses.append(np.sum(w * (preds - y) ** 2) / w.sum())
+    np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=rtol)
+    assert cv.best_index_ == int(np.argmin(losses))
+
+
+def test_squaring_chains_of_gaussian_coefficients():
+    default = [1 / m**2 for m in np.geomspace(1 / 8, 8, 25)]
+    chains = _squaring_chains(default, max_depth=10)
+    # Two interleaved chains of eleven points (ten squarings each), then what is left.
+    assert [len(c) for c in chains] == [11, 11, 2, 1]
+    assert sorted(g for c in chains for g, _ in c) == list(range(25))
+    for chain in chains:
+        for (parent, _), (g, k) in itertools.pairwise(chain):
+            assert default[g] == pytest.approx(2**k * default[parent], rel=1e-12)
+    # Coefficients four times apart are two squarings; the depth limit starts new chains.
+    assert _squaring_chains([1.0, 4.0, 16.0], max_depth=3) == [[(0, 0), (1, 2)], [(2, 0)]]
+    # No doubling in the grid: every point is computed from exp.
+    assert _squaring_chains([1.0, 1.5, 2.5], max_depth=10) == [[(0, 0)], [(1, 0)], [(2, 0)]]
 
 
 def test_per_feature_grid_and_classifier_cv():

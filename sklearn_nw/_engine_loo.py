@@ -1,0 +1,357 @@
+"""Leave-one-out sums of the Nadaraya-Watson engine. Torch only.
+
+The loss of learned bandwidths (and its gradient, by autograd or written out for the
+Gaussian), the same loss against given neighbour lists, and the leave-one-out predictions of
+a whole grid of bandwidths in one pass. Notation as in :mod:`sklearn_nw._engine`; query i is
+training point i, which keeps ``self_log_w[i]`` (the log of its weight less one unit) on
+itself, so integer sample weights equal repeated rows.
+"""
+
+import math
+
+import torch
+
+from ._engine import (
+    _CACHE_BYTES,
+    _N_TEMPORARIES,
+    _augmented_sq_dist,
+    _compute_settings,
+    chunk_rows,
+    exp_,
+    transform,
+)
+
+
+def _loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None):
+    """Leave-one-out logits of the key rows ``rows`` (b,) against all keys, differentiable.
+
+    ``d2`` (b, n), the squared scaled distances, is computed from ``qs`` and ``xs`` unless
+    given. Rows with zero kernel mass fall back to the nearest other positive-weight key(s),
+    a constant in the parameters, as in :func:`attention_pool`."""
+    if d2 is None:
+        d2 = _augmented_sq_dist(qs, xs, refine=kernel.quadratic_coef is None)  # (b, n)
+    r = torch.arange(len(rows), device=d2.device)  # (b,)
+    logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
+    # A point's distance to itself is exactly 0 (the expansion leaves rounding noise).
+    self_logits = kernel.log_profile_sq(d2.new_zeros(len(rows))) + self_log_w[rows]  # (b,)
+    logits = logits.index_put((r, rows), self_logits)
+    empty = torch.isneginf(logits.detach().amax(1))  # (b,)
+    if bool(empty.any()):
+        d2e = d2.detach()[empty].masked_fill(~torch.isfinite(log_w), math.inf)  # (e, n)
+        d2e[torch.arange(d2e.shape[0], device=d2.device), rows[empty]] = math.inf
+        fallback = torch.full_like(logits.detach(), -math.inf)  # (b, n)
+        fallback[empty] = torch.where(d2e == d2e.amin(1, keepdim=True), log_w, -math.inf)
+        logits = torch.where(empty[:, None], fallback, logits)
+    return logits
+
+
+def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_memory=1024,
+             backward=False):
+    """Sample-weighted mean leave-one-out loss, ``sum_i w_i l_i / sum_i w_i`` over ``rows``.
+
+    Parameters
+    ----------
+    x : Tensor (n, d)
+        Training inputs: the keys and, through ``rows``, the queries.
+    v : Tensor (n, t)
+        Targets for ``loss="squared_error"``; one-hot labels for ``loss="log_loss"``.
+    h : Tensor (d,) or (d, r)
+        Bandwidths or projection, possibly requiring grad.
+    kernel : Kernel
+    log_w, self_log_w : Tensor (n,)
+        Log sample weights, and the log weight each point keeps on itself.
+    loss : {"squared_error", "log_loss"}
+    rows : Tensor (m,), optional
+        Training rows used as queries (a minibatch); all rows when None.
+    working_memory : float
+        MiB for the ``(chunk, n)`` temporaries, which autograd keeps until each chunk's
+        backward pass.
+    backward : bool
+        Back-propagate chunk by chunk, accumulating into ``h.grad``: memory stays bounded.
+
+    Returns
+    -------
+    loss : float
+    """
+    n = x.shape[0]
+    rows = torch.arange(n, device=x.device) if rows is None else rows
+    w_rows = log_w[rows].exp()  # (m,)
+    total = w_rows.sum()
+    xs_graph = transform(x, x.mean(0), h)  # (n, r)
+    # Chunks back-propagate into this detached copy; one final pass carries it to h.
+    xs = xs_graph.detach().requires_grad_(backward)
+    eps = torch.finfo(x.dtype).eps
+    row_bytes = n * x.element_size() * 8
+    step = min(chunk_rows(len(rows), row_bytes, working_memory),
+               max(1, 4 * _CACHE_BYTES // row_bytes))
+    value = 0.0
+    if kernel.quadratic_coef is not None:
+        weights = w_rows / total  # (m,)
+        with _compute_settings(), torch.no_grad():
+            value, grad = _gaussian_loo(xs.detach(), v, log_w, self_log_w, rows, weights,
+                                        kernel.quadratic_coef, loss, step, backward)
+        if backward:
+            xs_graph.backward(grad)
+        return value
+    with _compute_settings(), torch.set_grad_enabled(backward):
+        for s in range(0, len(rows), step):
+            chunk = rows[s : s + step]  # (b,)
+            logits = _loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk)  # (b, n)
+            log_a = torch.log_softmax(logits, dim=1)  # (b, n)
+            pooled = log_a.exp() @ v  # (b, t)
+            if loss == "squared_error":
+                per_row = ((pooled - v[chunk]) ** 2).sum(1)  # (b,)
+            else:
+                # Probability of the true class, clipped at eps as sklearn's log_loss does.
+                p_true = (pooled * v[chunk]).sum(1)  # (b,)
+                per_row = -torch.log(p_true.clamp(min=eps))
+            part = (w_rows[s : s + step] * per_row).sum() / total
+            if backward:
+                part.backward()
+            value += float(part.detach())
+    if backward:
+        xs_graph.backward(xs.grad)
+    return value
+
+
+def loo_loss_neighbours(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighbours,
+                        backward=False):
+    """:func:`loo_loss` with each query's keys restricted to candidate neighbours.
+
+    ``neighbours`` (m, k) indexes the keys each query row of ``rows`` (m,) attends to (its
+    k nearest, say); every row must be among its own candidates. Small (m, k) blocks, so
+    plain autograd.
+    """
+    centre = x.mean(0)
+    qs = transform(x[rows], centre, h)  # (m, r)
+    ks = transform(x[neighbours], centre, h)  # (m, k, r)
+    d2 = ((qs[:, None, :] - ks) ** 2).sum(-1)  # (m, k)
+    is_self = neighbours == rows[:, None]  # (m, k)
+    logits = torch.where(is_self, self_log_w[rows][:, None], log_w[neighbours])  # (m, k)
+    logits = logits + kernel.log_profile_sq(torch.where(is_self, 0.0, d2))
+    empty = torch.isneginf(logits.detach().amax(1))  # (m,)
+    if bool(empty.any()):
+        d2e = d2.detach().masked_fill(is_self | torch.isneginf(log_w[neighbours]), math.inf)
+        nearest = torch.where(d2e == d2e.amin(1, keepdim=True), log_w[neighbours], -math.inf)
+        logits = torch.where(empty[:, None], nearest, logits)
+    with torch.set_grad_enabled(backward):
+        pooled = (torch.softmax(logits, dim=1)[:, :, None] * v[neighbours]).sum(1)  # (m, t)
+        target = v[rows]  # (m, t)
+        if loss == "squared_error":
+            per_row = ((pooled - target) ** 2).sum(1)  # (m,)
+        else:
+            p_true = (pooled * target).sum(1)  # (m,)
+            per_row = -torch.log(p_true.clamp(min=torch.finfo(x.dtype).eps))
+        w = log_w[rows].exp()  # (m,)
+        value = (w * per_row).sum() / w.sum()
+    if backward:
+        value.backward()
+    return float(value.detach())
+
+
+def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_grad,
+                  pooled=None):
+    """Leave-one-out loss of a Gaussian-family kernel and its gradient in the scaled
+    coordinates ``xs`` (n, r), written out by hand: a few passes over each (b, n) block
+    instead of the two dozen autograd makes.
+
+    With logits ``S_ij = -c |q_i - x_j|^2 + log_w_j`` (the self entry ``self_log_w_i``),
+    attention ``P = softmax(S)``, predictions ``p_i = sum_j P_ij v_j`` and
+    ``g_i = dL/dp_i``, the softmax gives ``G_ij = dL/dS_ij = P_ij g_i . (v_j - p_i)``, and
+    ``dS_ij/dq_i = -2c (q_i - x_j) = -dS_ij/dx_j`` off the diagonal (the self entry is a
+    constant), so both gradients are matrix products of G. With ``loss=None`` it only writes
+    the leave-one-out predictions into ``pooled`` (m, t).
+    """
+    n = xs.shape[0]
+    eps = torch.finfo(xs.dtype).eps
+    tiny = math.sqrt(torch.finfo(xs.dtype).tiny)
+    x2 = (xs * xs).sum(1)  # (n,)
+    # [2c q, -c |q|^2, 1] @ keys_t = -c |q - x|^2 + log_w - max(log_w) <= 0: logits that need
+    # no max pass (rows that underflow are redone below). Skinny products are laid out as
+    # (k, n) @ (n, b): several times faster in BLAS.
+    shift = log_w[torch.isfinite(log_w)].max()
+    keys_t = torch.cat([xs, xs.new_ones(n, 1), (log_w - shift - c * x2)[:, None]],
+                       dim=1).T.contiguous()  # (r + 2, n)
+    v1_t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()  # (t + 1, n)
+    v_t = v.T.contiguous()  # (t, n)
+    xs1 = torch.cat([xs, xs.new_ones(n, 1)], dim=1)  # (n, r + 1)
+    xs1_t = xs1.T.contiguous()  # (r + 1, n)
+    grad = torch.zeros_like(xs) if need_grad else None  # (n, r)
+    value = 0.0
+    for s in range(0, len(rows), step):
+        chunk = rows[s : s + step]  # (b,)
+        b = len(chunk)
+        r = torch.arange(b, device=xs.device)
+        qs1 = xs1[chunk]  # (b, r + 1)
+        q2 = x2[chunk, None]  # (b, 1)
+        logits = torch.cat([2.0 * c * qs1[:, :-1], -c * q2, qs1[:, -1:]], dim=1) @ keys_t
+        logits[r, chunk] = self_log_w[chunk] - shift  # (b, n)
+        e = exp_(logits, exact_zeros=False)  # (b, n)
+        num_den = (v1_t @ e.T).T  # (b, t + 1)
+        low = num_den[:, -1] < tiny  # (b,) every weight underflowed: redo max-subtracted
+        if bool(low.any()):
+            again = torch.cat([2.0 * c * qs1[low, :-1], -c * q2[low], qs1[low, -1:]], dim=1)
+            again = again @ keys_t  # (l, n)
+            again[torch.arange(len(again), device=xs.device), chunk[low]] = (
+                self_log_w[chunk[low]] - shift
+            )
+            e[low] = exp_(again - again.amax(1, keepdim=True), exact_zeros=False)
+            num_den[low] = (v1_t @ e[low].T).T
+        z = num_den[:, -1:]  # (b, 1)
+        pred = num_den[:, :-1] / z  # (b, t)
+        if pooled is not None:
+            pooled[s : s + step] = pred
+        if loss is None:
+            continue
+        target = v[chunk]  # (b, t)
+        w = weights[s : s + step, None]  # (b, 1)
+        if loss == "squared_error":
+            residual = pred - target  # (b, t)
+            value += float((w * residual * residual).sum())
+            g = 2.0 * w * residual  # (b, t)
+        else:
+            p_true = (pred * target).sum(1, keepdim=True)  # (b, 1)
+            value += float(-(w * torch.log(p_true.clamp(min=eps))).sum())
+            g = torch.where(p_true > eps, -w / p_true, 0.0) * target  # (b, t)
+        if not need_grad:
+            continue
+        gz = g / z  # (b, t)
+        gv = gz * v_t if v.shape[1] == 1 else gz @ v_t  # (b, n)
+        G = e.mul_(gv.sub_((gz * pred).sum(1, keepdim=True)))  # (b, n) = dL/dS
+        G[r, chunk] = 0.0
+        gx = (xs1_t @ G.T).T  # (b, r + 1): G @ x and the row sums of G
+        grad.index_add_(0, chunk, -2.0 * c * (gx[:, -1:] * qs1[:, :-1] - gx[:, :-1]))
+        gq = (qs1.T @ G).T  # (n, r + 1): G.T @ q and the column sums of G
+        grad += 2.0 * c * (gq[:, :-1] - gq[:, -1:] * xs)
+    return value, grad
+
+
+def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_memory=1024):
+    """Leave-one-out pooled values for a grid of bandwidth vectors, in one pass.
+
+    The per-feature squared differences of each block of queries are computed once and
+    shared by every grid point; when all grid points are multiples of the first, one
+    block of scaled squared distances is shared instead. Gaussian-family kernels skip
+    both: their logits are one small matrix product per grid point.
+
+    Parameters
+    ----------
+    x : Tensor (n, d)
+    v : Tensor (n, t)
+    hs : Tensor (G, d)
+        Bandwidth vectors.
+    kernel, log_w, self_log_w
+        As in :func:`loo_loss`.
+    rows : Tensor (m,), optional
+        Training rows to predict; all rows when None.
+
+    Returns
+    -------
+    pooled : Tensor (G, m, t)
+        ``pooled[g, i]``: the leave-one-out prediction of ``rows[i]`` with bandwidth ``hs[g]``.
+    """
+    n, d = x.shape
+    rows_all = torch.arange(n, device=x.device) if rows is None else rows
+    ratios = hs / hs[0]  # (G, d)
+    isotropic = bool(torch.allclose(ratios, ratios[:, :1], rtol=1e-12, atol=0.0))
+    xs = transform(x, x.mean(0), hs[0])  # (n, d)
+    width = 1 if isotropic else d
+    row_bytes = n * x.element_size() * (_N_TEMPORARIES + width)
+    m = len(rows_all)
+    step = min(chunk_rows(m, row_bytes, working_memory), max(1, 4 * _CACHE_BYTES // row_bytes))
+    v1t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()  # (t + 1, n)
+    pooled = x.new_empty(len(hs), m, v.shape[1])  # (G, m, t)
+    if kernel.quadratic_coef is not None and isotropic:
+        cs = [kernel.quadratic_coef / float(ratio) ** 2 for ratio in ratios[:, 0]]
+        with _compute_settings():
+            _gaussian_grid_loo(xs, v, log_w, self_log_w, rows_all, cs, step, pooled)
+        return pooled
+    if kernel.quadratic_coef is not None:
+        # The fused Gaussian logits cost a (b, r + 1) @ (r + 1, n) product per grid point,
+        # less than sharing explicit distances would.
+        centre = x.mean(0)
+        with _compute_settings():
+            for g in range(len(hs)):
+                _gaussian_loo(transform(x, centre, hs[g]), v, log_w, self_log_w, rows_all,
+                              None, kernel.quadratic_coef, None, step, False, pooled[g])
+        return pooled
+    with _compute_settings():
+        for s in range(0, m, step):
+            rows = rows_all[s : s + step]  # (b,)
+            if isotropic:
+                d2_first = _augmented_sq_dist(xs[rows], xs, refine=True)  # (b, n)
+            else:
+                diff2 = (xs[rows, None, :] - xs[None, :, :]) ** 2  # (b, n, d)
+            for g in range(len(hs)):
+                if isotropic:
+                    d2 = d2_first / ratios[g, 0] ** 2  # (b, n)
+                else:
+                    d2 = diff2 @ ratios[g] ** -2  # (b, n)
+                logits = _loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2)
+                logits -= logits.amax(1, keepdim=True)
+                num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
+                pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
+    return pooled
+
+
+def _squaring_chains(cs, max_depth):
+    """Group Gaussian coefficients into chains ``c, 2**k1 c, 2**(k1 + k2) c, ...``, each
+    reached from the one before by ``k`` squarings, at most ``max_depth`` squarings from
+    the chain's start. Returns lists of ``(index into cs, squarings from the previous)``."""
+    chains, tails = [], {}  # tails: grid index -> (its chain, its depth in squarings)
+    for g in sorted(range(len(cs)), key=cs.__getitem__):
+        for p, (chain, depth) in tails.items():
+            k = round(math.log2(cs[g] / cs[p]))
+            if 1 <= k <= max_depth - depth and abs(cs[g] - 2**k * cs[p]) <= 1e-12 * cs[g]:
+                del tails[p]
+                chain.append((g, k))
+                tails[g] = (chain, depth + k)
+                break
+        else:
+            chains.append([(g, 0)])
+            tails[g] = (chains[-1], 0)
+    return chains
+
+
+def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled):
+    """Leave-one-out predictions of the Gaussian ``exp(-c_g |q - x|^2)`` for a grid of
+    coefficients ``cs`` in one pass, writing ``pooled`` (G, m, t).
+
+    Each block of squared distances is shifted by its row minimum ``mu_i`` over the other
+    keys with weight, ``K = exp(-c (d2 - mu))``, so every row keeps an entry of 1 and the
+    softmax is unchanged. A grid whose coefficients double from one point to another (the
+    default grid, geometric with ratio ``2 ** (1/4)`` in ``h``) then needs no ``exp`` for the
+    second: its block is the first one squared. Squaring doubles the relative rounding error,
+    so a chain restarts from ``exp`` after a few squarings (about ``2**depth`` ulps).
+    """
+    n = xs.shape[0]
+    max_depth = 3 if xs.dtype in (torch.float16, torch.bfloat16, torch.float32) else 10
+    chains = _squaring_chains(cs, max_depth)
+    # The exponent floor of exp_ squared must stay a normal number (denormals are slow).
+    floor = math.exp(0.5 * math.log(torch.finfo(xs.dtype).tiny) + 5.0)
+    w = torch.exp(log_w - log_w.max())  # (n,)
+    self_w = torch.exp(self_log_w - log_w.max())  # (n,)
+    wv1_t = torch.cat([w[:, None] * v, w[:, None]], dim=1).T.contiguous()  # (t + 1, n)
+    v1 = torch.cat([v, v.new_ones(n, 1)], dim=1)  # (n, t + 1)
+    no_weight = torch.nonzero(w == 0).flatten()  # (z,)
+    for s in range(0, len(rows), step):
+        chunk = rows[s : s + step]  # (b,)
+        r = torch.arange(len(chunk), device=xs.device)
+        d2 = _augmented_sq_dist(xs[chunk], xs)  # (b, n)
+        d2[r, chunk] = math.inf
+        if len(no_weight):
+            d2.index_fill_(1, no_weight, math.inf)
+        mu = d2.amin(1, keepdim=True)  # (b, 1)
+        # A point whose own weight exceeds one unit keeps part of it, at distance 0.
+        mu[(self_w[chunk] > 0) | ~torch.isfinite(mu[:, 0])] = 0.0
+        d2.sub_(mu)
+        self_term = self_w[chunk, None] * v1[chunk]  # (b, t + 1)
+        k = torch.empty_like(d2)  # (b, n)
+        for chain in chains:
+            for g, squarings in chain:
+                if squarings == 0:
+                    exp_(torch.mul(d2, -cs[g], out=k), exact_zeros=False)
+                for _ in range(squarings):
+                    k.clamp_(min=floor).square_()
+                num_den = (wv1_t @ k.T).T + self_term  # (b, t + 1)
+                pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
