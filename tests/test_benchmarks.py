@@ -177,14 +177,16 @@ def test_bandwidth_irrelevant_section_searches_the_oracle_grid(bench_bandwidth,
 def test_bandwidth_cv_section_checks_the_leave_one_out_argmin(tiny_bandwidth_run):
     section = tiny_bandwidth_run[0]["sections"]["cv"]
     results = section["results"]
-    assert [(r["n"], r["task"]) for r in results] == [(150, "regression"),
-                                                      (150, "classification")]
+    assert [(r["n"], r["task"], r["grid"]) for r in results] == [
+        (150, "regression", "default"), (150, "classification", "default"),
+        (150, "regression", "4 points"), (150, "classification", "4 points")]
     for r in results:
+        g = 25 if r["grid"] == "default" else 4
         assert len(r["cv_times_s"]) == len(r["gridsearch_times_s"]) == 2
         assert r["cv_time_s"] > 0 and r["gridsearch_time_s"] > 0 and r["ratio"] > 0
-        assert len(r["loo_loss"]) == 4 and _all_finite(r["loo_loss"])
+        assert r["n_grid"] == len(r["loo_loss"]) == g and _all_finite(r["loo_loss"])
         assert isinstance(r["chosen_is_loo_argmin"], bool)
-        assert 0 <= r["chosen_index"] < 4 and 0 <= r["loo_argmin_index"] < 4
+        assert 0 <= r["chosen_index"] < g and 0 <= r["loo_argmin_index"] < g
         assert math.isfinite(r["max_abs_score_plus_loss"])
 
 
