@@ -6,6 +6,7 @@ same bandwidth as repeating each row that many times, so the effective sample si
 """
 
 import logging
+import math
 import warnings
 from numbers import Integral, Real
 from typing import ClassVar, NamedTuple
@@ -200,6 +201,17 @@ class LeaveOneOutBandwidth(BaseEstimator):
         Adam step size on the log-bandwidths (minibatch mode).
     n_grid : int, default=7
         Points of the starting grid, multiples of Scott's rule from 1/8 to 8.
+    selection : {"one_se", "min"}, default="one_se"
+        How per-feature bandwidths (``form="diagonal"``, and the diagonal start of
+        ``"full"``) compete with the one-parameter reference, Scott's rule times the best
+        factor of a fine exact grid (with two or more features). ``"min"`` keeps whichever has the lower leave-one-out
+        loss. ``"one_se"`` keeps the per-feature bandwidths only if they lower it by more than
+        one standard error of the per-sample differences (Breiman's one-standard-error
+        rule), and never when they fit every left-out point perfectly while the reference
+        does not (separable classes: the loss then falls as bandwidths shrink without end).
+        With d bandwidths tuned on few samples the leave-one-out loss is optimistic; the
+        rule keeps small samples from fitting its noise, and on large ones, where a
+        difference is significant, it changes nothing.
     random_state : int, RandomState instance or None, default=None
         Seeds the minibatches and the evaluation subset used above 4096 samples.
     verbose : int, default=0
@@ -219,13 +231,14 @@ class LeaveOneOutBandwidth(BaseEstimator):
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "n_grid": [Interval(Integral, 1, None, closed="left")],
+        "selection": [StrOptions({"one_se", "min"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
 
     def __init__(self, form="diagonal", *, n_components=None, max_iter=100, tol=1e-8,
                  batch_size="auto", n_neighbors="auto", learning_rate=0.05, n_grid=7,
-                 random_state=None, verbose=0):
+                 selection="one_se", random_state=None, verbose=0):
         self.form = form
         self.n_components = n_components
         self.max_iter = max_iter
@@ -234,6 +247,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         self.n_neighbors = n_neighbors
         self.learning_rate = learning_rate
         self.n_grid = n_grid
+        self.selection = selection
         self.random_state = random_state
         self.verbose = verbose
 
@@ -306,6 +320,11 @@ class LeaveOneOutBandwidth(BaseEstimator):
                                      1, grid, grid_loss)
 
         best_loss = float(grid_loss[best])
+        if self.form != "isotropic" and d > 1:
+            # The one-parameter reference the per-feature bandwidths must beat.
+            fine = grid[best] * np.geomspace(1 / 2, 2, 17)
+            fine_loss = objective.grid(fine[:, None] * h_start, eval_rows)
+            h_reference = fine[int(np.argmin(fine_loss))] * h_start
         if self.form != "isotropic":
             h_best, best_loss = _coordinate_sweep(objective, h_best, best_loss, eval_rows)
 
@@ -329,12 +348,34 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 metric, best_loss = candidate, final
             else:
                 metric = start
+            if form == "diagonal" and d > 1:
+                metric, best_loss = self._against_reference(objective, metric, h_reference,
+                                                            eval_rows)
         curve = np.concatenate(curves)
         metric = metric.cpu().numpy().astype(np.float64)
         if metric.ndim == 1:
             return LeaveOneOutResult(metric, None, best_loss, curve, n_iter, grid, grid_loss)
         bandwidth = 1.0 / np.linalg.norm(metric, axis=1).clip(min=np.finfo(np.float64).tiny)
         return LeaveOneOutResult(bandwidth, metric, best_loss, curve, n_iter, grid, grid_loss)
+
+    def _against_reference(self, objective, h, h_reference, rows):
+        """Per-feature bandwidths ``h`` or the one-parameter reference, by ``selection``;
+        returns the choice (as a tensor like ``h``) and its loss."""
+        per_row = objective.per_row(torch.stack([h, h.new_tensor(h_reference)]), rows)
+        w = objective.log_w[rows].double().exp()  # (m,)
+        loss, loss_reference = (float(l) for l in (per_row @ w) / w.sum())
+        if self.selection == "min":
+            keep = loss <= loss_reference
+        else:
+            # Weights count as repeated rows, so the sample size is their sum.
+            gain = per_row[1] - per_row[0]  # (m,)
+            mean = float((w * gain).sum() / w.sum())
+            se = math.sqrt(float((w * (gain - mean) ** 2).sum() / w.sum() / w.sum()))
+            perfect = _NEGLIGIBLE * objective.baseline
+            keep = mean > se and not (loss <= perfect < loss_reference)
+        if keep:
+            return h, loss
+        return h.new_tensor(h_reference), loss_reference
 
     def _descent(self, objective, positive, full_batch, generator):
         """The optimiser that fits the size, as a function of (theta, to_metric)."""
@@ -533,20 +574,23 @@ class _Objective:
                                    self.self_log_w, loss=self.kind, rows=rows,
                                    neighbours=neighbours, backward=backward)
 
-    def grid(self, hs, rows):
-        """Leave-one-out losses (G,) of bandwidth vectors ``hs`` (G, d), in one pass."""
+    def per_row(self, hs, rows):
+        """Leave-one-out losses (G, m) of each of ``rows`` with bandwidth vectors ``hs``
+        (G, d), in one pass, in float64."""
         x, v, log_w, self_log_w = self.x, self.v, self.log_w, self.self_log_w
         hs = torch.as_tensor(hs, dtype=x.dtype, device=x.device)
         pooled = loo_grid_pool(x, v, hs, self.kernel, log_w, self_log_w, rows=rows,
                                working_memory=self.working_memory)  # (G, m, t)
         pooled, target = pooled.double(), self.v[rows].double()  # (G, m, t), (m, t)
-        w = self.log_w[rows].double().exp()  # (m,)
         if self.kind == "squared_error":
-            per_row = ((pooled - target) ** 2).sum(2)  # (G, m)
-        else:
-            p_true = (pooled * target).sum(2)  # (G, m)
-            per_row = -torch.log(p_true.clamp(min=torch.finfo(x.dtype).eps))
-        return ((per_row * w).sum(1) / w.sum()).cpu().numpy()
+            return ((pooled - target) ** 2).sum(2)  # (G, m)
+        p_true = (pooled * target).sum(2)  # (G, m)
+        return -torch.log(p_true.clamp(min=torch.finfo(x.dtype).eps))
+
+    def grid(self, hs, rows):
+        """Leave-one-out losses (G,) of bandwidth vectors ``hs`` (G, d), in one pass."""
+        w = self.log_w[rows].double().exp()  # (m,)
+        return ((self.per_row(hs, rows) * w).sum(1) / w.sum()).cpu().numpy()
 
 
 class _LogProgress:

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from sklearn.datasets import load_wine
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -19,6 +20,7 @@ from sklearn_nw import (
     NadarayaWatsonRegressorCV,
 )
 from sklearn_nw._engine_loo import _squaring_chains, loo_loss
+from sklearn_nw.bandwidth import scott_bandwidth
 from sklearn_nw.kernels import Gaussian, get_kernel
 
 
@@ -137,6 +139,60 @@ def test_irrelevant_feature_gets_large_bandwidth():
     y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.standard_normal(400)
     reg = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
     assert reg.bandwidth_[2] > 10 * max(reg.bandwidth_[:2])
+
+
+def test_one_se_rule_keeps_the_reference_when_classes_separate():
+    # Standardised wine: per-feature bandwidths can make every left-out point's nearest
+    # neighbour decide its class with certainty, a leave-one-out log-loss of 0 reached by
+    # shrinking bandwidths without end. "min" takes it; "one_se" keeps the reference,
+    # Scott's rule times one factor, whose loss is positive.
+    X, y = load_wine(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    fits = {s: NadarayaWatsonClassifier(bandwidth=LeaveOneOutBandwidth(selection=s)).fit(X, y)
+            for s in ("min", "one_se")}
+    scott = scott_bandwidth(X)
+    p_true = {s: (m.attention_weights_ @ np.eye(3)[y])[np.arange(len(y)), y]
+              for s, m in fits.items()}
+    loss = {s: -np.mean(np.log(np.clip(p, 1e-300, None))) for s, p in p_true.items()}
+    assert loss["min"] < 1e-6 < loss["one_se"]
+    assert np.ptp(fits["one_se"].bandwidth_ / scott) < 1e-9 * fits["one_se"].bandwidth_[0]
+    assert np.ptp(fits["min"].bandwidth_ / scott) > 0.1
+
+
+class _StubObjective:
+    """Given per-row leave-one-out losses of (per-feature, reference) bandwidths."""
+
+    def __init__(self, per_row, w):
+        self.rows = torch.tensor(per_row, dtype=torch.float64)  # (2, m)
+        self.log_w = torch.log(torch.tensor(w, dtype=torch.float64))
+        self.baseline = 1.0
+
+    def per_row(self, hs, rows):
+        return self.rows
+
+
+@pytest.mark.parametrize("gain, keep", [(0.3, True), (0.05, False), (-0.1, False)])
+def test_one_se_rule_needs_a_gain_above_one_standard_error(gain, keep):
+    # Per-row gains of mean `gain` and standard deviation 1 on 100 rows: SE = 0.1.
+    noise = np.tile([1.0, -1.0], 50)
+    per_row = np.stack([np.full(100, 2.0) - gain - noise, np.full(100, 2.0)])
+    selector = LeaveOneOutBandwidth()
+    h, h_reference = torch.tensor([0.1, 5.0], dtype=torch.float64), np.array([0.7, 0.7])
+    chosen, loss = selector._against_reference(
+        _StubObjective(per_row, np.ones(100)), h, h_reference, torch.arange(100))
+    expected = (h, 2.0 - gain) if keep else (torch.tensor(h_reference), 2.0)
+    np.testing.assert_allclose(chosen, expected[0])
+    assert loss == pytest.approx(expected[1])
+    # "min" keeps the lower mean loss whatever its noise; integer weights count as rows.
+    chosen, _ = LeaveOneOutBandwidth(selection="min")._against_reference(
+        _StubObjective(per_row, np.ones(100)), h, h_reference, torch.arange(100))
+    np.testing.assert_allclose(chosen, h if gain > 0 else h_reference)
+    doubled = np.repeat(per_row, 2, axis=1)
+    twice, _ = selector._against_reference(
+        _StubObjective(per_row, np.full(100, 2.0)), h, h_reference, torch.arange(100))
+    repeated, _ = selector._against_reference(
+        _StubObjective(doubled, np.ones(200)), h, h_reference, torch.arange(200))
+    np.testing.assert_allclose(twice, repeated)
 
 
 @pytest.mark.parametrize("form", ["isotropic", "full"])
