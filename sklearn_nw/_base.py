@@ -24,6 +24,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ._cells import CellList
 from ._engine import PoolResult, attention_pool, neighbour_pool, resolve_device
 from .bandwidth import (
     RULES_OF_THUMB,
@@ -33,9 +34,11 @@ from .bandwidth import (
 )
 from .kernels import KERNELS, Kernel, get_kernel
 
-# Tree search for compact kernels from this many training points (algorithm="auto"), in up to
-# this many dimensions; queries are searched in chunks of _NEIGHBOUR_CHUNK.
+# Radius search for compact kernels from this many training points (algorithm="auto"): a
+# cell list up to _CELL_MAX_FEATURES dimensions, a tree up to _TREE_MAX_FEATURES; queries are
+# searched in chunks of _NEIGHBOUR_CHUNK.
 _TREE_MIN_SAMPLES = 5000
+_CELL_MAX_FEATURES = 3
 _TREE_MAX_FEATURES = 15
 _NEIGHBOUR_CHUNK = 512
 
@@ -60,7 +63,7 @@ class NadarayaWatsonBase(BaseEstimator):
             "array-like",
         ],
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
-        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "ball_tree"})],
+        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "ball_tree", "cell_list"})],
         "device": [str],
     }
 
@@ -106,23 +109,40 @@ class NadarayaWatsonBase(BaseEstimator):
 
     def _fit_neighbors(self):
         """Index the scaled training points when attention is restricted to neighbours:
-        the k nearest (``n_neighbors``), or those inside a compact kernel's support (a
-        tree search, unless ``algorithm="brute"`` or, for ``"auto"``, small or
+        the k nearest (``n_neighbors``, a tree), or those inside a compact kernel's support
+        (a cell list or a tree, unless ``algorithm="brute"`` or, for ``"auto"``, small or
         high-dimensional data, where the dense engine is faster)."""
-        n, d = self.X_fit_.shape
-        dense = not self.kernel_.is_compact or self.algorithm == "brute" or (
-            self.algorithm == "auto" and (n < _TREE_MIN_SAMPLES or d > _TREE_MAX_FEATURES)
-        )
-        if self.n_neighbors is None and dense:
-            self.neighbors_ = self.neighbor_rows_ = None
-            return
+        self.neighbors_ = self.neighbor_rows_ = None
+        n = self.X_fit_.shape[0]
+        d = self.projection_.shape[1] if hasattr(self, "projection_") else self.X_fit_.shape[1]
+        algorithm = self.algorithm
+        if self.n_neighbors is None:
+            if not self.kernel_.is_compact or algorithm == "brute":
+                return
+            if algorithm == "auto":
+                if n < _TREE_MIN_SAMPLES or d > _TREE_MAX_FEATURES:
+                    return
+                algorithm = "cell_list" if d <= _CELL_MAX_FEATURES else "kd_tree"
+        elif algorithm == "cell_list":
+            raise ValueError(
+                "algorithm='cell_list' searches the support of a compact kernel; it cannot "
+                "find the k nearest points (n_neighbors). Use 'auto', 'kd_tree' or 'ball_tree'."
+            )
         # Only points with positive weight can receive attention (zero weight = no row).
         self.neighbor_rows_ = np.flatnonzero(self.sample_weight_ > 0)
+        points = self._scaled(self.X_fit_[self.neighbor_rows_])
+        if algorithm == "cell_list":
+            try:
+                self.neighbors_ = CellList(points, self.kernel_.support)
+                return
+            except ValueError:
+                if self.algorithm == "cell_list":
+                    raise
+                algorithm = "kd_tree"  # "auto" on data too spread out for a grid
         # The search runs on as many threads as torch's operations (the trees release the
         # GIL), instead of scikit-learn's default of one.
-        self.neighbors_ = NearestNeighbors(algorithm=self.algorithm,
-                                           n_jobs=torch.get_num_threads())
-        self.neighbors_.fit(self._scaled(self.X_fit_[self.neighbor_rows_]))
+        self.neighbors_ = NearestNeighbors(algorithm=algorithm, n_jobs=torch.get_num_threads())
+        self.neighbors_.fit(points)
 
     def _scaled(self, X):
         """Inputs in the kernel's metric: divided by the bandwidths, or projected."""
@@ -199,6 +219,9 @@ class NadarayaWatsonBase(BaseEstimator):
         device = self._compute_device()
         tensor = self._tensor_maker(device)
         log_w, self_log_w = self._log_weights(leave_one_out=leave_one_out)
+        if isinstance(getattr(self, "neighbors_", None), CellList) and not leave_one_out:
+            return self._check_result(X, self._cell_pool(X, values, device, log_w,
+                                                         return_attention))
         if getattr(self, "neighbors_", None) is not None and not leave_one_out:
             result = self._neighbour_pool(X, values, device, log_w, return_attention)
             return self._check_result(X, result)
@@ -216,6 +239,42 @@ class NadarayaWatsonBase(BaseEstimator):
             working_memory=get_config()["working_memory"],
         )
         return self._check_result(X, result)
+
+    def _cell_pool(self, X, values, device, log_w, return_attention):
+        """A compact kernel on a cell list: each block of queries against the training
+        points of the cells around it, on the dense engine. A block with a query that has
+        no training point in reach is redone against all of them, for the nearest-point
+        fallback."""
+        tensor = self._tensor_maker(device)
+        metric = tensor(getattr(self, "projection_", self.bandwidth_))
+        n_q, n_fit = X.shape[0], self.X_fit_.shape[0]
+        out = np.empty((n_q, values.shape[1]), dtype=self.X_fit_.dtype)
+        parts, n_fallback = [], 0
+        for queries, found in self.neighbors_.blocks(self._scaled(X)):
+            keys = self.neighbor_rows_[found]
+            result = None
+            for attempt in (keys, np.arange(n_fit)):  # the cells around, then everything
+                if len(attempt):
+                    result = attention_pool(
+                        tensor(X[queries]), tensor(self.X_fit_[attempt]),
+                        tensor(values[attempt]), metric, self.kernel_,
+                        log_w=tensor(log_w[attempt]), return_attention=return_attention,
+                        exact_zeros=is_classifier(self),
+                        working_memory=get_config()["working_memory"],
+                    )
+                    keys = attempt
+                    if not result.n_fallback:
+                        break
+            n_fallback += result.n_fallback
+            out[queries] = result.out.cpu().numpy()
+            if return_attention:
+                crow, col, val = (a.cpu().numpy() for a in result.attention)
+                parts.append((np.repeat(queries, np.diff(crow)), keys[col], val))
+        attention = None
+        if return_attention:
+            rows, cols, vals = (np.concatenate(p) for p in zip(*parts))
+            attention = sp.csr_array((vals, (rows, cols)), shape=(n_q, n_fit))
+        return PoolResult(torch.from_numpy(out), attention, n_fallback)
 
     def _neighbour_pool(self, X, values, device, log_w, return_attention):
         """Attention restricted to each query's neighbours, in chunks of queries."""
@@ -303,7 +362,9 @@ class NadarayaWatsonBase(BaseEstimator):
                 EmptyNeighborhoodWarning,
             )
         attention = result.attention
-        if isinstance(attention, tuple):
+        if sp.issparse(attention):
+            attention.eliminate_zeros()
+        elif isinstance(attention, tuple):
             crow, col, val = (t.cpu().numpy() for t in attention)
             attention = sp.csr_array((val, col, crow), shape=(X.shape[0], self.X_fit_.shape[0]))
             attention.eliminate_zeros()

@@ -33,12 +33,14 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         the scaled metric, found with scikit-learn's neighbour search); None attends to all
         of them. For the Gaussian, the error against full attention is the attention mass
         beyond the k-th neighbour, renormalised away.
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree"}, default="auto"
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "cell_list"}, default="auto"
         Neighbour search, as in :class:`~sklearn.neighbors.KNeighborsRegressor`. For a
-        compact kernel and ``n_neighbors=None``, a tree finds the training points inside
-        the support (a radius search) instead of visiting all of them; ``"auto"`` does so
-        from 5,000 training points in up to 15 dimensions, and uses the dense engine
-        otherwise. ``"brute"`` always uses the dense engine.
+        compact kernel and ``n_neighbors=None``, only the training points inside the
+        support are visited: a tree's radius search, or ``"cell_list"``: the points binned
+        into cubes a fraction of the support wide (on the three widest coordinates), each
+        block of queries computed densely against the cubes around it. ``"auto"`` uses the
+        cell list up to 3 dimensions and a k-d tree up to 15, from 5,000 training points,
+        and the dense engine otherwise. ``"brute"`` always uses the dense engine.
     device : str, default="cpu"
         Torch device to compute on: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"``, or
         ``"auto"`` for the first available of CUDA, MPS and the CPU. Fitted attributes are

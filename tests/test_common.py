@@ -20,6 +20,7 @@ ESTIMATORS = [
     NadarayaWatsonClassifier(kernel="tricube"),
     NadarayaWatsonClassifier(kernel="linear", bandwidth="silverman"),
     NadarayaWatsonRegressor(kernel="tricube", bandwidth=2.0, algorithm="kd_tree"),
+    NadarayaWatsonClassifier(kernel="biweight", bandwidth=2.0, algorithm="cell_list"),
     NadarayaWatsonRegressor(n_neighbors=5),
     NadarayaWatsonClassifier(kernel="epanechnikov", n_neighbors=5, algorithm="ball_tree"),
     NadarayaWatsonRegressor(bandwidth="loo"),

@@ -1,15 +1,19 @@
 """Attention restricted to neighbours: tree search for compact kernels, k-nearest attention."""
 
+import warnings
+
 import numpy as np
 import pytest
 from _oracle import PROFILES, nw_predict
 from numpy.testing import assert_allclose
+from sklearn.neighbors import NearestNeighbors
 
 from sklearn_nw import (
     EmptyNeighborhoodWarning,
     NadarayaWatsonClassifier,
     NadarayaWatsonRegressor,
 )
+from sklearn_nw._cells import CellList
 
 COMPACT = ["epanechnikov", "tophat", "tricube", "biweight", "cosine", "linear"]
 
@@ -17,14 +21,14 @@ COMPACT = ["epanechnikov", "tophat", "tricube", "biweight", "cosine", "linear"]
 def _data(n=400, d=2, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.uniform(0, 1, (n, d))
-    y = np.sin(6 * X[:, 0]) + X[:, 1]
+    y = np.sin(6 * X[:, 0]) + X[:, -1]
     w = rng.integers(0, 3, n).astype(float)
     Q = rng.uniform(0, 1, (60, d))
     return X, y, w, Q
 
 
 @pytest.mark.parametrize("kernel", COMPACT)
-@pytest.mark.parametrize("algorithm", ["kd_tree", "ball_tree"])
+@pytest.mark.parametrize("algorithm", ["kd_tree", "ball_tree", "cell_list"])
 def test_tree_search_agrees_with_the_oracle(kernel, algorithm):
     X, y, w, Q = _data()
     h = np.array([0.2, 0.3])
@@ -38,20 +42,67 @@ def test_tree_search_agrees_with_the_oracle(kernel, algorithm):
 def test_switching_paths_changes_nothing(kernel):
     X, y, w, Q = _data(n=6000)
     outputs = []
-    for algorithm in ["brute", "kd_tree", "ball_tree", "auto"]:
+    for algorithm in ["brute", "kd_tree", "ball_tree", "cell_list", "auto"]:
         reg = NadarayaWatsonRegressor(kernel, bandwidth=0.05, algorithm=algorithm)
         outputs.append(reg.fit(X, y, sample_weight=w).predict(Q, return_attention=True))
-    assert NadarayaWatsonRegressor(kernel, bandwidth=0.05).fit(X, y).neighbors_ is not None
+    # "auto" searches the cells of a compact kernel's support from 5,000 points in 2-D.
+    assert isinstance(NadarayaWatsonRegressor(kernel, bandwidth=0.05).fit(X, y).neighbors_,
+                      CellList)
     for pred, attention in outputs[1:]:
         assert_allclose(pred, outputs[0][0], rtol=1e-12)
         assert abs(attention - outputs[0][1]).max() < 1e-12
         assert attention.nnz == outputs[0][1].nnz
 
 
-def test_tree_fallback_for_queries_out_of_reach():
+@pytest.mark.parametrize("d", [1, 3, 5])
+def test_cell_list_in_other_dimensions(d):
+    # Up to three dimensions the cells bin every coordinate; above, the three widest
+    # (here the last three, stretched), which still finds every point in reach.
+    X, y, w, Q = _data(n=3000, d=d, seed=d)
+    X[:, -min(d, 3):] *= 3.0
+    h = np.full(d, 0.15)
+    reg = NadarayaWatsonRegressor("biweight", bandwidth=h, algorithm="cell_list")
+    reg.fit(X, y, sample_weight=w)
+    assert isinstance(reg.neighbors_, CellList)
+    assert_allclose(reg.neighbors_.axes, np.arange(d)[-3:])
+    brute = NadarayaWatsonRegressor("biweight", bandwidth=h, algorithm="brute")
+    brute.fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        assert_allclose(reg.predict(Q), brute.predict(Q), rtol=1e-12)
+
+
+def test_cell_list_classifier_and_data_too_spread_for_cells():
+    X, y, w, Q = _data(n=5000)
+    labels = np.digitize(y, [0.3, 1.0])
+    clf = NadarayaWatsonClassifier("epanechnikov", bandwidth=0.03).fit(X, labels, w)
+    assert isinstance(clf.neighbors_, CellList)
+    brute = NadarayaWatsonClassifier("epanechnikov", bandwidth=0.03, algorithm="brute")
+    brute.fit(X, labels, w)
+    proba, attention = clf.predict_proba(Q, return_attention=True)
+    expected, expected_attention = brute.predict_proba(Q, return_attention=True)
+    assert_allclose(proba, expected, rtol=1e-12, atol=1e-15)
+    assert abs(attention - expected_attention).max() < 1e-12
+    # 1e19 cells of the support would overflow the cell numbers: "auto" takes a tree,
+    # an explicit cell list says why it cannot.
+    X[0] = [1e9, 1e9]
+    auto = NadarayaWatsonRegressor("epanechnikov", bandwidth=1e-5).fit(X, y)
+    assert isinstance(auto.neighbors_, NearestNeighbors)
+    with pytest.raises(ValueError, match="too many cells"):
+        NadarayaWatsonRegressor("epanechnikov", bandwidth=1e-5, algorithm="cell_list").fit(X, y)
+
+
+def test_cell_list_cannot_find_k_nearest():
+    X, y, _, _ = _data()
+    with pytest.raises(ValueError, match="cell_list.*n_neighbors"):
+        NadarayaWatsonRegressor(n_neighbors=3, algorithm="cell_list").fit(X, y)
+
+
+@pytest.mark.parametrize("algorithm", ["kd_tree", "cell_list"])
+def test_tree_fallback_for_queries_out_of_reach(algorithm):
     X, y, _, _ = _data()
     Q = np.array([[0.5, 0.5], [5.0, 5.0]])
-    reg = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.1, algorithm="kd_tree").fit(X, y)
+    reg = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.1, algorithm=algorithm).fit(X, y)
     with pytest.warns(EmptyNeighborhoodWarning, match="1 of 2 queries"):
         pred, attention = reg.predict(Q, return_attention=True)
     nearest = np.argmin(((X - Q[1]) ** 2).sum(1))
