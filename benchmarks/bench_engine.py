@@ -17,8 +17,8 @@ Three sections (``--sections``), on the CPU.
 2. ``compact``: ``--n-compact`` training points uniform in [0, 1]^2, ``y = sin(6 x0) + x1``,
    the Epanechnikov kernel at bandwidth ``RADIUS``, ``--n-compact-queries`` uniform queries,
    float64. Fit + predict (best of ``--repeats``) of ``NadarayaWatsonRegressor("epanechnikov",
-   bandwidth=RADIUS)`` with ``algorithm="auto"`` (a KD-tree radius search at this size) and
-   ``"ball_tree"``, against scikit-learn's ``RadiusNeighborsRegressor(radius=RADIUS,
+   bandwidth=RADIUS)`` with ``algorithm="auto"`` (the cell list at this size and dimension),
+   ``"kd_tree"`` and ``"ball_tree"``, against scikit-learn's ``RadiusNeighborsRegressor(radius=RADIUS,
    weights=epanechnikov_weights)``, which gives each neighbour the same weight
    ``1 - (d / RADIUS)**2``. Targets: scikit-learn / sklearn_nw (auto) time >=
    ``COMPACT_SPEED_TARGET``; max |difference| of the predictions <= ``COMPACT_DIFF_TARGET``.
@@ -207,16 +207,22 @@ def make_compact_problem(n, n_queries, seed=0):
 
 
 def _tree_used(model):
-    """The search the fitted model's predict uses: sklearn's tree, or the dense engine."""
+    """The search the fitted model's predict uses: a cell list, sklearn's tree, or the
+    dense engine."""
     neighbors = getattr(model, "neighbors_", None)
-    return "dense" if neighbors is None else neighbors._fit_method
+    if neighbors is None:
+        return "dense"
+    return getattr(neighbors, "_fit_method", "cell_list")
 
 
 def section_compact(n=1_000_000, n_queries=10_000, repeats=2):
-    """sklearn_nw's radius search (auto and ball tree) against RadiusNeighborsRegressor."""
+    """sklearn_nw's radius search (auto: the cell list; the trees) against
+    RadiusNeighborsRegressor."""
     X, y, Q = make_compact_problem(n, n_queries)
     methods = {
         "sklearn_nw auto": lambda: NadarayaWatsonRegressor("epanechnikov", bandwidth=RADIUS),
+        "sklearn_nw kd_tree": lambda: NadarayaWatsonRegressor(
+            "epanechnikov", bandwidth=RADIUS, algorithm="kd_tree"),
         "sklearn_nw ball_tree": lambda: NadarayaWatsonRegressor(
             "epanechnikov", bandwidth=RADIUS, algorithm="ball_tree"),
         "scikit-learn RadiusNeighborsRegressor": lambda: RadiusNeighborsRegressor(
@@ -269,7 +275,7 @@ def _fmt(value):
 
 def markdown_compact(result):
     c = result["config"]
-    lines = ["### 2. Compact kernel, tree search", "",
+    lines = ["### 2. Compact kernel, neighbour search", "",
              (f"{c['n_train']:,} training points uniform in [0, 1]^2, y = sin(6 x0) + x1, "
               f"Epanechnikov at bandwidth {c['bandwidth']}, {c['n_queries']:,} uniform "
               f"queries, float64; fit + predict, best of {c['repeats']}."), "",

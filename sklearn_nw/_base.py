@@ -25,7 +25,13 @@ from sklearn.utils.validation import (
 )
 
 from ._cells import CellList
-from ._engine import PoolResult, attention_pool, neighbour_pool, resolve_device
+from ._engine import (
+    PoolResult,
+    attention_pool,
+    neighbour_pool,
+    resolve_device,
+    support_pool,
+)
 from .bandwidth import (
     RULES_OF_THUMB,
     LeaveOneOutBandwidth,
@@ -242,38 +248,51 @@ class NadarayaWatsonBase(BaseEstimator):
 
     def _cell_pool(self, X, values, device, log_w, return_attention):
         """A compact kernel on a cell list: each block of queries against the training
-        points of the cells around it, on the dense engine. A block with a query that has
-        no training point in reach is redone against all of them, for the nearest-point
-        fallback."""
+        points of the cells around it. Queries with no training point in reach are redone
+        on the dense engine, for the nearest-point fallback."""
         tensor = self._tensor_maker(device)
-        metric = tensor(getattr(self, "projection_", self.bandwidth_))
+        rows = self.neighbor_rows_[self.neighbors_.order]  # indexed points, in cell order
+        w = self.sample_weight_[rows]
+        xs = tensor(self._scaled(self.X_fit_[rows]))  # (n', r)
+        wv1 = tensor(np.column_stack([w[:, None] * values[rows], w]))  # (n', t + 1)
         n_q, n_fit = X.shape[0], self.X_fit_.shape[0]
         out = np.empty((n_q, values.shape[1]), dtype=self.X_fit_.dtype)
-        parts, n_fallback = [], 0
-        for queries, found in self.neighbors_.blocks(self._scaled(X)):
-            keys = self.neighbor_rows_[found]
-            result = None
-            for attempt in (keys, np.arange(n_fit)):  # the cells around, then everything
-                if len(attempt):
-                    result = attention_pool(
-                        tensor(X[queries]), tensor(self.X_fit_[attempt]),
-                        tensor(values[attempt]), metric, self.kernel_,
-                        log_w=tensor(log_w[attempt]), return_attention=return_attention,
-                        exact_zeros=is_classifier(self),
-                        working_memory=get_config()["working_memory"],
-                    )
-                    keys = attempt
-                    if not result.n_fallback:
-                        break
-            n_fallback += result.n_fallback
-            out[queries] = result.out.cpu().numpy()
+        parts, lonely = [], []
+        working_memory = get_config()["working_memory"]
+        qs_all = self._scaled(X)
+        for queries, runs in self.neighbors_.blocks(qs_all):
+            if not runs:
+                lonely.append(queries)
+                continue
+            block_out, empty, attention = support_pool(
+                tensor(qs_all[queries]), torch.cat([xs[a:b] for a, b in runs]),
+                torch.cat([wv1[a:b] for a, b in runs]).T, self.kernel_,
+                return_attention=return_attention, working_memory=working_memory,
+            )
+            out[queries] = block_out.cpu().numpy()
+            lonely.append(queries[empty.cpu().numpy()])
+            if return_attention:
+                found = np.concatenate([np.arange(a, b) for a, b in runs])
+                crow, col, val = (a.cpu().numpy() for a in attention)
+                parts.append((np.repeat(queries, np.diff(crow)), rows[found[col]], val))
+        lonely = np.concatenate(lonely)
+        n_fallback = 0
+        if len(lonely):
+            result = attention_pool(
+                tensor(X[lonely]), tensor(self.X_fit_), tensor(values),
+                tensor(getattr(self, "projection_", self.bandwidth_)), self.kernel_,
+                log_w=tensor(log_w), return_attention=return_attention,
+                exact_zeros=is_classifier(self), working_memory=working_memory,
+            )
+            out[lonely] = result.out.cpu().numpy()
+            n_fallback = result.n_fallback
             if return_attention:
                 crow, col, val = (a.cpu().numpy() for a in result.attention)
-                parts.append((np.repeat(queries, np.diff(crow)), keys[col], val))
+                parts.append((np.repeat(lonely, np.diff(crow)), col, val))
         attention = None
         if return_attention:
-            rows, cols, vals = (np.concatenate(p) for p in zip(*parts))
-            attention = sp.csr_array((vals, (rows, cols)), shape=(n_q, n_fit))
+            q_rows, cols, vals = (np.concatenate(p) for p in zip(*parts))
+            attention = sp.csr_array((vals, (q_rows, cols)), shape=(n_q, n_fit))
         return PoolResult(torch.from_numpy(out), attention, n_fallback)
 
     def _neighbour_pool(self, X, values, device, log_w, return_attention):

@@ -51,7 +51,7 @@ class CellList:
             )
         self.low, self.shape = low.astype(np.int64), tuple(extent.astype(np.int64))
         ids = np.ravel_multi_index((cells.astype(np.int64) - self.low).T, self.shape)  # (n,)
-        self.order = np.argsort(ids, kind="stable")  # (n,) points sorted by cell
+        self.order = np.argsort(ids, kind="stable")  # (n,) the points in cell order
         self.sorted_ids = ids[self.order]  # (n,)
 
     def _query_cells(self, queries):
@@ -64,8 +64,9 @@ class CellList:
         return cells.astype(np.int64)
 
     def blocks(self, queries):
-        """Yield ``(query_rows, candidates)``: groups of query rows and the indices of the
-        points that may lie within the radius of any of them (possibly none)."""
+        """Yield ``(query_rows, runs)``: groups of query rows, and the ``(start, stop)``
+        slices of the points in cell order (``order``) that hold every point within the
+        radius of any of them (possibly none)."""
         cells = self._query_cells(queries)  # (m, d)
         ids = np.ravel_multi_index(cells.T, self.shape)  # (m,)
         by_cell = np.argsort(ids, kind="stable")  # (m,)
@@ -98,6 +99,5 @@ class CellList:
                     break
                 h += 1
             lo, hi = slices(g, h)
-            found = np.concatenate([self.order[a:b] for a, b in zip(lo, hi)])
-            yield by_cell[starts[g]:ends[h]], found
+            yield by_cell[starts[g]:ends[h]], [(a, b) for a, b in zip(lo, hi) if b > a]
             g = h + 1

@@ -295,6 +295,61 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
 # -- neighbour-restricted sums ---------------------------------------------------------------
 
 
+def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memory=1024):
+    """Pooling of a block of queries over candidate keys for a compact kernel, with the
+    profile evaluated directly: it is at most ``k(0) = 1`` and exactly 0 only outside the
+    support, so log space buys nothing and costs two passes.
+
+    Parameters
+    ----------
+    qs : Tensor (b, r)
+        Scaled queries.
+    xs : Tensor (m, r)
+        Scaled candidate keys: every key inside a query's support must be among them.
+    wv1_t : Tensor (t + 1, m)
+        The candidates' sample-weighted values, and their weights in the last row.
+    kernel : Kernel
+        A compact kernel.
+
+    Returns
+    -------
+    out : Tensor (b, t)
+        NaN on rows with no key inside the support (``empty``).
+    empty : Tensor (b,) of bool
+    attention : CSR parts (crow, col, val) over the candidates, or None
+    """
+    b, m = qs.shape[0], xs.shape[0]
+    out = qs.new_empty(b, wv1_t.shape[0] - 1)  # (b, t)
+    empty = torch.zeros(b, dtype=torch.bool, device=qs.device)  # (b,)
+    parts = []
+    step = chunk_rows(b, m * qs.element_size() * _N_TEMPORARIES, working_memory)
+    with _compute_settings():
+        for s in range(0, b, step):
+            q = qs[s : s + step]  # (c, r)
+            if q.shape[1] <= 3:  # explicit differences: exact, and few passes
+                d2 = torch.square(q[:, :1] - xs[:, 0])  # (c, m)
+                for j in range(1, q.shape[1]):
+                    diff = q[:, j : j + 1] - xs[:, j]  # (c, m)
+                    d2.addcmul_(diff, diff)
+            else:
+                d2 = _augmented_sq_dist(q, xs, refine=True)  # (c, m)
+            k = kernel.profile_sq(d2)  # (c, m)
+            num_den = (wv1_t @ k.T).T  # (c, t + 1)
+            den = num_den[:, -1:]  # (c, 1)
+            empty[s : s + step] = ~(den[:, 0] > 0)
+            out[s : s + step] = num_den[:, :-1] / den
+            if return_attention:
+                k.mul_(wv1_t[-1]).div_(torch.where(den > 0, den, 1.0))  # empty rows stay 0
+                nonzero = k != 0  # (c, m)
+                parts.append((nonzero.sum(1), nonzero.nonzero()[:, 1], k[nonzero]))
+    attention = None
+    if return_attention:
+        counts, cols, vals = zip(*parts)
+        crow = torch.cat([counts[0].new_zeros(1), torch.cat(counts).cumsum(0)])  # (b + 1,)
+        attention = (crow, torch.cat(cols), torch.cat(vals))
+    return out, empty, attention
+
+
 def neighbour_pool(d2, indices, indptr, v, kernel, *, log_w=None, return_attention=False):
     """Nadaraya-Watson pooling over given candidate keys (a k-nearest or radius graph).
 

@@ -87,6 +87,11 @@ class Kernel(BaseEstimator):
         """``log k(sqrt(u2))`` on squared scaled distances; ``-inf`` where ``k`` is zero."""
         return torch.log(self.profile(torch.sqrt(u2)))
 
+    def profile_sq(self, u2):
+        """``k(sqrt(u2))`` on squared scaled distances: the direct weights the engine uses
+        for compact kernels, whose values stay in [0, 1] (no log space needed)."""
+        return torch.exp(self.log_profile_sq(u2))
+
     def __call__(self, u):
         """Evaluate the profile; accepts a tensor or an array-like and returns the same kind."""
         if isinstance(u, torch.Tensor):
@@ -131,6 +136,15 @@ class Tophat(Kernel):
     def log_profile_sq(self, u2):
         return torch.where(u2 <= 1.0, 0.0, -math.inf).to(u2.dtype)
 
+    def profile_sq(self, u2):
+        return (u2 <= 1.0).to(u2.dtype)
+
+
+def _one_minus_clipped(u2, power):
+    """``max(0, 1 - u2) ** power`` (``power`` > 0), the symmetric beta profiles."""
+    k = torch.clamp(1.0 - u2, min=0.0)
+    return k if power == 1 else k.pow_(power)
+
 
 class Epanechnikov(Kernel):
     """Epanechnikov kernel, ``k(u) = 1 - u**2`` for ``u <= 1``, else 0."""
@@ -139,6 +153,9 @@ class Epanechnikov(Kernel):
 
     def log_profile_sq(self, u2):
         return _log1p_neg(u2)
+
+    def profile_sq(self, u2):
+        return _one_minus_clipped(u2, 1)
 
 
 class Biweight(Kernel):
@@ -149,6 +166,9 @@ class Biweight(Kernel):
     def log_profile_sq(self, u2):
         return 2.0 * _log1p_neg(u2)
 
+    def profile_sq(self, u2):
+        return _one_minus_clipped(u2, 2)
+
 
 class Triweight(Kernel):
     """Triweight kernel, ``k(u) = (1 - u**2)**3`` for ``u <= 1``, else 0."""
@@ -157,6 +177,9 @@ class Triweight(Kernel):
 
     def log_profile_sq(self, u2):
         return 3.0 * _log1p_neg(u2)
+
+    def profile_sq(self, u2):
+        return _one_minus_clipped(u2, 3)
 
 
 class Linear(Kernel):
@@ -215,6 +238,11 @@ class SymmetricBeta(Kernel):
         if self.power == 0:
             return Tophat().log_profile_sq(u2)
         return float(self.power) * _log1p_neg(u2)
+
+    def profile_sq(self, u2):
+        if self.power == 0:
+            return Tophat().profile_sq(u2)
+        return _one_minus_clipped(u2, float(self.power))
 
 
 class CallableKernel(Kernel):

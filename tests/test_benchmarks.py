@@ -294,12 +294,12 @@ def test_engine_scaling_section_times_each_size_and_plots(tiny_engine_run):
 def test_engine_compact_section_compares_with_radius_neighbors(tiny_engine_run):
     section = tiny_engine_run[0]["sections"]["compact"]
     assert section["config"]["n_train"] == 6000 and section["config"]["n_queries"] == 100
-    auto, ball, peer = section["results"]
-    assert auto["search"] == "kd_tree" and ball["search"] == "ball_tree"
+    auto, kd, ball, peer = section["results"]
+    assert [r["search"] for r in (auto, kd, ball)] == ["cell_list", "kd_tree", "ball_tree"]
     assert peer["method"].startswith("scikit-learn") and peer["n_nan"] == 0
-    for r in (auto, ball, peer):
+    for r in (auto, kd, ball, peer):
         assert len(r["times_s"]) == 2 and r["time_s"] > 0
-    for r in (auto, ball):
+    for r in (auto, kd, ball):
         assert r["ratio"] == pytest.approx(peer["time_s"] / r["time_s"])
         assert r["max_abs_diff"] < 1e-6  # the same estimate, up to rounding
 

@@ -71,6 +71,9 @@ def test_profile_matches_textbook_formula(name):
     np.testing.assert_allclose(kernel.profile(u).numpy(), expected, rtol=1e-12, atol=1e-14)
     from_log = torch.exp(kernel.log_profile_sq(u * u)).numpy()
     np.testing.assert_allclose(from_log, expected, rtol=1e-12, atol=1e-14)
+    # The direct profile of squared distances (the compact kernels' neighbour path).
+    direct = kernel.profile_sq(u * u).numpy()
+    np.testing.assert_allclose(direct, expected, rtol=1e-12, atol=1e-14)
     if name in COMPACT:
         assert np.all(got_numpy[U > 1.0] == 0.0)
         assert np.all(got_numpy[U < 1.0] > 0.0)
@@ -151,6 +154,9 @@ def test_not_a_kernel_is_rejected():
 def test_symmetric_beta_matches_formula(power):
     expected = np.where(INSIDE, BELOW**power, 0.0)
     np.testing.assert_allclose(SymmetricBeta(power=power)(U), expected, rtol=1e-12, atol=1e-14)
+    u2 = torch.tensor(U**2, dtype=torch.float64)
+    np.testing.assert_allclose(SymmetricBeta(power=power).profile_sq(u2).numpy(), expected,
+                               rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("power, name", [(0, "tophat"), (1, "epanechnikov"), (2, "biweight"),
