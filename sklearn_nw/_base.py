@@ -5,6 +5,7 @@ tensors live only inside a method call.
 """
 
 import warnings
+from functools import partial
 from numbers import Integral, Real
 from typing import ClassVar
 
@@ -49,6 +50,47 @@ _TREE_MAX_FEATURES = 15
 _NEIGHBOUR_CHUNK = 512
 
 
+def _check_distances(X, *, square):
+    """A precomputed distance matrix: non-negative, square when it is the training one."""
+    values = X.data if sp.issparse(X) else X
+    if np.any(values < 0):
+        raise ValueError("Negative values in data: metric='precomputed' needs distances, "
+                         "which are non-negative.")
+    if square and X.shape[0] != X.shape[1]:
+        raise ValueError(
+            "metric='precomputed' fits on the square matrix of distances between the training "
+            f"samples; got X of shape {X.shape}."
+        )
+
+
+def _nearest_units(dist, ind, w, counts, k, first_row):
+    """Per row (CSR layout), the nearest candidates holding ``k`` units of weight, the last
+    one only in part; returns them padded to one width (weight 0 on padding) and counts."""
+    b, width = len(counts), int(counts.max())
+    padded = np.full((b, width), np.inf)
+    padded_ind = np.zeros((b, width), dtype=ind.dtype)
+    padded_w = np.zeros((b, width))
+    column = np.arange(len(dist)) - np.repeat(np.cumsum(counts) - counts, counts)
+    row = np.repeat(np.arange(b), counts)
+    padded[row, column], padded_ind[row, column], padded_w[row, column] = dist, ind, w
+    order = np.argsort(padded, axis=1, kind="stable")
+    padded, padded_ind, padded_w = (np.take_along_axis(a, order, axis=1)
+                                    for a in (padded, padded_ind, padded_w))
+    cumulative = np.cumsum(padded_w, axis=1)
+    short = np.flatnonzero(cumulative[:, -1] < k)
+    if len(short):
+        raise ValueError(
+            f"n_neighbors={k} needs k units of sample weight among each row's stored "
+            f"distances; row {first_row + int(short[0])} of the precomputed graph holds "
+            f"{cumulative[short[0], -1]:g}. Store more neighbours per row or lower n_neighbors."
+        )
+    keep = np.clip(k - (cumulative - padded_w), 0.0, padded_w)  # (b, width)
+    m = int(np.max(width - np.argmax(keep[:, ::-1] > 0, axis=1)))  # past the last kept
+    padded, padded_ind, keep = padded[:, :m], padded_ind[:, :m], keep[:, :m]
+    padded = np.where(np.isfinite(padded), padded, 0.0)  # padding: weight 0 at distance 0
+    return padded, padded_ind, keep, np.full(b, m)
+
+
 class EmptyNeighborhoodWarning(UserWarning):
     """Some queries had no training point inside the kernel's support.
 
@@ -70,15 +112,17 @@ class NadarayaWatsonBase(BaseEstimator):
         ],
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
         "algorithm": [StrOptions({"auto", "brute", "kd_tree", "ball_tree", "cell_list"})],
+        "metric": [StrOptions({"euclidean", "precomputed"})],
         "device": [str],
     }
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
-                 algorithm="auto", device="cpu"):
+                 algorithm="auto", metric="euclidean", device="cpu"):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
         self.algorithm = algorithm
+        self.metric = metric
         self.device = device
 
     # -- fitting ---------------------------------------------------------------------------
@@ -95,10 +139,13 @@ class NadarayaWatsonBase(BaseEstimator):
             self,
             X,
             y,
+            accept_sparse="csr" if self.metric == "precomputed" else False,
             dtype=[xp.float64, xp.float32],
             multi_output=not classifier,
             y_numeric=not classifier,
         )
+        if self.metric == "precomputed":
+            _check_distances(X, square=True)
         if classifier:
             check_classification_targets(y)
         sample_weight = _check_sample_weight(
@@ -106,7 +153,7 @@ class NadarayaWatsonBase(BaseEstimator):
         )
         self.kernel_ = get_kernel(self.kernel)
         self.device_ = str(resolve_device(self.device))
-        self.X_fit_ = np.array(X, copy=True)
+        self.X_fit_ = X.copy() if sp.issparse(X) else np.array(X, copy=True)
         self.sample_weight_ = sample_weight
         values = self._fit_targets(y)
         self._fit_bandwidth(values, loss="log_loss" if classifier else "squared_error")
@@ -119,6 +166,8 @@ class NadarayaWatsonBase(BaseEstimator):
         (a cell list or a tree, unless ``algorithm="brute"`` or, for ``"auto"``, small or
         high-dimensional data, where the dense engine is faster)."""
         self.neighbors_ = self.neighbor_rows_ = None
+        if self.metric == "precomputed":  # each query row holds its own candidates
+            return
         n = self.X_fit_.shape[0]
         d = self.projection_.shape[1] if hasattr(self, "projection_") else self.X_fit_.shape[1]
         algorithm = self.algorithm
@@ -162,6 +211,15 @@ class NadarayaWatsonBase(BaseEstimator):
         for stale in ("projection_", "n_iter_", "loss_curve_"):
             self.__dict__.pop(stale, None)
         X, w, bandwidth = self.X_fit_, self.sample_weight_, self.bandwidth
+        if self.metric == "precomputed":
+            if isinstance(bandwidth, (str, LeaveOneOutBandwidth)):
+                raise ValueError(
+                    f"metric='precomputed' needs a numeric bandwidth, in the units of the "
+                    f"distances; got bandwidth={bandwidth!r} (rules of thumb and learned "
+                    "bandwidths need feature vectors)."
+                )
+            self.bandwidth_ = check_bandwidth(bandwidth, 1)
+            return
         if isinstance(bandwidth, str) and bandwidth in RULES_OF_THUMB:
             self.bandwidth_ = RULES_OF_THUMB[bandwidth](X, w)
             return
@@ -201,7 +259,11 @@ class NadarayaWatsonBase(BaseEstimator):
 
     def _validate_predict_data(self, X):
         xp, _ = get_namespace(X)
-        X = validate_data(self, X, reset=False, dtype=[xp.float64, xp.float32])
+        precomputed = self.metric == "precomputed"
+        X = validate_data(self, X, reset=False, dtype=[xp.float64, xp.float32],
+                          accept_sparse="csr" if precomputed else False)
+        if precomputed:
+            _check_distances(X, square=False)
         # Compute in the fitted dtype: a float32 query against a float64 fit is upcast.
         return X.astype(self.X_fit_.dtype, copy=False)
 
@@ -225,11 +287,18 @@ class NadarayaWatsonBase(BaseEstimator):
         device = self._compute_device()
         tensor = self._tensor_maker(device)
         log_w, self_log_w = self._log_weights(leave_one_out=leave_one_out)
+        if self.metric == "precomputed":
+            result = self._neighbour_pool(
+                X, values, device, log_w, return_attention,
+                partial(self._stored_candidates, X, leave_one_out=leave_one_out),
+            )
+            return self._check_result(X, result)
         if isinstance(getattr(self, "neighbors_", None), CellList) and not leave_one_out:
             return self._check_result(X, self._cell_pool(X, values, device, log_w,
                                                          return_attention))
         if getattr(self, "neighbors_", None) is not None and not leave_one_out:
-            result = self._neighbour_pool(X, values, device, log_w, return_attention)
+            result = self._neighbour_pool(X, values, device, log_w, return_attention,
+                                          partial(self._searched_candidates, X))
             return self._check_result(X, result)
         result = attention_pool(
             tensor(X),
@@ -295,37 +364,21 @@ class NadarayaWatsonBase(BaseEstimator):
             attention = sp.csr_array((vals, (q_rows, cols)), shape=(n_q, n_fit))
         return PoolResult(torch.from_numpy(out), attention, n_fallback)
 
-    def _neighbour_pool(self, X, values, device, log_w, return_attention):
-        """Attention restricted to each query's neighbours, in chunks of queries."""
+    def _neighbour_pool(self, X, values, device, log_w, return_attention, candidates):
+        """Attention restricted to each query's candidates, in chunks of queries.
+
+        ``candidates(rows)`` gives, for a slice of query rows, the scaled distances, the
+        training rows and the counts per query of their candidates (CSR layout), and the
+        sample weight of each pair (None for unit weights).
+        """
         tensor = self._tensor_maker(device)
 
         def index(a):
             return torch.as_tensor(a, dtype=torch.long, device=device)
 
-        unit_weights = bool(np.all(self.sample_weight_ == 1.0))
         parts, offset = [], 0
         for rows in gen_batches(X.shape[0], _NEIGHBOUR_CHUNK):
-            queries = self._scaled(X[rows])
-            if self.n_neighbors is not None:
-                dist, ind, pair_w = self._k_nearest_units(queries)
-                counts = np.full(len(queries), dist.shape[1])
-                dist, ind, pair_w = dist.ravel(), ind.ravel(), pair_w.ravel()
-            else:
-                dist, ind = self.neighbors_.radius_neighbors(
-                    queries, radius=self.kernel_.support, sort_results=False
-                )
-                counts = np.array([len(i) for i in ind])
-                # A query with no training point in reach gets its nearest one (fallback).
-                lonely = np.flatnonzero(counts == 0)
-                if len(lonely):
-                    d1, i1 = self.neighbors_.kneighbors(queries[lonely], n_neighbors=1)
-                    for j, q in enumerate(lonely):
-                        dist[q], ind[q] = d1[j], i1[j]
-                    counts[lonely] = 1
-                dist, ind = np.concatenate(dist), np.concatenate(ind)
-                if len(self.neighbor_rows_) < self.X_fit_.shape[0]:
-                    ind = self.neighbor_rows_[ind]
-                pair_w = None if unit_weights else self.sample_weight_[ind]
+            dist, ind, counts, pair_w = candidates(rows)
             indptr = np.concatenate([[0], np.cumsum(counts)])
             with np.errstate(divide="ignore"):
                 pair_log_w = None if pair_w is None else tensor(np.log(pair_w))
@@ -343,6 +396,68 @@ class NadarayaWatsonBase(BaseEstimator):
             attention = (indptr, torch.cat([p.attention[1] for p, _ in parts]),
                          torch.cat([p.attention[2] for p, _ in parts]))
         return PoolResult(out, attention, sum(p.n_fallback for p, _ in parts))
+
+    def _searched_candidates(self, X, rows):
+        """Candidates from the fitted search: the k nearest, or those in a compact
+        kernel's support (a query with none in reach gets its nearest point)."""
+        queries = self._scaled(X[rows])
+        if self.n_neighbors is not None:
+            dist, ind, pair_w = self._k_nearest_units(queries)
+            counts = np.full(len(queries), dist.shape[1])
+            return dist.ravel(), ind.ravel(), counts, pair_w.ravel()
+        dist, ind = self.neighbors_.radius_neighbors(
+            queries, radius=self.kernel_.support, sort_results=False
+        )
+        counts = np.array([len(i) for i in ind])
+        lonely = np.flatnonzero(counts == 0)
+        if len(lonely):
+            d1, i1 = self.neighbors_.kneighbors(queries[lonely], n_neighbors=1)
+            for j, q in enumerate(lonely):
+                dist[q], ind[q] = d1[j], i1[j]
+            counts[lonely] = 1
+        dist, ind = np.concatenate(dist), np.concatenate(ind)
+        if len(self.neighbor_rows_) < self.X_fit_.shape[0]:
+            ind = self.neighbor_rows_[ind]
+        unit_weights = bool(np.all(self.sample_weight_ == 1.0))
+        return dist, ind, counts, None if unit_weights else self.sample_weight_[ind]
+
+    def _stored_candidates(self, X, rows, *, leave_one_out=False):
+        """Candidates from a precomputed distance matrix: every stored entry of the rows
+        (all of a dense one), or the nearest holding ``n_neighbors`` units of weight. For
+        leave-one-out (X is the training graph) a row's own entry loses one unit."""
+        block = sp.csr_array(X[rows]) if sp.issparse(X) else None
+        if block is None:
+            n = X.shape[1]
+            dist = np.asarray(X[rows], dtype=np.float64).ravel()  # (b n,)
+            counts = np.full(len(dist) // n, n)
+            ind = np.tile(np.arange(n), len(counts))  # (b n,)
+        else:
+            counts = np.diff(block.indptr)
+            if np.any(counts == 0):
+                first = rows.start + int(np.flatnonzero(counts == 0)[0])
+                raise ValueError(
+                    f"Row {first} of the precomputed distances stores no neighbour: every "
+                    "query needs at least one stored distance."
+                )
+            dist, ind = block.data.astype(np.float64), block.indices
+        w = self.sample_weight_[ind].copy()  # pair weights, same layout as dist
+        if leave_one_out:
+            query = np.repeat(np.arange(rows.start, rows.start + len(counts)), counts)
+            own = ind == query
+            w[own] = np.maximum(w[own] - 1.0, 0.0)
+        if self.n_neighbors is not None and not leave_one_out:
+            dist, ind, w, counts = _nearest_units(dist, ind, w, counts, self.n_neighbors,
+                                                  rows.start)
+        return (dist / self.bandwidth_[0]).ravel(), ind.ravel(), counts, w.ravel()
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # metric="precomputed" takes (n_queries, n_samples_fit) distances, dense or a
+        # sparse neighbour graph: non-negative.
+        precomputed = self.metric == "precomputed"
+        tags.input_tags.pairwise = tags.input_tags.sparse = precomputed
+        tags.input_tags.positive_only = precomputed
+        return tags
 
     def _k_nearest_units(self, queries):
         """The nearest training points holding ``n_neighbors`` units of sample weight.
@@ -396,7 +511,8 @@ class NadarayaWatsonBase(BaseEstimator):
         """Leave-one-out attention of the training set on itself.
 
         ndarray of shape (n_samples_fit, n_samples_fit), or a scipy.sparse CSR array for
-        compact kernels. Row i holds the weights of every training point in the
+        compact kernels and for ``metric="precomputed"`` (the stored entries of the
+        training distances). Row i holds the weights of every training point in the
         leave-one-out prediction of point i: one unit of point i's own sample weight is
         removed, so the diagonal is zero for unit weights, and rows sum to 1. Computed when
         read (it is not stored), in chunks; the dense matrix is refused when it would exceed

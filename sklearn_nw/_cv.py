@@ -24,7 +24,7 @@ _DEFAULT_N_BANDWIDTHS = 25
 def _search_constraints(plain_class):
     """The plain estimator's parameter constraints, ``bandwidth`` replaced by the search's."""
     constraints = {k: v for k, v in plain_class._parameter_constraints.items()
-                   if k != "bandwidth"}
+                   if k not in ("bandwidth", "metric")}
     constraints.update({
         "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like", None],
         "cv": ["cv_object"],
@@ -39,6 +39,9 @@ class _BandwidthSearchMixin:
     It comes first in the CV estimators' bases, so its ``__init__`` (their parameters) is
     the one scikit-learn's ``get_params`` reads.
     """
+
+    # Bandwidth grids live in feature space: no precomputed distances.
+    metric = "euclidean"
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
                  n_neighbors=None, algorithm="auto", device="cpu"):

@@ -41,6 +41,15 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         block of queries computed densely against the cubes around it. ``"auto"`` uses the
         cell list up to 3 dimensions and a k-d tree up to 15, from 5,000 training points,
         and the dense engine otherwise. ``"brute"`` always uses the dense engine.
+    metric : {"euclidean", "precomputed"}, default="euclidean"
+        ``"precomputed"``: ``X`` holds distances instead of features, as in
+        :class:`~sklearn.neighbors.KNeighborsRegressor`: an (n_samples, n_samples) matrix in
+        ``fit`` and (n_queries, n_samples_fit) in ``predict``, dense, or a sparse neighbour
+        graph whose stored entries (explicit zeros included) are each row's candidates,
+        e.g. from :class:`~sklearn.neighbors.KNeighborsTransformer` or an approximate
+        search in a pipeline. ``bandwidth`` must then be a number in the distances' units;
+        ``n_neighbors`` picks the nearest stored entries (each row must store that many
+        units of sample weight); attention is returned sparse.
     device : str, default="cpu"
         Torch device to compute on: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"``, or
         ``"auto"`` for the first available of CUDA, MPS and the CPU. Fitted attributes are
