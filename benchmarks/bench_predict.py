@@ -11,6 +11,9 @@ peers computing the same prediction with the same h:
   ``softmax(-0.5 * D**2)`` over the keys, a product with y.
 - ``chunked``: eager torch in chunks of 1,024 queries: ``addmm`` for the distances, an
   in-place exp, a matmul (what a careful torch user writes without this package).
+- ``compiled``: the same chunk function compiled by ``torch.compile`` (Inductor's fused C++
+  loops); the compile (a first call on one chunk) is timed apart and excluded. It tells
+  whether a compiled path would beat the package's eager engine.
 - ``statsmodels``: ``KernelReg(reg_type="lc", bw=h).fit(Q)``, a Python loop over the queries.
 - ``knn``: scikit-learn's ``KNeighborsRegressor`` with every training point as a neighbour and
   Gaussian weights on pre-scaled data.
@@ -56,7 +59,7 @@ import torch
 from sklearn_nw import NadarayaWatsonRegressor
 from sklearn_nw.bandwidth import scott_bandwidth
 
-PEERS = ("sklearn_nw", "textbook", "chunked", "statsmodels", "knn", "pykeops")
+PEERS = ("sklearn_nw", "textbook", "chunked", "compiled", "statsmodels", "knn", "pykeops")
 # Slow peers, run once: (queries in the sizing probe, most seconds allowed for all queries).
 SIZED = {"statsmodels": (20, 30.0), "knn": (500, 90.0)}
 SUBSET_SECONDS = 15.0  # what a slow peer's subset run should take
@@ -121,24 +124,37 @@ def _textbook(X, y, Q, h, keops_cold):
     return call
 
 
-def _chunked(X, y, Q, h, keops_cold):
+def _chunk(qc, x, x2, y1):
+    """One chunk of queries (b, d) against all keys: logits by addmm, an in-place
+    max-subtracted exp, one product with [y, 1]; returns the (b,) predictions."""
+    logits = torch.addmm(x2, qc, x.T, alpha=-2.0)  # (b, n): |x|^2 - 2 q.x
+    logits.mul_(-0.5)  # the row constant -|q|^2 / 2 cancels in the softmax
+    logits.sub_(logits.amax(1, keepdim=True)).exp_()
+    num_den = logits @ y1  # (b, 2)
+    return num_den[:, 0] / num_den[:, 1]
+
+
+def _chunked(X, y, Q, h, keops_cold, chunk=_chunk):
     """The plain eager torch way without the full matrix: query chunks of 1,024 rows,
     addmm for the squared distances, an in-place max-subtracted exp, one matmul."""
 
-    def call():
-        x, q = (torch.from_numpy(a / h.astype(np.float32)) for a in (X, Q))  # (n, d), (n_q, d)
+    def call(queries=Q):
+        x, q = (torch.from_numpy(a / h.astype(np.float32)) for a in (X, queries))
         y1 = torch.stack([torch.from_numpy(y), torch.ones(len(y))], dim=1)  # (n, 2)
         x2 = (x * x).sum(1)  # (n,)
-        out = []
-        for s in range(0, len(q), 1024):
-            qc = q[s : s + 1024]  # (b, d)
-            logits = torch.addmm(x2, qc, x.T, alpha=-2.0)  # (b, n): |x|^2 - 2 q.x
-            logits.mul_(-0.5)  # the row constant -|q|^2 / 2 cancels in the softmax
-            logits.sub_(logits.amax(1, keepdim=True)).exp_()
-            num_den = logits @ y1  # (b, 2)
-            out.append(num_den[:, 0] / num_den[:, 1])
-        return torch.cat(out).numpy()
+        return torch.cat([chunk(q[s : s + 1024], x, x2, y1)
+                          for s in range(0, len(q), 1024)]).numpy()
 
+    return call
+
+
+def _compiled(X, y, Q, h, keops_cold):
+    """``_chunk`` through ``torch.compile``; one full chunk compiles it (timed apart). A last
+    chunk of another size may recompile once inside the timed calls (dynamic shapes)."""
+    call = _chunked(X, y, Q, h, keops_cold, chunk=torch.compile(_chunk))
+    start = time.perf_counter()
+    call(Q[:1024])
+    call.compile_s = time.perf_counter() - start
     return call
 
 
@@ -193,7 +209,8 @@ def _pykeops(X, y, Q, h, keops_cold):
 
 
 PREPARE = {"sklearn_nw": _sklearn_nw, "textbook": _textbook, "chunked": _chunked,
-           "statsmodels": _statsmodels, "knn": _knn, "pykeops": _pykeops}
+           "compiled": _compiled, "statsmodels": _statsmodels, "knn": _knn,
+           "pykeops": _pykeops}
 
 
 # -- measuring one peer in its own process -------------------------------------------------
