@@ -13,7 +13,9 @@ Three sections (``--sections``), on the CPU.
    timed and sampled together. Targets: the slope of log time against log (query-key pairs)
    over the sizes from ``--slope-from`` (default 10,000) is within ``SLOPE_TOLERANCE`` of 1
    (linear in n_queries x n_train); the largest size stays under ``MEMORY_TARGET_MB`` extra.
-   The plot of time against pairs (log-log, with a line of slope 1) goes to bench_engine.png.
+   The plot of time against pairs (log-log, with a line of slope 1) goes to bench_engine.png,
+   with the ``SCALING_PEERS`` of bench_predict (chunked eager torch, pykeops) timed the same
+   way up to ``PEER_MAX_N``.
 2. ``compact``: ``--n-compact`` training points uniform in [0, 1]^2, ``y = sin(6 x0) + x1``,
    the Epanechnikov kernel at bandwidth ``RADIUS``, ``--n-compact-queries`` uniform queries,
    float64. Fit + predict (best of ``--repeats``) of ``NadarayaWatsonRegressor("epanechnikov",
@@ -75,6 +77,9 @@ RADIUS = 0.05
 COMPACT_SPEED_TARGET = 2.0
 COMPACT_DIFF_TARGET = 1e-6
 KS = (10, 30, 100, 300, 1000)
+# Section 1 also times these peers of bench_predict, up to this size, for the plot.
+SCALING_PEERS = ("chunked", "pykeops")
+PEER_MAX_N = 30_000
 
 
 def _progress(message):
@@ -103,6 +108,13 @@ def section_scaling(sizes=SIZES, slope_from=SLOPE_FROM, d=4, out_dir=RESULTS_DIR
             r["ns_per_pair"] = r["time_s"] / r["pairs"] * 1e9
             r["memory_measured"] = "separate call" if repeats > 1 else "during the timed call"
         results.append({"n": n, **r})
+    peers = []
+    for peer, n in ((p, n) for p in SCALING_PEERS for n in sizes if n <= PEER_MAX_N):
+        _progress(f"scaling: {peer}, n = {n:,}")
+        # pykeops reuses its build cache: the compile is excluded from the timing anyway.
+        r = run_in_child(peer, X_all[:n], y_all[:n], Q_all[:n], h, SMALL_REPEATS, False)
+        peers.append({"peer": peer, "n": n, "status": r["status"],
+                      "time_s": r.get("time_s"), "reason": r.get("reason")})
     ok = [r for r in results if r["status"] == "ok"]
     fitted = [r for r in ok if r["n"] >= slope_from]
     slope = None
@@ -123,17 +135,19 @@ def section_scaling(sizes=SIZES, slope_from=SLOPE_FROM, d=4, out_dir=RESULTS_DIR
                 else abs(slope - 1) <= SLOPE_TOLERANCE, slope_detail),
         _target("memory of the largest size", memory_ok, memory_detail),
     ]
-    plot = _plot_scaling(ok, fitted, Path(out_dir) / "bench_engine.png")
+    plot = _plot_scaling(ok, fitted, peers, Path(out_dir) / "bench_engine.png")
     config = {"sizes": sizes, "d": d, "dtype": "float32", "kernel": "gaussian",
               "bandwidth": "scott of the largest training set", "h": h.tolist(),
               "repeats": f"best of {SMALL_REPEATS} below n = {ONE_RUN_FROM:,}, else 1 run",
-              "slope_from": slope_from}
-    return {"config": config, "results": results, "slope": slope, "plot": plot,
-            "targets": targets}
+              "slope_from": slope_from, "peers": list(SCALING_PEERS),
+              "peer_max_n": PEER_MAX_N}
+    return {"config": config, "results": results, "peers": peers, "slope": slope,
+            "plot": plot, "targets": targets}
 
 
-def _plot_scaling(ok, fitted, path):
-    """Time against query-key pairs, log-log, with a line of slope 1; the file name or None."""
+def _plot_scaling(ok, fitted, peers, path):
+    """Time against query-key pairs, log-log, with a line of slope 1 and the peers' times;
+    the file name or None."""
     if not ok:
         return None
     import matplotlib
@@ -150,6 +164,12 @@ def _plot_scaling(ok, fitted, path):
     fig, ax = plt.subplots(figsize=(6, 4.5))
     ax.loglog(pairs, times, "o-", label="sklearn_nw dense predict (float32, d=4)")
     ax.loglog(grid, np.exp(log_t0 + np.log(grid) - log_p0), "k--", lw=1, label="slope 1")
+    labels = {"chunked": "chunked eager torch", "pykeops": "pykeops (CPU, compile excluded)"}
+    for peer in SCALING_PEERS:
+        done = [r for r in peers if r["peer"] == peer and r["status"] == "ok"]
+        if done:
+            ax.loglog([float(r["n"]) ** 2 for r in done], [r["time_s"] for r in done], "s:",
+                      label=labels.get(peer, peer))
     for r in ok:
         ax.annotate(f"n={r['n']:,}", (r["pairs"], r["time_s"]), textcoords="offset points",
                     xytext=(5, -12), fontsize=8)
@@ -180,8 +200,21 @@ def markdown_scaling(result):
         lines.append(f"| {r['n']:,} | {r['pairs']:.1e} | {runs} | {r['time_s']:.3f} "
                      f"| {r['ns_per_pair']:.2f} | {r['peak_extra_mb']:.0f} "
                      f"({r['memory_measured']}) |")
+    peers = result.get("peers", [])
+    if peers:
+        lines += ["", ("Peers in the same run (each size in a fresh process, best of "
+                       f"{SMALL_REPEATS}; ratio = peer time / sklearn_nw time):"), "",
+                  "| peer | n | time s | ratio |", "|---|---|---|---|"]
+        ours = {r["n"]: r["time_s"] for r in result["results"] if r["status"] == "ok"}
+        for r in peers:
+            if r["status"] != "ok":
+                lines.append(f"| {r['peer']} | {r['n']:,} | {r['status']}: {r['reason']} | |")
+                continue
+            ratio = f"{r['time_s'] / ours[r['n']]:.2f}" if r["n"] in ours else "–"
+            lines.append(f"| {r['peer']} | {r['n']:,} | {r['time_s']:.3f} | {ratio} |")
     if result["plot"]:
-        lines += ["", f"Plot: {result['plot']} (time against pairs, log-log, line of slope 1)."]
+        lines += ["", (f"Plot: {result['plot']} (time against pairs, log-log, line of slope 1, "
+                       "the peers dotted).")]
     return lines
 
 

@@ -288,6 +288,11 @@ def test_engine_scaling_section_times_each_size_and_plots(tiny_engine_run):
     # Two sizes from slope_from=400: a slope is fitted and both targets are evaluated.
     assert math.isfinite(section["slope"])
     assert all(isinstance(t["met"], bool) for t in section["targets"])
+    # The peers run every size up to PEER_MAX_N (here all three) for the plot.
+    assert [(r["peer"], r["n"]) for r in section["peers"]] == [
+        (p, n) for p in ("chunked", "pykeops") for n in (200, 400, 800)]
+    for r in section["peers"]:
+        assert r["status"] == ("ok" if _installed(PEER_MODULES[r["peer"]]) else "skipped")
     assert section["plot"] == "bench_engine.png"
     assert (out_dir / "bench_engine.png").read_bytes().startswith(b"\x89PNG")
 
