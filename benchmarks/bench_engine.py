@@ -177,7 +177,7 @@ def _plot_scaling(ok, fitted, peers, path):
     ax.set_ylabel("fit + predict time (s)")
     ax.set_title("Gaussian Nadaraya-Watson, n_queries = n_train = n")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left", fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

@@ -178,13 +178,16 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
     xs1_t = xs1.T.contiguous()  # (r + 1, n)
     grad = torch.zeros_like(xs) if need_grad else None  # (n, r)
     value = 0.0
+    # Two (chunk, n) blocks, allocated once (see _engine._CACHE_BYTES).
+    blocks = xs.new_empty(2, min(step, len(rows)), n)
     for s in range(0, len(rows), step):
         chunk = rows[s : s + step]  # (b,)
         b = len(chunk)
         r = torch.arange(b, device=xs.device)
         qs1 = xs1[chunk]  # (b, r + 1)
         q2 = x2[chunk, None]  # (b, 1)
-        logits = torch.cat([2.0 * c * qs1[:, :-1], -c * q2, qs1[:, -1:]], dim=1) @ keys_t
+        logits = torch.mm(torch.cat([2.0 * c * qs1[:, :-1], -c * q2, qs1[:, -1:]], dim=1),
+                          keys_t, out=blocks[0, :b])  # (b, n)
         logits[r, chunk] = self_log_w[chunk] - shift  # (b, n)
         e = exp_(logits, exact_zeros=False)  # (b, n)
         num_den = (v1_t @ e.T).T  # (b, t + 1)
@@ -216,7 +219,8 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
         if not need_grad:
             continue
         gz = g / z  # (b, t)
-        gv = gz * v_t if v.shape[1] == 1 else gz @ v_t  # (b, n)
+        gv = (torch.mul(gz, v_t, out=blocks[1, :b]) if v.shape[1] == 1
+              else torch.mm(gz, v_t, out=blocks[1, :b]))  # (b, n)
         G = e.mul_(gv.sub_((gz * pred).sum(1, keepdim=True)))  # (b, n) = dL/dS
         G[r, chunk] = 0.0
         gx = (xs1_t @ G.T).T  # (b, r + 1): G @ x and the row sums of G
@@ -334,10 +338,12 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled):
     wv1_t = torch.cat([w[:, None] * v, w[:, None]], dim=1).T.contiguous()  # (t + 1, n)
     v1 = torch.cat([v, v.new_ones(n, 1)], dim=1)  # (n, t + 1)
     no_weight = torch.nonzero(w == 0).flatten()  # (z,)
+    # The distance and kernel blocks, allocated once (see _engine._CACHE_BYTES).
+    blocks = xs.new_empty(2, min(step, len(rows)), n)
     for s in range(0, len(rows), step):
         chunk = rows[s : s + step]  # (b,)
         r = torch.arange(len(chunk), device=xs.device)
-        d2 = _augmented_sq_dist(xs[chunk], xs)  # (b, n)
+        d2 = _augmented_sq_dist(xs[chunk], xs, out=blocks[0, : len(chunk)])  # (b, n)
         d2[r, chunk] = math.inf
         if len(no_weight):
             d2.index_fill_(1, no_weight, math.inf)
@@ -346,7 +352,7 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled):
         mu[(self_w[chunk] > 0) | ~torch.isfinite(mu[:, 0])] = 0.0
         d2.sub_(mu)
         self_term = self_w[chunk, None] * v1[chunk]  # (b, t + 1)
-        k = torch.empty_like(d2)  # (b, n)
+        k = blocks[1, : len(chunk)]  # (b, n)
         for chain in chains:
             for g, squarings in chain:
                 if squarings == 0:
