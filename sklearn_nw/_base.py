@@ -293,9 +293,11 @@ class NadarayaWatsonBase(BaseEstimator):
                 partial(self._stored_candidates, X, leave_one_out=leave_one_out),
             )
             return self._check_result(X, result)
-        if isinstance(getattr(self, "neighbors_", None), CellList) and not leave_one_out:
-            return self._check_result(X, self._cell_pool(X, values, device, log_w,
-                                                         return_attention))
+        neighbors = getattr(self, "neighbors_", None)
+        if self.kernel_.is_compact and not leave_one_out and (
+                neighbors is None or isinstance(neighbors, CellList)):
+            return self._check_result(X, self._support_pool(X, values, device, log_w,
+                                                            return_attention))
         if getattr(self, "neighbors_", None) is not None and not leave_one_out:
             result = self._neighbour_pool(X, values, device, log_w, return_attention,
                                           partial(self._searched_candidates, X))
@@ -315,12 +317,20 @@ class NadarayaWatsonBase(BaseEstimator):
         )
         return self._check_result(X, result)
 
-    def _cell_pool(self, X, values, device, log_w, return_attention):
-        """A compact kernel on a cell list: each block of queries against the training
-        points of the cells around it. Queries with no training point in reach are redone
-        on the dense engine, for the nearest-point fallback."""
+    def _support_pool(self, X, values, device, log_w, return_attention):
+        """A compact kernel, weights evaluated directly: on a cell list, each block of
+        queries against the training points of the cells around it; else all queries
+        against all training points with weight. Queries with no training point in reach
+        are redone on the log-space engine, for the nearest-point fallback."""
         tensor = self._tensor_maker(device)
-        rows = self.neighbor_rows_[self.neighbors_.order]  # indexed points, in cell order
+        if isinstance(self.neighbors_, CellList):
+            rows = self.neighbor_rows_[self.neighbors_.order]  # indexed points, in cell order
+            blocks = self.neighbors_.blocks
+        else:
+            rows = np.flatnonzero(self.sample_weight_ > 0)
+
+            def blocks(queries):
+                return [(np.arange(len(queries)), [(0, len(rows))])]
         w = self.sample_weight_[rows]
         xs = tensor(self._scaled(self.X_fit_[rows]))  # (n', r)
         wv1 = tensor(np.column_stack([w[:, None] * values[rows], w]))  # (n', t + 1)
@@ -329,7 +339,7 @@ class NadarayaWatsonBase(BaseEstimator):
         parts, lonely = [], []
         working_memory = get_config()["working_memory"]
         qs_all = self._scaled(X)
-        for queries, runs in self.neighbors_.blocks(qs_all):
+        for queries, runs in blocks(qs_all):
             if not runs:
                 lonely.append(queries)
                 continue

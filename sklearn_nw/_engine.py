@@ -143,7 +143,9 @@ def _augmented_sq_dist(qs, xs, refine=False, out=None):
         noise = 64 * torch.finfo(d2.dtype).eps * (q2.detach().max() + x2.detach().max())
         i, j = torch.nonzero(d2.detach() < noise, as_tuple=True)
         if len(i):
-            d2 = d2.index_put((i, j), ((qs[i] - xs[j]) ** 2).sum(1))
+            exact = ((qs[i] - xs[j]) ** 2).sum(1)
+            # In place into a given block; out of place otherwise, for autograd.
+            d2 = d2.index_put_((i, j), exact) if out is not None else d2.index_put((i, j), exact)
     return d2
 
 
@@ -330,17 +332,23 @@ def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memor
     empty = torch.zeros(b, dtype=torch.bool, device=qs.device)  # (b,)
     parts = []
     step = chunk_rows(b, m * qs.element_size() * _N_TEMPORARIES, working_memory)
+    step = max(1, min(step, _CACHE_BYTES // max(1, m * qs.element_size())))
+    # Two (chunk, m) blocks, allocated once (see _CACHE_BYTES): squared distances turned
+    # into weights in place, and coordinate differences.
+    blocks = qs.new_empty(2, min(step, b), m)
     with _compute_settings():
         for s in range(0, b, step):
             q = qs[s : s + step]  # (c, r)
+            c = q.shape[0]
+            k, diff = blocks[0, :c], blocks[1, :c]  # (c, m) each
             if q.shape[1] <= 3:  # explicit differences: exact, and few passes
-                d2 = torch.square(q[:, :1] - xs[:, 0])  # (c, m)
+                torch.sub(q[:, :1], xs[:, 0], out=k).square_()
                 for j in range(1, q.shape[1]):
-                    diff = q[:, j : j + 1] - xs[:, j]  # (c, m)
-                    d2.addcmul_(diff, diff)
+                    torch.sub(q[:, j : j + 1], xs[:, j], out=diff)
+                    k.addcmul_(diff, diff)
             else:
-                d2 = _augmented_sq_dist(q, xs, refine=True)  # (c, m)
-            k = kernel.profile_sq(d2)  # (c, m)
+                _augmented_sq_dist(q, xs, refine=True, out=k)
+            kernel.profile_sq_(k)  # (c, m) weights
             num_den = (wv1_t @ k.T).T  # (c, t + 1)
             den = num_den[:, -1:]  # (c, 1)
             empty[s : s + step] = ~(den[:, 0] > 0)

@@ -92,6 +92,10 @@ class Kernel(BaseEstimator):
         for compact kernels, whose values stay in [0, 1] (no log space needed)."""
         return torch.exp(self.log_profile_sq(u2))
 
+    def profile_sq_(self, u2):
+        """:meth:`profile_sq` written over ``u2`` (a block the engine reuses); returns it."""
+        return u2.copy_(self.profile_sq(u2))
+
     def __call__(self, u):
         """Evaluate the profile; accepts a tensor or an array-like and returns the same kind."""
         if isinstance(u, torch.Tensor):
@@ -139,10 +143,15 @@ class Tophat(Kernel):
     def profile_sq(self, u2):
         return (u2 <= 1.0).to(u2.dtype)
 
+    def profile_sq_(self, u2):
+        return u2.le_(1.0)
 
-def _one_minus_clipped(u2, power):
-    """``max(0, 1 - u2) ** power`` (``power`` > 0), the symmetric beta profiles."""
-    k = torch.clamp(1.0 - u2, min=0.0)
+
+def _one_minus_clipped(u2, power, out=None):
+    """``max(0, 1 - u2) ** power`` (``power`` > 0), the symmetric beta profiles, written
+    into ``out`` when given (it may be ``u2`` itself)."""
+    k = torch.sub(1.0, u2) if out is None else out.copy_(u2).neg_().add_(1.0)
+    k.clamp_(min=0.0)
     return k if power == 1 else k.pow_(power)
 
 
@@ -157,6 +166,9 @@ class Epanechnikov(Kernel):
     def profile_sq(self, u2):
         return _one_minus_clipped(u2, 1)
 
+    def profile_sq_(self, u2):
+        return _one_minus_clipped(u2, 1, out=u2)
+
 
 class Biweight(Kernel):
     """Biweight (quartic) kernel, ``k(u) = (1 - u**2)**2`` for ``u <= 1``, else 0."""
@@ -169,6 +181,9 @@ class Biweight(Kernel):
     def profile_sq(self, u2):
         return _one_minus_clipped(u2, 2)
 
+    def profile_sq_(self, u2):
+        return _one_minus_clipped(u2, 2, out=u2)
+
 
 class Triweight(Kernel):
     """Triweight kernel, ``k(u) = (1 - u**2)**3`` for ``u <= 1``, else 0."""
@@ -180,6 +195,9 @@ class Triweight(Kernel):
 
     def profile_sq(self, u2):
         return _one_minus_clipped(u2, 3)
+
+    def profile_sq_(self, u2):
+        return _one_minus_clipped(u2, 3, out=u2)
 
 
 class Linear(Kernel):
@@ -243,6 +261,11 @@ class SymmetricBeta(Kernel):
         if self.power == 0:
             return Tophat().profile_sq(u2)
         return _one_minus_clipped(u2, float(self.power))
+
+    def profile_sq_(self, u2):
+        if self.power == 0:
+            return Tophat().profile_sq_(u2)
+        return _one_minus_clipped(u2, float(self.power), out=u2)
 
 
 class CallableKernel(Kernel):
