@@ -19,8 +19,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         A name from :data:`sklearn_nw.kernels.KERNELS`, a
         :class:`~sklearn_nw.kernels.Kernel`, or a function mapping a torch tensor of scaled
         distances ``u >= 0`` to non-negative weights.
-    bandwidth : float, array-like of shape (n_features,) or {"scott", "silverman"}, \
-            default="scott"
+    bandwidth : float, array-like of shape (n_features,) or {"scott", "silverman"}, default="scott"
         The bandwidth h, one per feature, or a rule of thumb computed from the weighted
         training data.
     n_neighbors : int, default=None

@@ -165,8 +165,7 @@ class _LeaveOneOutClassification(ClassifierMixin, BaseEstimator):
 _SHARED_DOC = r"""
     Parameters
     ----------
-    bandwidths : int, array-like of shape (n_bandwidths,) or (n_bandwidths, n_features), \
-            default=None
+    bandwidths : int, array-like of shape (n_bandwidths,) or (n_bandwidths, n_features), default=None
         The grid: scalar bandwidths, or per-feature bandwidth vectors. An int ``m`` means
         ``m`` multiples of Scott's rule, geometrically spaced from 1/8 to 8; None means 25.
     kernel : str, Kernel or callable, default="gaussian"

@@ -22,8 +22,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         ``"cosine"``, ``"exponential"``, ``"constant"`` and aliases), a
         :class:`~sklearn_nw.kernels.Kernel`, or a function mapping a torch tensor of scaled
         distances ``u >= 0`` to non-negative weights.
-    bandwidth : float, array-like of shape (n_features,) or {"scott", "silverman"}, \
-            default="scott"
+    bandwidth : float, array-like of shape (n_features,) or {"scott", "silverman"}, default="scott"
         The bandwidth h, one per feature (a scalar is used for every feature), or a rule of
         thumb computed from the weighted training data
         (:func:`~sklearn_nw.bandwidth.scott_bandwidth`,
