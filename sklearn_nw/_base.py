@@ -421,10 +421,14 @@ class NadarayaWatsonBase(BaseEstimator):
         counts = np.array([len(i) for i in ind])
         lonely = np.flatnonzero(counts == 0)
         if len(lonely):
-            d1, i1 = self.neighbors_.kneighbors(queries[lonely], n_neighbors=1)
+            # No point in reach: the nearest ones, every tie (the pooling keeps those at
+            # the least distance and averages them, as the dense engine does).
+            d1, _ = self.neighbors_.kneighbors(queries[lonely], n_neighbors=1)
             for j, q in enumerate(lonely):
-                dist[q], ind[q] = d1[j], i1[j]
-            counts[lonely] = 1
+                radius = d1[j, 0] * (1.0 + 1e-9) + np.finfo(np.float64).tiny
+                dq, iq = self.neighbors_.radius_neighbors(queries[q : q + 1], radius=radius)
+                dist[q], ind[q] = dq[0], iq[0]
+                counts[q] = len(iq[0])
         dist, ind = np.concatenate(dist), np.concatenate(ind)
         if len(self.neighbor_rows_) < self.X_fit_.shape[0]:
             ind = self.neighbor_rows_[ind]

@@ -208,3 +208,28 @@ def test_prediction_within_target_range(problem):
     # Constant targets are reproduced exactly up to rounding.
     const = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, np.full(len(X), 2.5))
     assert_array_equal(np.round(const.predict(Q), 12), 2.5)
+
+
+@SETTINGS
+@given(problem=problems(min_n=1, kernels=COMPACT), scale=st.floats(0.05, 0.5),
+       data=st.data())
+def test_every_search_of_a_compact_kernel_agrees(problem, scale, data):
+    # Bandwidths small enough that supports matter (some queries may have no point in
+    # reach and fall back to their nearest points, ties averaged); the kernels are
+    # continuous at the support's edge, so rounding there changes nothing.
+    X, y, Q, kernel, h = problem
+    h = h * scale
+    w = data.draw(arrays(np.float64, (len(X),), elements=st.floats(0.5, 3.0)))
+    results = []
+    for algorithm in ("brute", "kd_tree", "ball_tree", "cell_list"):
+        reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h, algorithm=algorithm)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            if algorithm != "brute":  # the searches run from any size when asked for
+                reg.fit(X, y, sample_weight=w)
+                assert reg.neighbors_ is not None
+            results.append(reg.fit(X, y, sample_weight=w).predict(Q, return_attention=True))
+    (expected, A), others = results[0], results[1:]
+    for got, B in others:
+        assert_allclose(got, expected, rtol=1e-9, atol=1e-9 * (1.0 + np.abs(y).max()))
+        assert_allclose(dense(B), dense(A), rtol=1e-9, atol=1e-12)
