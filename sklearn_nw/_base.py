@@ -332,7 +332,11 @@ class NadarayaWatsonBase(BaseEstimator):
             def blocks(queries):
                 return [(np.arange(len(queries)), [(0, len(rows))])]
         w = self.sample_weight_[rows]
-        xs = tensor(self._scaled(self.X_fit_[rows]))  # (n', r)
+        keys = self._scaled(self.X_fit_[rows])  # (n', r)
+        # Centred on the keys (the weights are translation invariant): far from the origin,
+        # |q|^2 + |x|^2 - 2 q.x above three dimensions would lose the distances' precision.
+        centre = keys.mean(0) if len(keys) else 0.0
+        xs = tensor(keys - centre)  # (n', r)
         wv1 = tensor(np.column_stack([w[:, None] * values[rows], w]))  # (n', t + 1)
         n_q, n_fit = X.shape[0], self.X_fit_.shape[0]
         out = np.empty((n_q, values.shape[1]), dtype=self.X_fit_.dtype)
@@ -344,7 +348,7 @@ class NadarayaWatsonBase(BaseEstimator):
                 lonely.append(queries)
                 continue
             block_out, empty, attention = support_pool(
-                tensor(qs_all[queries]), torch.cat([xs[a:b] for a, b in runs]),
+                tensor(qs_all[queries] - centre), torch.cat([xs[a:b] for a, b in runs]),
                 torch.cat([wv1[a:b] for a, b in runs]).T, self.kernel_,
                 return_attention=return_attention, working_memory=working_memory,
             )

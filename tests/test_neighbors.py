@@ -169,3 +169,14 @@ def test_k_nearest_with_fractional_weights_looks_further():
     got = reg.fit(X, y, sample_weight=w).predict(Q)
     order = np.argsort(((Q[:, None] - X[None]) ** 2).sum(-1), axis=1)[:, :32]
     assert_allclose(got, y[order].mean(1), rtol=1e-10)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "cell_list"])
+def test_compact_paths_keep_precision_far_from_the_origin(algorithm):
+    # Five dimensions take |q|^2 + |x|^2 - 2 q.x: centred on the keys, a shift of 1e6
+    # costs only the rounding of the shifted inputs themselves (~1e-10).
+    X, y, _, Q = _data(n=500, d=5)
+    near = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.6, algorithm=algorithm)
+    far = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.6, algorithm=algorithm)
+    expected = near.fit(X, y).predict(Q)
+    assert_allclose(far.fit(X + 1e6, y).predict(Q + 1e6), expected, atol=1e-8)
