@@ -147,10 +147,10 @@ class Tophat(Kernel):
         return u2.le_(1.0)
 
 
-def _one_minus_clipped(u2, power, out=None):
+def _one_minus_clipped(u2, power, in_place=False):
     """``max(0, 1 - u2) ** power`` (``power`` > 0), the symmetric beta profiles, written
-    into ``out`` when given (it may be ``u2`` itself)."""
-    k = torch.sub(1.0, u2) if out is None else out.copy_(u2).neg_().add_(1.0)
+    over ``u2`` with ``in_place``."""
+    k = u2.neg_().add_(1.0) if in_place else torch.sub(1.0, u2)
     k.clamp_(min=0.0)
     return k if power == 1 else k.pow_(power)
 
@@ -167,7 +167,7 @@ class Epanechnikov(Kernel):
         return _one_minus_clipped(u2, 1)
 
     def profile_sq_(self, u2):
-        return _one_minus_clipped(u2, 1, out=u2)
+        return _one_minus_clipped(u2, 1, in_place=True)
 
 
 class Biweight(Kernel):
@@ -182,7 +182,7 @@ class Biweight(Kernel):
         return _one_minus_clipped(u2, 2)
 
     def profile_sq_(self, u2):
-        return _one_minus_clipped(u2, 2, out=u2)
+        return _one_minus_clipped(u2, 2, in_place=True)
 
 
 class Triweight(Kernel):
@@ -197,7 +197,7 @@ class Triweight(Kernel):
         return _one_minus_clipped(u2, 3)
 
     def profile_sq_(self, u2):
-        return _one_minus_clipped(u2, 3, out=u2)
+        return _one_minus_clipped(u2, 3, in_place=True)
 
 
 class Linear(Kernel):
@@ -265,7 +265,7 @@ class SymmetricBeta(Kernel):
     def profile_sq_(self, u2):
         if self.power == 0:
             return Tophat().profile_sq_(u2)
-        return _one_minus_clipped(u2, float(self.power), out=u2)
+        return _one_minus_clipped(u2, float(self.power), in_place=True)
 
 
 class CallableKernel(Kernel):
