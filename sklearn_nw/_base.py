@@ -26,9 +26,11 @@ from sklearn.utils.validation import (
 )
 
 from ._cells import CellList
+from ._compiled import AUTO_MAX_COORDS, CompileError, auto_compiled
 from ._engine import (
     PoolResult,
     attention_pool,
+    fused_pool,
     neighbour_pool,
     resolve_device,
     support_pool,
@@ -111,7 +113,9 @@ class NadarayaWatsonBase(BaseEstimator):
             "array-like",
         ],
         "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
-        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "ball_tree", "cell_list"})],
+        "algorithm": [
+            StrOptions({"auto", "brute", "compiled", "kd_tree", "ball_tree", "cell_list"})
+        ],
         "metric": [StrOptions({"euclidean", "precomputed"})],
         "device": [str],
     }
@@ -172,16 +176,18 @@ class NadarayaWatsonBase(BaseEstimator):
         d = self.projection_.shape[1] if hasattr(self, "projection_") else self.X_fit_.shape[1]
         algorithm = self.algorithm
         if self.n_neighbors is None:
-            if not self.kernel_.is_compact or algorithm == "brute":
+            if not self.kernel_.is_compact or algorithm in ("brute", "compiled"):
                 return
             if algorithm == "auto":
                 if n < _TREE_MIN_SAMPLES or d > _TREE_MAX_FEATURES:
                     return
                 algorithm = "cell_list" if d <= _CELL_MAX_FEATURES else "kd_tree"
-        elif algorithm == "cell_list":
+        elif algorithm in ("cell_list", "compiled"):
+            what = ("searches the support of a compact kernel" if algorithm == "cell_list"
+                    else "attends to every training point")
             raise ValueError(
-                "algorithm='cell_list' searches the support of a compact kernel; it cannot "
-                "find the k nearest points (n_neighbors). Use 'auto', 'kd_tree' or 'ball_tree'."
+                f"algorithm={algorithm!r} {what}; it cannot find the k nearest points "
+                "(n_neighbors). Use 'auto', 'kd_tree' or 'ball_tree'."
             )
         # Only points with positive weight can receive attention (zero weight = no row).
         self.neighbor_rows_ = np.flatnonzero(self.sample_weight_ > 0)
@@ -294,6 +300,10 @@ class NadarayaWatsonBase(BaseEstimator):
             )
             return self._check_result(X, result)
         neighbors = getattr(self, "neighbors_", None)
+        if neighbors is None and not (return_attention or leave_one_out):
+            result = self._fused_pool(X, values, device, log_w)
+            if result is not None:
+                return self._check_result(X, result)
         if self.kernel_.is_compact and not leave_one_out and (
                 neighbors is None or isinstance(neighbors, CellList)):
             return self._check_result(X, self._support_pool(X, values, device, log_w,
@@ -316,6 +326,31 @@ class NadarayaWatsonBase(BaseEstimator):
             working_memory=get_config()["working_memory"],
         )
         return self._check_result(X, result)
+
+    def _fused_pool(self, X, values, device, log_w):
+        """Dense sums on the compiled loop (:mod:`sklearn_nw._compiled`) when
+        ``algorithm="compiled"``, or when "auto" finds compiling worth it for a built-in
+        kernel; None to leave the call to the eager engine."""
+        tensor = self._tensor_maker(device)
+        metric = tensor(getattr(self, "projection_", self.bandwidth_))
+        if self.algorithm == "auto":
+            n_coords = metric.shape[-1]
+            if (type(self.kernel_) not in set(KERNELS.values()) or device.type == "mps"
+                    or n_coords > AUTO_MAX_COORDS or not auto_compiled(
+                        self.kernel_, metric.dtype, device, n_coords, values.shape[1] + 1,
+                        X.shape[0], self.X_fit_.shape[0])):
+                return None
+        elif self.algorithm != "compiled":
+            return None
+        try:
+            return fused_pool(tensor(X), tensor(self.X_fit_), tensor(values), metric,
+                              self.kernel_, log_w=tensor(log_w),
+                              working_memory=get_config()["working_memory"])
+        except CompileError as exc:
+            if self.algorithm == "compiled":
+                raise
+            warnings.warn(f"{exc}; computing on the eager engine instead.", UserWarning)
+            return None
 
     def _support_pool(self, X, values, device, log_w, return_attention):
         """A compact kernel, weights evaluated directly: on a cell list, each block of

@@ -219,6 +219,13 @@ class _Problem:
             m = logits.amax(1, keepdim=True)
         return logits.sub_(m), n_empty
 
+    def careful_sums(self, qs, rows):
+        """Weighted sums ``(b, t + 1)`` of the careful path, its weights and the number of
+        rows that fell back to the nearest key(s)."""
+        careful, n_empty = self.careful_logits(qs, rows)
+        careful = exp_(careful)  # (b, n)
+        return (self.v1t @ careful.T).T, careful, n_empty
+
 
 def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
                    return_attention=False, exact_zeros=False, working_memory=1024):
@@ -277,11 +284,9 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
             total = num_den[:, -1]  # (b,)
             redo = ~((total > tiny) & (total <= 1.001 * n))  # (b,) underflowed, empty, NaN or overflowed
             if bool(redo.any()):
-                careful, n_empty = problem.careful_logits(qs[redo], rows[redo])
+                num_den[redo], careful, n_empty = problem.careful_sums(qs[redo], rows[redo])
                 n_fallback += n_empty
-                careful = exp_(careful)  # (r, n)
                 weights[redo] = careful
-                num_den[redo] = (problem.v1t @ careful.T).T
             den = num_den[:, -1:]  # (b, 1)
             out[s : s + step] = num_den[:, :-1] / den
             if return_attention:
@@ -299,6 +304,39 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
         crow = torch.cat([counts[0].new_zeros(1), torch.cat(counts).cumsum(0)])  # (n_q + 1,)
         attention = (crow, torch.cat(cols), torch.cat(vals))
     return PoolResult(out, attention, n_fallback)
+
+
+def fused_pool(q, x, v, h, kernel, *, log_w=None, working_memory=1024):
+    """:func:`attention_pool` without attention or leave-one-out, the sums computed by
+    the compiled fused loop of :mod:`sklearn_nw._compiled` (no ``(chunk, n)`` block is
+    stored). Rows whose sums underflow are redone on the careful path, as there.
+
+    Raises
+    ------
+    sklearn_nw._compiled.CompileError
+        If torch.compile cannot build the loop here.
+    """
+    from ._compiled import fused_sums  # imports torch's compiler stack on first use
+
+    problem = _Problem(x, v, h, kernel, log_w, None, working_memory)
+    positive = problem.log_w[problem.positive]
+    key_term = problem.log_w - positive.max()  # (n,) <= 0, -inf for zero weight
+    if kernel.quadratic_coef is None:
+        key_term = key_term.exp()
+    qs = problem.scale(q)  # (n_q, r)
+    with _compute_settings():
+        num_den = fused_sums(qs, problem.xs, key_term, problem.v1t, kernel)  # (n_q, t + 1)
+        total = num_den[:, -1]
+        tiny = math.sqrt(torch.finfo(q.dtype).tiny)
+        redo = torch.nonzero(~(total > tiny))[:, 0]  # underflowed, empty or NaN
+        n_fallback = 0
+        step = chunk_rows(len(redo), x.shape[0] * q.element_size() * (x.shape[1] + 2),
+                          working_memory)
+        for s in range(0, len(redo), step):
+            rows = redo[s : s + step]
+            num_den[rows], _, n_empty = problem.careful_sums(qs[rows], rows)
+            n_fallback += n_empty
+    return PoolResult(num_den[:, :-1] / num_den[:, -1:], None, n_fallback)
 
 
 # -- neighbour-restricted sums ---------------------------------------------------------------

@@ -41,6 +41,18 @@ def test_cuda_paths_agree_with_the_cpu(params):
     assert abs(attention - expected_attention).max() < 1e-12
 
 
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_cuda_compiled_path_agrees_with_the_cpu(kernel):
+    # Inductor generates Triton code here (C++ on the CPU).
+    X, y, w, Q = _data()
+    params = {"kernel": kernel, "bandwidth": 0.05, "algorithm": "compiled"}
+    for dtype, tolerance in ((np.float64, 1e-10), (np.float32, 1e-4)):
+        cpu = NadarayaWatsonRegressor(**params).fit(X.astype(dtype), y, w)
+        gpu = NadarayaWatsonRegressor(**params, device="cuda").fit(X.astype(dtype), y, w)
+        assert_allclose(gpu.predict(Q.astype(dtype)), cpu.predict(Q.astype(dtype)),
+                        rtol=tolerance, atol=tolerance)
+
+
 def test_cuda_precomputed_graph_and_classifier():
     X, y, w, Q = _data(n=1000)
     labels = np.digitize(y, [0.3, 1.0])

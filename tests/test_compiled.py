@@ -1,0 +1,193 @@
+"""The compiled dense path (algorithm="compiled"): a loop that torch.compile fuses.
+
+Each configuration (kernel, dtype, number of coordinates and of value columns) compiles once
+per process, a few seconds each, so these tests share a few configurations.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from _oracle import PROFILES, nearest_index, nw_class_proba, nw_predict
+from numpy.testing import assert_allclose
+
+from sklearn_nw import (
+    EmptyNeighborhoodWarning,
+    NadarayaWatsonClassifier,
+    NadarayaWatsonRegressor,
+    _base,
+    _compiled,
+)
+from sklearn_nw.bandwidth import LeaveOneOutBandwidth
+from sklearn_nw.kernels import Kernel
+
+
+def _data(n=150, d=2, n_queries=40, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.sin(2 * X[:, 0]) + X[:, -1]
+    w = rng.integers(0, 3, n).astype(float)  # zero weights included
+    Q = rng.normal(size=(n_queries, d))
+    return X, y, w, Q
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "exponential", "epanechnikov", "tophat",
+                                    "tricube", "constant"])
+def test_compiled_agrees_with_the_oracle(kernel):
+    X, y, w, Q = _data()
+    h = np.array([0.9, 1.3])
+    reg = NadarayaWatsonRegressor(kernel, bandwidth=h, algorithm="compiled")
+    reg.fit(X, y, sample_weight=w)
+    expected = nw_predict(Q, X, y, h, PROFILES[kernel], w)
+    assert_allclose(reg.predict(Q), expected, rtol=1e-12, atol=1e-14)
+
+
+def test_float32_accuracy_against_float64():
+    X, y, w, Q = _data(n=3000, n_queries=600)  # several chunks, the last one padded
+    h = np.array([0.3, 0.4])
+    reg32 = NadarayaWatsonRegressor(bandwidth=h, algorithm="compiled")
+    reg32.fit(X.astype(np.float32), y.astype(np.float32), sample_weight=w)
+    pred32 = reg32.predict(Q.astype(np.float32))
+    assert pred32.dtype == np.float32
+    pred64 = NadarayaWatsonRegressor(bandwidth=h).fit(X, y, sample_weight=w).predict(Q)
+    assert np.abs(pred32 - pred64).max() < 1e-5
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_classifier_probabilities(kernel):
+    X, y, w, Q = _data()
+    labels = np.digitize(y, [-0.5, 0.5])  # 3 classes
+    h = np.array([0.9, 1.3])
+    clf = NadarayaWatsonClassifier(kernel, bandwidth=h, algorithm="compiled")
+    proba = clf.fit(X, labels, sample_weight=w).predict_proba(Q)
+    expected = nw_class_proba(Q, X, labels, [0, 1, 2], h, PROFILES[kernel], w)
+    assert_allclose(proba, expected, rtol=1e-12, atol=1e-14)
+    if kernel == "epanechnikov":  # no attention reaches a class: exactly 0, not a tiny number
+        assert np.array_equal(proba == 0, expected == 0) and (expected == 0).any()
+
+
+def test_underflow_and_empty_support_take_the_careful_path():
+    X, y, _, _ = _data()
+    Q = X[:5] + 1e-3
+    # Gaussian weights of 0 in float64 (|q - x|^2 / h^2 ~ 1e4): the nearest point's value.
+    tiny = NadarayaWatsonRegressor(bandwidth=1e-5, algorithm="compiled").fit(X, y)
+    assert_allclose(tiny.predict(Q), y[[nearest_index(q, X) for q in Q]], rtol=1e-12)
+    # A compact kernel with no point in reach: the same fallback, with the warning.
+    far = np.array([[50.0, 50.0]])
+    compact = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.5, algorithm="compiled")
+    with pytest.warns(EmptyNeighborhoodWarning):
+        got = compact.fit(X, y).predict(far)
+    assert_allclose(got, [y[nearest_index(far[0], X)]])
+
+
+def test_learned_metric_and_many_outputs():
+    X, y, w, Q = _data(d=3)
+    # A learned low-rank projection: distances in 1 coordinate.
+    full = NadarayaWatsonRegressor(
+        bandwidth=LeaveOneOutBandwidth("full", n_components=1), algorithm="compiled"
+    ).fit(X, y)
+    brute = NadarayaWatsonRegressor(bandwidth=full.bandwidth, algorithm="brute").fit(X, y)
+    assert full.projection_.shape == (3, 1)
+    assert_allclose(full.predict(Q), brute.predict(Q), rtol=1e-12)
+    # More value columns than the fused reductions take: one matrix product per chunk.
+    Y = np.column_stack([np.sin(k * X[:, 0]) for k in range(20)])
+    h = np.array([0.9, 1.3, 0.7])
+    many = NadarayaWatsonRegressor(bandwidth=h, algorithm="compiled").fit(X, Y, sample_weight=w)
+    expected = nw_predict(Q, X, Y, h, PROFILES["gaussian"], w)
+    assert_allclose(many.predict(Q), expected, rtol=1e-12, atol=1e-14)
+
+
+def test_precision_far_from_the_origin():
+    # Explicit differences of centred coordinates: a shift of 1e6 costs only the rounding of
+    # the shifted inputs themselves.
+    X, y, _, Q = _data(d=5)
+    reg = NadarayaWatsonRegressor("epanechnikov", bandwidth=2.5, algorithm="compiled")
+    expected = reg.fit(X, y).predict(Q)
+    assert_allclose(reg.fit(X + 1e6, y).predict(Q + 1e6), expected, atol=1e-8)
+
+
+def test_compiled_cannot_find_k_nearest():
+    X, y, _, _ = _data()
+    with pytest.raises(ValueError, match="k nearest"):
+        NadarayaWatsonRegressor(n_neighbors=3, algorithm="compiled").fit(X, y)
+
+
+def test_attention_and_leave_one_out_stay_on_the_eager_engine():
+    X, y, w, Q = _data()
+    reg = NadarayaWatsonRegressor(bandwidth=0.8, algorithm="compiled").fit(X, y, sample_weight=w)
+    pred, attention = reg.predict(Q, return_attention=True)
+    assert attention.shape == (len(Q), len(X))
+    assert_allclose(pred, reg.predict(Q), rtol=1e-12)
+
+
+class _UserGaussian(Kernel):
+    def log_profile_sq(self, u2):
+        return -0.5 * u2
+
+
+class _Spy:
+    """Counts the calls of the compiled path from the estimators."""
+
+    def __init__(self, monkeypatch):
+        self.calls = 0
+        original = _base.fused_pool
+
+        def spy(*args, **kwargs):
+            self.calls += 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(_base, "fused_pool", spy)
+
+
+def test_auto_compiles_once_eager_work_reaches_the_compile_cost(monkeypatch):
+    monkeypatch.setattr(_compiled, "_compiled", {})
+    monkeypatch.setattr(_compiled, "_eager_pairs", {})
+    chunk = _compiled._CHUNK["cpu"]
+    monkeypatch.setattr(_compiled, "_COMPILE_COST_PAIRS", 2.5 * chunk * 150)
+    spy = _Spy(monkeypatch)
+    X, y, w, _ = _data()
+    Q = np.random.default_rng(1).normal(size=(chunk, 2))
+    reg = NadarayaWatsonRegressor(bandwidth=0.8).fit(X, y, sample_weight=w)
+    expected = reg.predict(Q)
+    reg.predict(Q)
+    assert spy.calls == 0  # 2 x chunk x 150 pairs spent eagerly, below the cost
+    assert_allclose(reg.predict(Q), expected, rtol=1e-12)
+    assert spy.calls == 1  # the third call reaches it and compiles
+    reg.predict(Q)
+    assert spy.calls == 2  # compiled: used from now on
+    reg.predict(Q[:10])
+    assert spy.calls == 2  # but not for calls smaller than a chunk
+    # Other configurations keep their own count; user kernels and other algorithms never.
+    NadarayaWatsonRegressor(bandwidth=0.8).fit(X, np.column_stack([y, y])).predict(Q)
+    NadarayaWatsonRegressor(_UserGaussian(), bandwidth=0.8).fit(X, y).predict(Q)
+    NadarayaWatsonRegressor(bandwidth=0.8, algorithm="brute").fit(X, y).predict(Q)
+    assert spy.calls == 2
+
+
+def test_compile_failure(monkeypatch):
+    monkeypatch.setattr(_compiled, "_compiled", {})
+
+    def broken(function):
+        def call(*args):
+            raise RuntimeError("no C++ compiler")
+
+        return call
+
+    monkeypatch.setattr(torch, "compile", broken)
+    X, y, _, Q = _data()
+    forced = NadarayaWatsonRegressor(bandwidth=0.8, algorithm="compiled").fit(X, y)
+    with pytest.raises(_compiled.CompileError, match="no C.. compiler"):
+        forced.predict(Q)
+    with pytest.raises(_compiled.CompileError):  # remembered, not retried
+        forced.predict(Q)
+    # "auto" warns once and stays on the eager engine.
+    monkeypatch.setattr(_compiled, "_compiled", {})
+    monkeypatch.setattr(_compiled, "_COMPILE_COST_PAIRS", 0)
+    auto = NadarayaWatsonRegressor(bandwidth=0.8).fit(X, y)
+    with pytest.warns(UserWarning, match="eager engine"):
+        got = auto.predict(Q)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert_allclose(auto.predict(Q), got)
+    assert_allclose(got, nw_predict(Q, X, y, [0.8, 0.8], PROFILES["gaussian"]), rtol=1e-12)
