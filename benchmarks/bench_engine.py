@@ -4,8 +4,9 @@ What it measures
 ----------------
 Three sections (``--sections``), on the CPU.
 
-1. ``scaling``: ``NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X, y)
-   .predict(Q)`` in float32 with ``n_queries = n_train = n`` for each of ``--sizes``
+1. ``scaling``: ``NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h,
+   algorithm="brute").fit(X, y).predict(Q)`` (the eager engine: ``"auto"`` would compile
+   inside the largest call, see below) in float32 with ``n_queries = n_train = n`` for each of ``--sizes``
    (default 1,000 to 100,000), d=4, standard normal data (``bench_predict.make_problem``),
    one fixed h: Scott's rule of the largest training set. Each size runs in a fresh process
    (``bench_predict.run_in_child``): the best of ``SMALL_REPEATS`` timed calls, then the peak
@@ -14,8 +15,9 @@ Three sections (``--sections``), on the CPU.
    over the sizes from ``--slope-from`` (default 10,000) is within ``SLOPE_TOLERANCE`` of 1
    (linear in n_queries x n_train); the largest size stays under ``MEMORY_TARGET_MB`` extra.
    The plot of time against pairs (log-log, with a line of slope 1) goes to bench_engine.png,
-   with the ``SCALING_PEERS`` of bench_predict (chunked eager torch, pykeops) timed the same
-   way up to ``PEER_MAX_N``.
+   with the ``SCALING_PEERS`` of bench_predict timed the same way: the package's compiled
+   path (``algorithm="compiled"``, compile excluded) at every size, with the same two
+   targets, and chunked eager torch and pykeops up to ``PEER_MAX_N``.
 2. ``compact``: ``--n-compact`` training points uniform in [0, 1]^2, ``y = sin(6 x0) + x1``,
    the Epanechnikov kernel at bandwidth ``RADIUS``, ``--n-compact-queries`` uniform queries,
    float64. Fit + predict (best of ``--repeats``) of ``NadarayaWatsonRegressor("epanechnikov",
@@ -78,7 +80,8 @@ COMPACT_SPEED_TARGET = 2.0
 COMPACT_DIFF_TARGET = 1e-6
 KS = (10, 30, 100, 300, 1000)
 # Section 1 also times these peers of bench_predict, up to this size, for the plot.
-SCALING_PEERS = ("chunked", "pykeops")
+SCALING_PEERS = ("sklearn_nw_compiled", "chunked", "pykeops")
+OWN_PEERS = ("sklearn_nw_compiled",)  # the package's other path: every size
 PEER_MAX_N = 30_000
 
 
@@ -100,7 +103,8 @@ def section_scaling(sizes=SIZES, slope_from=SLOPE_FROM, d=4, out_dir=RESULTS_DIR
     for n in sizes:
         _progress(f"scaling: n = {n:,}")
         repeats = SMALL_REPEATS if n < ONE_RUN_FROM else 1
-        r = run_in_child("sklearn_nw", X_all[:n], y_all[:n], Q_all[:n], h, repeats, True)
+        r = run_in_child("sklearn_nw_eager", X_all[:n], y_all[:n], Q_all[:n], h, repeats,
+                         True)
         r.pop("pred", None)
         r.pop("compile_s", None)
         if r["status"] == "ok":
@@ -109,14 +113,35 @@ def section_scaling(sizes=SIZES, slope_from=SLOPE_FROM, d=4, out_dir=RESULTS_DIR
             r["memory_measured"] = "separate call" if repeats > 1 else "during the timed call"
         results.append({"n": n, **r})
     peers = []
-    for peer, n in ((p, n) for p in SCALING_PEERS for n in sizes if n <= PEER_MAX_N):
+    for peer, n in ((p, n) for p in SCALING_PEERS for n in sizes
+                    if n <= PEER_MAX_N or p in OWN_PEERS):
         _progress(f"scaling: {peer}, n = {n:,}")
         # pykeops reuses its build cache: the compile is excluded from the timing anyway.
-        r = run_in_child(peer, X_all[:n], y_all[:n], Q_all[:n], h, SMALL_REPEATS, False)
-        peers.append({"peer": peer, "n": n, "status": r["status"],
-                      "time_s": r.get("time_s"), "reason": r.get("reason")})
+        repeats = SMALL_REPEATS if n < ONE_RUN_FROM else 1
+        r = run_in_child(peer, X_all[:n], y_all[:n], Q_all[:n], h, repeats, False)
+        peers.append({"peer": peer, "n": n, "status": r["status"], "time_s": r.get("time_s"),
+                      "peak_extra_mb": r.get("peak_extra_mb"),
+                      "compile_s": r.get("compile_s"), "reason": r.get("reason")})
     ok = [r for r in results if r["status"] == "ok"]
     fitted = [r for r in ok if r["n"] >= slope_from]
+    slope, targets = _linearity_targets("", results, slope_from)
+    for peer in OWN_PEERS:
+        series = [{**r, "pairs": r["n"] ** 2} for r in peers if r["peer"] == peer]
+        targets += _linearity_targets(f"{peer}: ", series, slope_from)[1]
+    plot = _plot_scaling(ok, fitted, peers, Path(out_dir) / "bench_engine.png")
+    config = {"sizes": sizes, "d": d, "dtype": "float32", "kernel": "gaussian",
+              "bandwidth": "scott of the largest training set", "h": h.tolist(),
+              "repeats": f"best of {SMALL_REPEATS} below n = {ONE_RUN_FROM:,}, else 1 run",
+              "slope_from": slope_from, "peers": list(SCALING_PEERS),
+              "peer_max_n": PEER_MAX_N}
+    return {"config": config, "results": results, "peers": peers, "slope": slope,
+            "plot": plot, "targets": targets}
+
+
+def _linearity_targets(prefix, results, slope_from):
+    """The log-log slope of time against pairs over the sizes from ``slope_from``, and the
+    two targets (linear time, memory of the largest size) of one series."""
+    fitted = [r for r in results if r["status"] == "ok" and r["n"] >= slope_from]
     slope = None
     if len(fitted) >= 2:
         slope = float(np.polyfit(np.log([r["pairs"] for r in fitted]),
@@ -130,19 +155,11 @@ def section_scaling(sizes=SIZES, slope_from=SLOPE_FROM, d=4, out_dir=RESULTS_DIR
     memory_detail = (f"{largest['peak_extra_mb']:.0f} MB extra at {largest['n']:,} × "
                      f"{largest['n']:,}, target < {MEMORY_TARGET_MB:.0f} MB"
                      if largest["status"] == "ok" else f"n = {largest['n']:,} did not run")
-    targets = [
-        _target("time linear in pairs", None if slope is None
+    return slope, [
+        _target(f"{prefix}time linear in pairs", None if slope is None
                 else abs(slope - 1) <= SLOPE_TOLERANCE, slope_detail),
-        _target("memory of the largest size", memory_ok, memory_detail),
+        _target(f"{prefix}memory of the largest size", memory_ok, memory_detail),
     ]
-    plot = _plot_scaling(ok, fitted, peers, Path(out_dir) / "bench_engine.png")
-    config = {"sizes": sizes, "d": d, "dtype": "float32", "kernel": "gaussian",
-              "bandwidth": "scott of the largest training set", "h": h.tolist(),
-              "repeats": f"best of {SMALL_REPEATS} below n = {ONE_RUN_FROM:,}, else 1 run",
-              "slope_from": slope_from, "peers": list(SCALING_PEERS),
-              "peer_max_n": PEER_MAX_N}
-    return {"config": config, "results": results, "peers": peers, "slope": slope,
-            "plot": plot, "targets": targets}
 
 
 def _plot_scaling(ok, fitted, peers, path):
@@ -162,14 +179,15 @@ def _plot_scaling(ok, fitted, peers, path):
     log_t0 = np.mean(np.log([r["time_s"] for r in anchor]))
     grid = np.array([pairs.min(), pairs.max()])
     fig, ax = plt.subplots(figsize=(6, 4.5))
-    ax.loglog(pairs, times, "o-", label="sklearn_nw dense predict (float32, d=4)")
+    ax.loglog(pairs, times, "o-", label="sklearn_nw eager engine (float32, d=4)")
     ax.loglog(grid, np.exp(log_t0 + np.log(grid) - log_p0), "k--", lw=1, label="slope 1")
-    labels = {"chunked": "chunked eager torch", "pykeops": "pykeops (CPU, compile excluded)"}
+    labels = {"sklearn_nw_compiled": "sklearn_nw compiled (compile excluded)",
+              "chunked": "chunked eager torch", "pykeops": "pykeops (CPU, compile excluded)"}
     for peer in SCALING_PEERS:
         done = [r for r in peers if r["peer"] == peer and r["status"] == "ok"]
         if done:
-            ax.loglog([float(r["n"]) ** 2 for r in done], [r["time_s"] for r in done], "s:",
-                      label=labels.get(peer, peer))
+            ax.loglog([float(r["n"]) ** 2 for r in done], [r["time_s"] for r in done],
+                      "o-" if peer in OWN_PEERS else "s:", label=labels.get(peer, peer))
     for r in ok:
         ax.annotate(f"n={r['n']:,}", (r["pairs"], r["time_s"]), textcoords="offset points",
                     xytext=(5, -12), fontsize=8)
@@ -186,7 +204,7 @@ def _plot_scaling(ok, fitted, peers, path):
 
 
 def markdown_scaling(result):
-    lines = ["### 1. Scaling of dense predict", "",
+    lines = ["### 1. Scaling of dense predict (the eager engine, `algorithm=\"brute\"`)", "",
              (f"Gaussian, float32, d={result['config']['d']}, n_queries = n_train = n, one "
               f"h (Scott's rule at n = {result['config']['sizes'][-1]:,}); each size in a "
               "fresh process."), "",
@@ -203,15 +221,18 @@ def markdown_scaling(result):
     peers = result.get("peers", [])
     if peers:
         lines += ["", ("Peers in the same run (each size in a fresh process, best of "
-                       f"{SMALL_REPEATS}; ratio = peer time / sklearn_nw time):"), "",
-                  "| peer | n | time s | ratio |", "|---|---|---|---|"]
+                       f"{SMALL_REPEATS} below n = {ONE_RUN_FROM:,}; ratio = peer time / "
+                       "sklearn_nw eager time; compiles excluded):"), "",
+                  "| peer | n | time s | ratio | peak extra MB |", "|---|---|---|---|---|"]
         ours = {r["n"]: r["time_s"] for r in result["results"] if r["status"] == "ok"}
         for r in peers:
             if r["status"] != "ok":
-                lines.append(f"| {r['peer']} | {r['n']:,} | {r['status']}: {r['reason']} | |")
+                lines.append(f"| {r['peer']} | {r['n']:,} | {r['status']}: {r['reason']} | | |")
                 continue
             ratio = f"{r['time_s'] / ours[r['n']]:.2f}" if r["n"] in ours else "–"
-            lines.append(f"| {r['peer']} | {r['n']:,} | {r['time_s']:.3f} | {ratio} |")
+            name = r["peer"] + (f" (+{r['compile_s']:.1f} s compile)" if r["compile_s"] else "")
+            lines.append(f"| {name} | {r['n']:,} | {r['time_s']:.3f} | {ratio} "
+                         f"| {r['peak_extra_mb']:.0f} |")
     if result["plot"]:
         lines += ["", (f"Plot: {result['plot']} (time against pairs, log-log, line of slope 1, "
                        "the peers dotted).")]

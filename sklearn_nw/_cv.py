@@ -181,7 +181,7 @@ _SHARED_DOC = r"""
         is applied to the leave-one-out predictions (``cv=None``) or to each split.
     n_neighbors : int, default=None
         As in the plain estimator (the leave-one-out scores use all training points).
-    algorithm : {{"auto", "brute", "kd_tree", "ball_tree", "cell_list"}}, default="auto"
+    algorithm : {{"auto", "brute", "compiled", "kd_tree", "ball_tree", "cell_list"}}, default="auto"
         As in the plain estimator.
     device : str, default="cpu"
         Torch device, as in the plain estimator.

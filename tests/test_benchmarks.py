@@ -16,7 +16,7 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 # The module each peer needs; a peer whose module is missing must be reported as skipped.
-PEER_MODULES = {"sklearn_nw": "sklearn_nw", "textbook": "torch", "chunked": "torch",
+PEER_MODULES = {"sklearn_nw": "sklearn_nw", "sklearn_nw_compiled": "sklearn_nw", "textbook": "torch", "chunked": "torch",
                 "compiled": "torch", "statsmodels": "statsmodels", "knn": "sklearn",
                 "pykeops": "pykeops"}
 
@@ -269,7 +269,7 @@ def test_engine_json_has_machine_config_sections_and_targets(bench_engine, tiny_
     assert saved["config"]["sections"] == list(bench_engine.SECTIONS)
     assert list(saved["sections"]) == list(bench_engine.SECTIONS)
     assert {"start", "end"} == set(saved["load_average"])
-    assert len(saved["targets"]) == 2 + 2
+    assert len(saved["targets"]) == 4 + 2  # scaling: eager and compiled; compact
     for t in saved["targets"]:
         assert t["section"] in bench_engine.SECTIONS
         assert t["met"] in (True, False, None) and t["name"] and t["detail"]
@@ -288,9 +288,16 @@ def test_engine_scaling_section_times_each_size_and_plots(tiny_engine_run):
     # Two sizes from slope_from=400: a slope is fitted and both targets are evaluated.
     assert math.isfinite(section["slope"])
     assert all(isinstance(t["met"], bool) for t in section["targets"])
-    # The peers run every size up to PEER_MAX_N (here all three) for the plot.
+    # The peers run every size up to PEER_MAX_N (here all three) for the plot, the
+    # package's compiled path every size, with its own two targets.
     assert [(r["peer"], r["n"]) for r in section["peers"]] == [
-        (p, n) for p in ("chunked", "pykeops") for n in (200, 400, 800)]
+        (p, n) for p in ("sklearn_nw_compiled", "chunked", "pykeops") for n in (200, 400, 800)]
+    assert [t["name"] for t in section["targets"]] == [
+        "time linear in pairs", "memory of the largest size",
+        "sklearn_nw_compiled: time linear in pairs",
+        "sklearn_nw_compiled: memory of the largest size"]
+    compiled = [r for r in section["peers"] if r["peer"] == "sklearn_nw_compiled"]
+    assert all(r["compile_s"] > 0 and r["peak_extra_mb"] >= 0 for r in compiled)
     for r in section["peers"]:
         assert r["status"] == ("ok" if _installed(PEER_MODULES[r["peer"]]) else "skipped")
     assert section["plot"] == "bench_engine.png"
