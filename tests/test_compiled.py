@@ -67,6 +67,32 @@ def test_classifier_probabilities(kernel):
         assert np.array_equal(proba == 0, expected == 0) and (expected == 0).any()
 
 
+def test_memory_is_bounded_by_the_chunk(monkeypatch):
+    # Run the function eagerly instead of compiling it, recording what it is given: blocks
+    # of exactly one chunk of queries (the last one padded), and results of that size only.
+    monkeypatch.setattr(_compiled, "_compiled", {})
+    shapes = []
+
+    def recording(function):
+        def call(*args):
+            shapes.append((tuple(args[0].shape), tuple(args[1].shape)))
+            out = function(*args)
+            shapes[-1] += (tuple(out.shape),)
+            return out
+
+        return call
+
+    monkeypatch.setattr(torch, "compile", recording)
+    X, y, w, _ = _data()
+    chunk = _compiled._CHUNK["cpu"]
+    Q = np.random.default_rng(2).normal(size=(2 * chunk + 7, 2))
+    h = np.array([0.9, 1.3])
+    reg = NadarayaWatsonRegressor(bandwidth=h, algorithm="compiled").fit(X, y, sample_weight=w)
+    assert_allclose(reg.predict(Q), nw_predict(Q, X, y, h, PROFILES["gaussian"], w),
+                    rtol=1e-12)
+    assert shapes == [((chunk, 2), (2, len(X)), (chunk, 2))] * 3
+
+
 def test_underflow_and_empty_support_take_the_careful_path():
     X, y, _, _ = _data()
     Q = X[:5] + 1e-3

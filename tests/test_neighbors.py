@@ -52,6 +52,9 @@ def test_switching_paths_changes_nothing(kernel):
         assert_allclose(pred, outputs[0][0], rtol=1e-12)
         assert abs(attention - outputs[0][1]).max() < 1e-12
         assert attention.nnz == outputs[0][1].nnz
+    # The compiled dense loop (predictions only: attention maps are computed eagerly).
+    compiled = NadarayaWatsonRegressor(kernel, bandwidth=0.05, algorithm="compiled")
+    assert_allclose(compiled.fit(X, y, sample_weight=w).predict(Q), outputs[0][0], rtol=1e-12)
 
 
 @pytest.mark.parametrize("d", [1, 3, 5])
