@@ -2,11 +2,11 @@
 
 The eager engine (:func:`sklearn_nw._engine.attention_pool`) writes each ``(chunk, n)``
 block of logits to memory and reads it back for every step: a matrix product for the
-distances, the ``exp``, a matrix product for the weighted sums. Here Inductor turns
-:func:`_chunk_sums` into one loop per query that computes the exact squared distance to each
-key (explicit differences, so no cancellation), its kernel weight and the running sums of the
-weighted values, and never stores a block: C++ with OpenMP and vector instructions on the
-CPU, Triton on a GPU.
+distances, the ``exp``, a matrix product for the weighted sums. Here Inductor turns the
+function of :func:`_make_chunk_sums` into one loop per query that computes the exact squared
+distance to each key (explicit differences, so no cancellation), its kernel weight and the
+running sums of the weighted values, and never stores a block: C++ with OpenMP and vector
+instructions on the CPU, Triton on a GPU.
 
 Compiling takes seconds, so each configuration (kernel, dtype, device, number of
 coordinates and of value columns) is compiled once per process and kept; the number of keys
@@ -31,8 +31,9 @@ _GPU_CHUNK = 8192
 # on it as compiling would take (rent or buy: never more than twice the better choice's
 # time). Measured on 2 cores: 3 to 8 s to compile, 1e-9 s per query-key pair eagerly (d=8).
 _COMPILE_COST_PAIRS = 5e9
-# The distance loop is unrolled over the coordinates; with many, the eager engine's matrix
-# product computes distances faster, and compiling takes longer.
+# The distance loop is unrolled over the coordinates, and its advantage shrinks with them:
+# measured at 20,000 x 20,000 (Gaussian, float32, 2 cores), the compiled loop against the
+# eager engine: 2.0x faster at d=4, 1.4x at 8, 1.2x at 16, none at 32.
 AUTO_MAX_COORDS = 16
 # Above this many value columns the weighted sums are one matrix product of the weights
 # (stored per chunk), instead of one fused reduction per column.
