@@ -82,7 +82,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         Leave-one-out attention of the training set on itself, computed when read.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when X has string feature names.
 
     See Also
