@@ -1,11 +1,12 @@
-"""Bandwidth selection: rules of thumb and checks of user-given bandwidths.
+"""Bandwidth selection: rules of thumb, checks of user-given bandwidths, and
+:class:`LeaveOneOutBandwidth`, the descent on the leave-one-out loss (whose objective and
+helpers live in :mod:`sklearn_nw._loo_objective`).
 
 Sample weights are *frequency* weights throughout: fitting with integer weights gives the
 same bandwidth as repeating each row that many times, so the effective sample size is
 ``n = sum(w)``.
 """
 
-import logging
 import math
 import warnings
 from numbers import Integral, Real
@@ -15,12 +16,17 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.neighbors import KDTree
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._engine import transform
-from ._engine_loo import loo_grid_pool, loo_loss, loo_loss_neighbours
+from ._loo_objective import (
+    LOG_LIMIT,
+    LogProgress,
+    NeighbourSearch,
+    Objective,
+    coordinate_sweep,
+    parametrise,
+)
 
 __all__ = [
     "RULES_OF_THUMB",
@@ -29,8 +35,6 @@ __all__ = [
     "scott_bandwidth",
     "silverman_bandwidth",
 ]
-
-logger = logging.getLogger(__name__)
 
 
 def _weighted_std(X, sample_weight):
@@ -297,7 +301,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         else:
             eval_rows = positive[torch.randperm(len(positive), generator=generator,
                                                 device=x.device)[:_EVAL_ROWS]]
-        objective = _Objective(x, v, log_w, self_log_w, kernel, loss, working_memory)
+        objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory)
 
         # 1. The starting point: the best of a coarse exact leave-one-out grid.
         h_start = np.asarray(h_start, dtype=np.float64)
@@ -326,7 +330,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
             fine_loss = objective.grid(fine[:, None] * h_start, eval_rows)
             h_reference = fine[int(np.argmin(fine_loss))] * h_start
         if self.form != "isotropic":
-            h_best, best_loss = _coordinate_sweep(objective, h_best, best_loss, eval_rows)
+            h_best, best_loss = coordinate_sweep(objective, h_best, best_loss, eval_rows)
 
         # 2. Gradient descent from there; the full metric starts from the learned diagonal.
         descend = self._descent(objective, positive, full_batch, generator)
@@ -334,7 +338,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         metric = torch.as_tensor(h_best, dtype=x.dtype, device=x.device)
         curves, n_iter = [], 0
         for form in forms:
-            theta, to_metric = _parametrise(form, metric, self.n_components)
+            theta, to_metric = parametrise(form, metric, self.n_components)
             start = to_metric(theta).detach().clone()
             if form == "full":  # the diagonal result, as a (possibly low-rank) projection
                 best_loss = objective.loss(start, eval_rows)
@@ -404,7 +408,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         try:
             from tqdm.auto import tqdm
         except ImportError:
-            return _LogProgress(self.max_iter)
+            return LogProgress(self.max_iter)
         return tqdm(total=self.max_iter, desc="leave-one-out bandwidth")
 
     def _lbfgs(self, objective, theta, to_metric, rows):
@@ -454,12 +458,12 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 curve.append(objective.loss(to_metric(theta), rows, backward=True))
             else:
                 if step % _REFRESH == 0:  # the neighbour search follows the moving metric
-                    search = _NeighbourSearch(objective.x, to_metric(theta).detach())
+                    search = NeighbourSearch(objective.x, to_metric(theta).detach())
                 curve.append(objective.loss_neighbours(
                     to_metric(theta), rows, search.neighbours(rows, k), backward=True))
             optimizer.step()
             with torch.no_grad():
-                theta.clamp_(min=-_LOG_LIMIT, max=_LOG_LIMIT)
+                theta.clamp_(min=-LOG_LIMIT, max=LOG_LIMIT)
             if progress is not None:
                 progress.update(1)
                 progress.set_postfix(loss=f"{curve[-1]:.6g}")
@@ -482,8 +486,6 @@ _MINIBATCH = 256
 _NEIGHBOURS = 256
 _REFRESH = 10
 _EVAL_ROWS = 512
-# Log-bandwidths (and projection entries) are kept in [-_LOG_LIMIT, _LOG_LIMIT].
-_LOG_LIMIT = 50.0
 
 
 # A loss below this fraction of the targets' variance is a perfect fit (the descent stops).
@@ -492,118 +494,3 @@ _NEGLIGIBLE = 1e-9
 
 class _Converged(Exception):
     """Raised from the L-BFGS closure to stop at a perfect fit."""
-
-
-# Per-feature multipliers tried by the coordinate sweep; the last one ignores the feature.
-_SWEEP = (1 / 3, 3.0, 1e4)
-
-
-def _coordinate_sweep(objective, h, loss, rows):
-    """One pass over the features, each bandwidth tried at a few multiples (and at
-    "ignore this feature") with the others held, keeping every improvement.
-
-    Gradient descent alone stays in the basin it starts in; leave-one-out curves of real
-    data often have a better one where some features are ignored altogether, which
-    starting from the isotropic grid does not reach.
-    """
-    for j in range(len(h)):
-        candidates = np.repeat(h[None], len(_SWEEP), axis=0)  # (S, d)
-        candidates[:, j] *= _SWEEP
-        losses = objective.grid(candidates, rows)
-        k = int(np.argmin(losses))
-        # A real improvement, not rounding: equivalent data (weights or repeated rows)
-        # must take the same path.
-        if losses[k] < loss * (1 - 1e-9):
-            h, loss = candidates[k], float(losses[k])
-    return h, loss
-
-
-def _bounded_exp(theta):
-    """Bandwidths from log-bandwidths, kept within exp(+-_LOG_LIMIT) so never 0 or inf."""
-    return theta.clamp(-_LOG_LIMIT, _LOG_LIMIT).exp()
-
-
-def _parametrise(form, h, n_components):
-    """Unconstrained parameters, from bandwidths ``h`` (d,), and their map to the metric."""
-    if form == "diagonal":
-        return h.log().requires_grad_(), _bounded_exp
-    if form == "isotropic":
-        ones = torch.ones_like(h)
-        return h[:1].log().requires_grad_(), lambda theta: _bounded_exp(theta) * ones
-    # Full: the diagonal metric diag(1/h); low rank keeps the most relevant features, those
-    # with the smallest bandwidths.
-    keep = torch.argsort(h)[: n_components or len(h)].sort().values
-    projection = torch.diag(1.0 / h)[:, keep]  # (d, r)
-    return projection.requires_grad_(), lambda theta: theta
-
-
-class _NeighbourSearch:
-    """k-nearest training points in the scaled metric, from scikit-learn's KDTree."""
-
-    def __init__(self, x, metric):
-        self.xs = transform(x, x.mean(0), metric).cpu().numpy()  # (n, r)
-        self.tree = KDTree(self.xs)
-
-    def neighbours(self, rows, k):
-        """Indices (m, k) of the k nearest keys of each row, the row itself among them."""
-        rows_np = rows.cpu().numpy()
-        idx = self.tree.query(self.xs[rows_np], k=k, return_distance=False)  # (m, k)
-        missing = ~(idx == rows_np[:, None]).any(1)  # duplicates can crowd a row out
-        idx[missing, -1] = rows_np[missing]
-        return torch.as_tensor(idx, device=rows.device)
-
-
-class _Objective:
-    """The leave-one-out loss of one training set, as a function of the metric."""
-
-    def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory):
-        self.x, self.v, self.log_w, self.self_log_w = x, v, log_w, self_log_w
-        self.kernel, self.kind, self.working_memory = kernel, loss, working_memory
-        w = log_w.exp()[:, None]  # (n, 1)
-        mean = (w * v).sum(0) / w.sum()  # (t,)
-        # The weighted variance of the targets (Gini impurity for one-hot labels).
-        self.baseline = float((w * (v - mean) ** 2).sum() / w.sum())
-
-    def loss(self, metric, rows, backward=False):
-        return loo_loss(self.x, self.v, metric, self.kernel, self.log_w, self.self_log_w,
-                        loss=self.kind, rows=rows, working_memory=self.working_memory,
-                        backward=backward)
-
-    def loss_neighbours(self, metric, rows, neighbours, backward=False):
-        return loo_loss_neighbours(self.x, self.v, metric, self.kernel, self.log_w,
-                                   self.self_log_w, loss=self.kind, rows=rows,
-                                   neighbours=neighbours, backward=backward)
-
-    def per_row(self, hs, rows):
-        """Leave-one-out losses (G, m) of each of ``rows`` with bandwidth vectors ``hs``
-        (G, d), in one pass, in float64."""
-        x, v, log_w, self_log_w = self.x, self.v, self.log_w, self.self_log_w
-        hs = torch.as_tensor(hs, dtype=x.dtype, device=x.device)
-        pooled = loo_grid_pool(x, v, hs, self.kernel, log_w, self_log_w, rows=rows,
-                               working_memory=self.working_memory)  # (G, m, t)
-        pooled, target = pooled.double(), self.v[rows].double()  # (G, m, t), (m, t)
-        if self.kind == "squared_error":
-            return ((pooled - target) ** 2).sum(2)  # (G, m)
-        p_true = (pooled * target).sum(2)  # (G, m)
-        return -torch.log(p_true.clamp(min=torch.finfo(x.dtype).eps))
-
-    def grid(self, hs, rows):
-        """Leave-one-out losses (G,) of bandwidth vectors ``hs`` (G, d), in one pass."""
-        w = self.log_w[rows].double().exp()  # (m,)
-        return ((self.per_row(hs, rows) * w).sum(1) / w.sum()).cpu().numpy()
-
-
-class _LogProgress:
-    """Progress through logging when tqdm is not installed."""
-
-    def __init__(self, total):
-        self.total, self.n = total, 0
-
-    def update(self, k):
-        self.n += k
-
-    def set_postfix(self, **kwargs):
-        logger.info("leave-one-out bandwidth: iteration %d/%d, %s", self.n, self.total, kwargs)
-
-    def close(self):
-        pass
