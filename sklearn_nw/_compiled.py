@@ -94,11 +94,22 @@ def _compiled_sums(kernel, key):
             code = function.__code__.replace(co_name=f"chunk_sums_{len(_compiled)}")
             function = types.FunctionType(code, function.__globals__, code.co_name, None,
                                           function.__closure__)
-            _compiled[key] = [torch.compile(function), False]
+            try:  # torch.compile itself refuses unsupported Pythons and platforms
+                _compiled[key] = [torch.compile(function), False]
+            except Exception as exc:
+                _compiled[key] = error = _compile_error(kernel, key, exc)
+                raise error from exc
         entry = _compiled[key]
     if isinstance(entry, Exception):
         raise entry
     return entry
+
+
+def _compile_error(kernel, key, exc):
+    return CompileError(
+        f"torch.compile could not build the fused kernel for {kernel!r} on {key[2]}: "
+        f"{type(exc).__name__}: {exc}"
+    )
 
 
 def auto_compiled(kernel, dtype, device, n_coords, n_columns, n_queries, n_keys):
@@ -152,8 +163,6 @@ def fused_sums(qs, xs, key_term, v1t, kernel):
     function = entry[0]
     chunk = _CHUNK.get(device.type, _GPU_CHUNK)
     xs_t = xs.T.contiguous()  # (r, n): consecutive keys are adjacent, for vector loads
-    for tensor, dim in ((xs_t, 1), (key_term, 0), (v1t, 1)):
-        torch._dynamo.maybe_mark_dynamic(tensor, dim)
     n_q = qs.shape[0]
     out = qs.new_empty(n_q, n_columns)
     for s in range(0, n_q, chunk):
@@ -161,14 +170,14 @@ def fused_sums(qs, xs, key_term, v1t, kernel):
         if len(block) < chunk:  # padded: one compiled shape serves every call
             block = torch.cat([block, block.new_zeros(chunk - len(block), block.shape[1])])
         try:
+            if s == 0:  # the number of keys is dynamic: new data, no recompile
+                for tensor, dim in ((xs_t, 1), (key_term, 0), (v1t, 1)):
+                    torch._dynamo.maybe_mark_dynamic(tensor, dim)
             sums = function(block, xs_t, key_term, v1t)
-        except Exception as exc:  # whatever the compiler stack raises, once
+        except Exception as exc:  # whatever the compiler stack raises, on the first run
             if entry[1]:
                 raise
-            error = CompileError(
-                f"torch.compile could not build the fused kernel for {kernel!r} on "
-                f"{device}: {type(exc).__name__}: {exc}"
-            )
+            error = _compile_error(kernel, key, exc)
             with _lock:
                 _compiled[key] = error
             raise error from exc

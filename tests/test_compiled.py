@@ -191,21 +191,30 @@ def test_auto_compiles_once_eager_work_reaches_the_compile_cost(monkeypatch):
     assert spy.calls == 2
 
 
-def test_compile_failure(monkeypatch):
+def _broken(function):
+    """A compile that fails at the first call, as a missing C++ compiler does."""
+
+    def call(*args):
+        raise RuntimeError("no C++ compiler")
+
+    return call
+
+
+def _refusing(function):
+    """A torch.compile that refuses at once, as on a Python that Dynamo does not support."""
+    raise RuntimeError("Dynamo is not supported on this Python")
+
+
+@pytest.mark.parametrize("compile_, message", [(_broken, "no C.. compiler"),
+                                               (_refusing, "Dynamo is not supported")])
+def test_compile_failure(monkeypatch, compile_, message):
     monkeypatch.setattr(_compiled, "_compiled", {})
-
-    def broken(function):
-        def call(*args):
-            raise RuntimeError("no C++ compiler")
-
-        return call
-
-    monkeypatch.setattr(torch, "compile", broken)
+    monkeypatch.setattr(torch, "compile", compile_)
     X, y, _, Q = _data()
     forced = NadarayaWatsonRegressor(bandwidth=0.8, algorithm="compiled").fit(X, y)
-    with pytest.raises(_compiled.CompileError, match="no C.. compiler"):
+    with pytest.raises(_compiled.CompileError, match=message):
         forced.predict(Q)
-    with pytest.raises(_compiled.CompileError):  # remembered, not retried
+    with pytest.raises(_compiled.CompileError, match=message):  # remembered, not retried
         forced.predict(Q)
     # "auto" warns once and stays on the eager engine.
     monkeypatch.setattr(_compiled, "_compiled", {})
