@@ -33,6 +33,12 @@ Three sections (``--sections``), on the CPU.
    point) and the mean attention mass the exact model puts outside each query's k nearest
    training points (from ``predict(Q, return_attention=True)``, a dense matrix). No target.
 
+4. ``kernels``: 20,000 queries × 20,000 training points (``--n-kernels``), d=8, float32,
+   each of ``KERNEL_NAMES`` at Scott's bandwidth (times ``COMPACT_WIDEN`` for compact
+   kernels): predict (best of 3) on the eager engine (``algorithm="brute"``) and on the
+   compiled loop (``algorithm="compiled"``; its first call, on 256 queries, compiles and is
+   shown apart), and the largest difference of their predictions. No target.
+
 Targets are reported, never enforced. The 1-minute load average at the start and the end is
 recorded: on a shared machine a core taken by another process stalls every parallel torch
 operation, so time on an idle machine, or with ``--threads 1`` (which also reaches the
@@ -40,7 +46,7 @@ fresh processes of section 1).
 
 Usage: ``python benchmarks/bench_engine.py [--sections S ...] [--sizes N ...] [--slope-from N]
 [--n-compact N] [--n-compact-queries M] [--n-knn N] [--n-knn-queries M] [--ks K ...]
-[--repeats R] [--out-dir DIR] [--threads T]``; writes bench_engine.json, .md and .png.
+[--n-kernels N] [--repeats R] [--out-dir DIR] [--threads T]``; writes bench_engine.json, .md and .png.
 """
 
 import argparse
@@ -67,7 +73,7 @@ from sklearn.neighbors import RadiusNeighborsRegressor
 from sklearn_nw import NadarayaWatsonRegressor
 from sklearn_nw.bandwidth import scott_bandwidth
 
-SECTIONS = ("scaling", "compact", "knn")
+SECTIONS = ("scaling", "compact", "knn", "kernels")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SIZES = (1000, 3000, 10_000, 30_000, 100_000)
 SLOPE_FROM = 10_000
@@ -79,6 +85,10 @@ RADIUS = 0.05
 COMPACT_SPEED_TARGET = 2.0
 COMPACT_DIFF_TARGET = 1e-6
 KS = (10, 30, 100, 300, 1000)
+# Section 4: the dense paths per kernel; the compact kernels' bandwidth is Scott's rule times
+# COMPACT_WIDEN, so that (almost) every query has training points inside the support in d=8.
+KERNEL_NAMES = ("gaussian", "exponential", "epanechnikov", "tricube")
+COMPACT_WIDEN = 5.0
 # Section 1 also times these peers of bench_predict, up to this size, for the plot.
 SCALING_PEERS = ("sklearn_nw_compiled", "chunked", "pykeops")
 OWN_PEERS = ("sklearn_nw_compiled",)  # the package's other path: every size
@@ -403,10 +413,61 @@ def markdown_knn(result):
     return lines
 
 
+# -- 4. dense paths per kernel ----------------------------------------------------------------
+def section_kernels(n=20_000, d=8, repeats=3, kernels=KERNEL_NAMES):
+    """Eager engine against the compiled loop, each kernel, the same fitted model."""
+    X, y, Q = make_problem(n, n, d)
+    h_scott = scott_bandwidth(X)
+    results = []
+    for kernel in kernels:
+        compact = NadarayaWatsonRegressor(kernel).fit(X[:2], y[:2]).kernel_.is_compact
+        h = h_scott * (COMPACT_WIDEN if compact else 1.0)
+        row = {"kernel": kernel, "bandwidth_factor": COMPACT_WIDEN if compact else 1.0}
+        predictions = {}
+        for algorithm in ("brute", "compiled"):
+            _progress(f"kernels: {kernel}, {algorithm}")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                model = NadarayaWatsonRegressor(kernel, bandwidth=h, algorithm=algorithm)
+                model.fit(X, y)
+                first, _ = timed(lambda model=model: model.predict(Q[:256]), 1)
+                times, predictions[algorithm] = timed(lambda model=model: model.predict(Q),
+                                                      repeats)
+            # torch's compiler stack warns about its own deprecated internals: not ours.
+            warned = {f"{w.category.__name__}: {str(w.message)[:200]}" for w in caught
+                      if not issubclass(w.category, DeprecationWarning)}
+            row[algorithm] = {"time_s": min(times), "times_s": times,
+                              "first_call_s": first[0], "warnings": sorted(warned)}
+        row["ratio"] = row["brute"]["time_s"] / row["compiled"]["time_s"]
+        row["max_abs_diff"] = float(np.abs(predictions["brute"] - predictions["compiled"]).max())
+        results.append(row)
+    config = {"n_train": n, "n_queries": n, "d": d, "dtype": "float32", "repeats": repeats,
+              "kernels": list(kernels), "compact_widen": COMPACT_WIDEN}
+    return {"config": config, "results": results, "targets": []}
+
+
+def markdown_kernels(result):
+    c = result["config"]
+    lines = ["### 4. Dense paths per kernel: eager engine and compiled loop", "",
+             (f"{c['n_queries']:,} queries × {c['n_train']:,} training points, d={c['d']}, "
+              f"standard normal, float32; bandwidth Scott's rule (× {c['compact_widen']:g} for "
+              f"the compact kernels); predict, best of {c['repeats']}, the compile (a first "
+              "call on 256 queries) excluded and shown apart."), "",
+             ("| kernel | eager (`brute`) s | compiled s | first compiled call s "
+              "| eager / compiled | max \\|diff\\| |"),
+             "|---|---|---|---|---|---|"]
+    for r in result["results"]:
+        lines.append(f"| {r['kernel']} | {r['brute']['time_s']:.3f} "
+                     f"| {r['compiled']['time_s']:.3f} | {r['compiled']['first_call_s']:.1f} "
+                     f"| {r['ratio']:.2f} | {r['max_abs_diff']:.1e} |")
+    return lines + _warning_lines({f"{r['kernel']} {a}": r[a]["warnings"]
+                                   for r in result["results"] for a in ("brute", "compiled")})
+
+
 # -- the whole run ---------------------------------------------------------------------------
 def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_compact=1_000_000,
                   n_compact_queries=10_000, n_knn=20_000, n_knn_queries=2000, ks=KS,
-                  repeats=2, out_dir=RESULTS_DIR):
+                  repeats=2, out_dir=RESULTS_DIR, n_kernels=20_000):
     """Run the chosen sections, print each table as it is done, write the json, markdown and
     plot; return the report."""
     sections = [s for s in SECTIONS if s in sections]
@@ -422,7 +483,8 @@ def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_compa
             "compact": (lambda: section_compact(n_compact, n_compact_queries, repeats),
                         markdown_compact),
             "knn": (lambda: section_knn(n_knn, n_knn_queries, ks, repeats=repeats),
-                    markdown_knn)}
+                    markdown_knn),
+            "kernels": (lambda: section_kernels(n_kernels), markdown_kernels)}
     for name in sections:
         run, to_markdown = runs[name]
         result = report["sections"][name] = run()
@@ -448,7 +510,7 @@ def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_compa
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
-                        help="1 scaling, 2 compact, 3 knn (default: all)")
+                        help="1 scaling, 2 compact, 3 knn, 4 kernels (default: all)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES),
                         help="section 1: n_queries = n_train = n")
     parser.add_argument("--slope-from", type=int, default=SLOPE_FROM,
@@ -460,6 +522,8 @@ def main(argv=None):
     parser.add_argument("--n-knn-queries", type=int, default=2000, help="section 3 queries")
     parser.add_argument("--ks", type=int, nargs="+", default=list(KS),
                         help="section 3 numbers of neighbours")
+    parser.add_argument("--n-kernels", type=int, default=20_000,
+                        help="section 4 samples and queries")
     parser.add_argument("--repeats", type=int, default=2, help="sections 2 and 3")
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--threads", type=int, default=None,
@@ -471,7 +535,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     run_benchmark(args.sections, args.sizes, args.slope_from, args.n_compact,
                   args.n_compact_queries, args.n_knn, args.n_knn_queries, args.ks,
-                  args.repeats, args.out_dir)
+                  args.repeats, args.out_dir, args.n_kernels)
 
 
 if __name__ == "__main__":

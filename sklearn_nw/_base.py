@@ -4,6 +4,7 @@ Estimators hand numpy arrays to :func:`_engine.attention_pool` and take numpy ar
 tensors live only inside a method call.
 """
 
+import time
 import warnings
 from functools import partial
 from numbers import Integral, Real
@@ -26,7 +27,13 @@ from sklearn.utils.validation import (
 )
 
 from ._cells import CellList
-from ._compiled import AUTO_MAX_COORDS, CompileError, auto_compiled
+from ._compiled import (
+    AUTO_MAX_COORDS,
+    CompileError,
+    auto_compiled,
+    config_key,
+    record_eager,
+)
 from ._engine import (
     PoolResult,
     attention_pool,
@@ -291,28 +298,43 @@ class NadarayaWatsonBase(BaseEstimator):
         ndarray, or a scipy.sparse CSR array for compact kernels).
         """
         device = self._compute_device()
-        tensor = self._tensor_maker(device)
         log_w, self_log_w = self._log_weights(leave_one_out=leave_one_out)
-        if self.metric == "precomputed":
-            result = self._neighbour_pool(
-                X, values, device, log_w, return_attention,
-                partial(self._stored_candidates, X, leave_one_out=leave_one_out),
-            )
-            return self._check_result(X, result)
-        neighbors = getattr(self, "neighbors_", None)
-        if neighbors is None and not (return_attention or leave_one_out):
+        # Dense sums over all training points, nothing but the outputs: the compiled loop
+        # can compute them, if forced or if "auto" finds compiling worth it.
+        dense = (self.metric != "precomputed" and getattr(self, "neighbors_", None) is None
+                 and not (return_attention or leave_one_out))
+        key = self._compile_key(device, values) if dense and self.algorithm == "auto" else None
+        pairs = X.shape[0] * self.X_fit_.shape[0]
+        if dense and (self.algorithm == "compiled"
+                      or key is not None and auto_compiled(key, X.shape[0], pairs)):
             result = self._fused_pool(X, values, device, log_w)
             if result is not None:
                 return self._check_result(X, result)
+        start = time.perf_counter()
+        result = self._eager_pool(X, values, device, log_w, self_log_w, return_attention,
+                                  leave_one_out)
+        if key is not None:  # what "auto" weighs against compiling
+            record_eager(key, pairs, time.perf_counter() - start)
+        return self._check_result(X, result)
+
+    def _eager_pool(self, X, values, device, log_w, self_log_w, return_attention,
+                    leave_one_out):
+        """The eager engine's :class:`PoolResult`: over stored or searched neighbours, the
+        training points in a compact kernel's support, or all of them."""
+        tensor = self._tensor_maker(device)
+        if self.metric == "precomputed":
+            return self._neighbour_pool(
+                X, values, device, log_w, return_attention,
+                partial(self._stored_candidates, X, leave_one_out=leave_one_out),
+            )
+        neighbors = getattr(self, "neighbors_", None)
         if self.kernel_.is_compact and not leave_one_out and (
                 neighbors is None or isinstance(neighbors, CellList)):
-            return self._check_result(X, self._support_pool(X, values, device, log_w,
-                                                            return_attention))
-        if getattr(self, "neighbors_", None) is not None and not leave_one_out:
-            result = self._neighbour_pool(X, values, device, log_w, return_attention,
-                                          partial(self._searched_candidates, X))
-            return self._check_result(X, result)
-        result = attention_pool(
+            return self._support_pool(X, values, device, log_w, return_attention)
+        if neighbors is not None and not leave_one_out:
+            return self._neighbour_pool(X, values, device, log_w, return_attention,
+                                        partial(self._searched_candidates, X))
+        return attention_pool(
             tensor(X),
             tensor(self.X_fit_),
             tensor(values),
@@ -325,25 +347,26 @@ class NadarayaWatsonBase(BaseEstimator):
             exact_zeros=is_classifier(self),
             working_memory=get_config()["working_memory"],
         )
-        return self._check_result(X, result)
+
+    def _compile_key(self, device, values):
+        """The compiled loop's configuration for "auto": built-in kernels, up to
+        ``AUTO_MAX_COORDS`` coordinates, not on MPS; else None (always eager)."""
+        n_coords = (self.projection_.shape[1] if hasattr(self, "projection_")
+                    else self.X_fit_.shape[1])
+        if (type(self.kernel_) not in set(KERNELS.values()) or device.type == "mps"
+                or n_coords > AUTO_MAX_COORDS):
+            return None
+        dtype = torch.float32 if self.X_fit_.dtype == np.float32 else torch.float64
+        return config_key(self.kernel_, dtype, device, n_coords, values.shape[1] + 1)
 
     def _fused_pool(self, X, values, device, log_w):
-        """Dense sums on the compiled loop (:mod:`sklearn_nw._compiled`) when
-        ``algorithm="compiled"``, or when "auto" finds compiling worth it for a built-in
-        kernel; None to leave the call to the eager engine."""
+        """Dense sums on the compiled loop (:mod:`sklearn_nw._compiled`); None where
+        compiling failed under "auto" (it warns), which leaves the call to the eager
+        engine."""
         tensor = self._tensor_maker(device)
-        metric = tensor(getattr(self, "projection_", self.bandwidth_))
-        if self.algorithm == "auto":
-            n_coords = metric.shape[-1]
-            if (type(self.kernel_) not in set(KERNELS.values()) or device.type == "mps"
-                    or n_coords > AUTO_MAX_COORDS or not auto_compiled(
-                        self.kernel_, metric.dtype, device, n_coords, values.shape[1] + 1,
-                        X.shape[0], self.X_fit_.shape[0])):
-                return None
-        elif self.algorithm != "compiled":
-            return None
         try:
-            return fused_pool(tensor(X), tensor(self.X_fit_), tensor(values), metric,
+            return fused_pool(tensor(X), tensor(self.X_fit_), tensor(values),
+                              tensor(getattr(self, "projection_", self.bandwidth_)),
                               self.kernel_, log_w=tensor(log_w),
                               working_memory=get_config()["working_memory"])
         except CompileError as exc:

@@ -40,9 +40,9 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         weights in memory), compiled once per process for each kernel, dtype, device and
         number of features or outputs (seconds), then faster than the eager engine. For
         ``"auto"`` a configuration of a built-in kernel with up to 16 features is compiled
-        once the eager engine has spent about a compile's time on it (from ``5e9``
-        query-key pairs), and used for calls of at least 256 queries after that; if
-        compiling fails (no C++ compiler) it warns and stays eager. Attention maps and
+        once the eager engine has spent about a compile's time on it (5 s, this call's
+        estimated time included), and used for calls of at least 256 queries after that;
+        if compiling fails (no C++ compiler) it warns and stays eager. Attention maps and
         leave-one-out sums always use the eager engine.
     metric : {"euclidean", "precomputed"}, default="euclidean"
         ``"precomputed"``: ``X`` holds distances instead of features, as in

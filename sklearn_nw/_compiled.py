@@ -28,9 +28,12 @@ import torch
 _CHUNK = {"cpu": 256}
 _GPU_CHUNK = 8192
 # algorithm="auto" compiles a configuration once the eager engine has spent about as long
-# on it as compiling would take (rent or buy: never more than twice the better choice's
-# time). Measured on 2 cores: 3 to 8 s to compile, 1e-9 s per query-key pair eagerly (d=8).
-_COMPILE_COST_PAIRS = 5e9
+# on it as compiling takes (rent or buy: never much more than twice the better choice's
+# time). Measured on 2 cores: 4 to 6 s to compile (1 to 2 s from Inductor's disk cache);
+# before a configuration's first eager call is timed, its rate is taken as the Gaussian's,
+# 1e-9 s per query-key pair (d=8; other kernels are slower eagerly).
+_COMPILE_SECONDS = 5.0
+_EAGER_RATE = 1e-9
 # The distance loop is unrolled over the coordinates, and its advantage shrinks with them:
 # measured at 20,000 x 20,000 (Gaussian, float32, 2 cores), the compiled loop against the
 # eager engine: 2.0x faster at d=4, 1.4x at 8, 1.2x at 16, none at 32.
@@ -41,7 +44,7 @@ _MAX_FUSED_COLUMNS = 16
 
 _lock = threading.Lock()
 _compiled = {}  # configuration -> [compiled function, has run], or the exception raised
-_eager_pairs = {}  # configuration -> query-key pairs computed eagerly under "auto"
+_eager = {}  # configuration -> (seconds, query-key pairs) computed eagerly under "auto"
 
 
 def _make_chunk_sums(kernel, gaussian_coef, floor, fused_columns):
@@ -73,10 +76,6 @@ def _make_chunk_sums(kernel, gaussian_coef, floor, fused_columns):
         return torch.stack([(w * v1t[c]).sum(1) for c in range(v1t.shape[0])], dim=1)
 
     return chunk_sums
-
-
-def _key(kernel, dtype, device, n_coords, n_columns):
-    return repr(kernel), dtype, torch.device(device).type, n_coords, n_columns
 
 
 def _compiled_sums(kernel, key):
@@ -112,23 +111,33 @@ def _compile_error(kernel, key, exc):
     )
 
 
-def auto_compiled(kernel, dtype, device, n_coords, n_columns, n_queries, n_keys):
-    """Whether ``algorithm="auto"`` computes a dense call with the compiled loop: if this
-    configuration is compiled already (and fills a chunk), or once the eager work spent on
-    it, this call included, reaches the cost of compiling. A "no" counts the eager work.
-    Never after compiling failed."""
-    key = _key(kernel, dtype, device, n_coords, n_columns)
+def config_key(kernel, dtype, device, n_coords, n_columns):
+    """The configuration that one compiled loop serves (for :func:`auto_compiled`)."""
+    return repr(kernel), dtype, torch.device(device).type, n_coords, n_columns
+
+
+def auto_compiled(key, n_queries, pairs):
+    """Whether ``algorithm="auto"`` computes a dense call of configuration ``key`` with
+    the compiled loop: once it is compiled, for calls that fill a chunk; before, when the
+    eager time spent on the configuration (:func:`record_eager`) and this call's, estimated
+    from the configuration's eager rate, reach the time a compile takes. Never after
+    compiling failed."""
     with _lock:
         entry = _compiled.get(key)
         if isinstance(entry, Exception):
             return False
         if entry is not None and entry[1]:
             return n_queries >= _CHUNK.get(key[2], _GPU_CHUNK)
-        spent = _eager_pairs.get(key, 0) + n_queries * n_keys
-        if spent >= _COMPILE_COST_PAIRS:
-            return True
-        _eager_pairs[key] = spent
-    return False
+        seconds, counted = _eager.get(key, (0.0, 0))
+        rate = seconds / counted if counted else _EAGER_RATE
+    return seconds + rate * pairs >= _COMPILE_SECONDS
+
+
+def record_eager(key, pairs, seconds):
+    """Count an eager call of ``pairs`` query-key pairs that took ``seconds``."""
+    with _lock:
+        spent, counted = _eager.get(key, (0.0, 0))
+        _eager[key] = (spent + seconds, counted + pairs)
 
 
 class CompileError(RuntimeError):
@@ -158,7 +167,7 @@ def fused_sums(qs, xs, key_term, v1t, kernel):
     """
     device, dtype = qs.device, qs.dtype
     n_columns = v1t.shape[0]
-    key = _key(kernel, dtype, device, qs.shape[1], n_columns)
+    key = config_key(kernel, dtype, device, qs.shape[1], n_columns)
     entry = _compiled_sums(kernel, key)
     function = entry[0]
     chunk = _CHUNK.get(device.type, _GPU_CHUNK)

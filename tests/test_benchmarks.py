@@ -245,7 +245,7 @@ def test_runner_finds_the_bandwidth_benchmark(bench):
 # -- bench_engine ----------------------------------------------------------------------------
 TINY_ENGINE = {"sizes": (200, 400, 800), "slope_from": 400, "n_compact": 6000,
                "n_compact_queries": 100, "n_knn": 500, "n_knn_queries": 50, "ks": (5, 50, 600),
-               "repeats": 2}
+               "repeats": 2, "n_kernels": 300}
 
 
 @pytest.fixture(scope="module")
@@ -305,6 +305,20 @@ def test_engine_scaling_section_times_each_size_and_plots(tiny_engine_run):
         assert r["status"] == ("ok" if _installed(PEER_MODULES[r["peer"]]) else "skipped")
     assert section["plot"] == "bench_engine.png"
     assert (out_dir / "bench_engine.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_engine_kernels_section_times_both_dense_paths(tiny_engine_run, bench_engine):
+    section = tiny_engine_run[0]["sections"]["kernels"]
+    assert [r["kernel"] for r in section["results"]] == list(bench_engine.KERNEL_NAMES)
+    for r in section["results"]:
+        for path in ("brute", "compiled"):
+            assert len(r[path]["times_s"]) == 3 and r[path]["time_s"] == min(r[path]["times_s"])
+            assert r[path]["first_call_s"] > 0
+        assert r["ratio"] == r["brute"]["time_s"] / r["compiled"]["time_s"]
+        assert r["max_abs_diff"] < 1e-4  # float32, the same model on two paths
+    assert section["targets"] == []
+    table = (tiny_engine_run[1] / "bench_engine.md").read_text()
+    assert "### 4. Dense paths per kernel" in table
 
 
 def test_engine_compact_section_compares_with_radius_neighbors(tiny_engine_run):

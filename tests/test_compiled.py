@@ -166,29 +166,39 @@ class _Spy:
         monkeypatch.setattr(_base, "fused_pool", spy)
 
 
-def test_auto_compiles_once_eager_work_reaches_the_compile_cost(monkeypatch):
+def test_auto_compiles_once_eager_time_reaches_the_compile_time(monkeypatch):
     monkeypatch.setattr(_compiled, "_compiled", {})
-    monkeypatch.setattr(_compiled, "_eager_pairs", {})
-    chunk = _compiled._CHUNK["cpu"]
-    monkeypatch.setattr(_compiled, "_COMPILE_COST_PAIRS", 2.5 * chunk * 150)
+    monkeypatch.setattr(_compiled, "_eager", {})
+    monkeypatch.setattr(_compiled, "_COMPILE_SECONDS", 1e9)
     spy = _Spy(monkeypatch)
     X, y, w, _ = _data()
+    chunk = _compiled._CHUNK["cpu"]
     Q = np.random.default_rng(1).normal(size=(chunk, 2))
     reg = NadarayaWatsonRegressor(bandwidth=0.8).fit(X, y, sample_weight=w)
     expected = reg.predict(Q)
     reg.predict(Q)
-    assert spy.calls == 0  # 2 x chunk x 150 pairs spent eagerly, below the cost
+    assert spy.calls == 0
+    # Each eager call of the configuration is counted: its time and its pairs.
+    key = _compiled.config_key(reg.kernel_, torch.float64, "cpu", 2, 2)
+    seconds, pairs = _compiled._eager[key]
+    assert pairs == 2 * chunk * len(X) and seconds > 0
+    # Once that time, and the next call's at the same rate, reaches a compile's: compiled.
+    monkeypatch.setattr(_compiled, "_COMPILE_SECONDS", 1.5 * seconds)
     assert_allclose(reg.predict(Q), expected, rtol=1e-12)
-    assert spy.calls == 1  # the third call reaches it and compiles
+    assert spy.calls == 1
     reg.predict(Q)
     assert spy.calls == 2  # compiled: used from now on
     reg.predict(Q[:10])
     assert spy.calls == 2  # but not for calls smaller than a chunk
-    # Other configurations keep their own count; user kernels and other algorithms never.
+    # Other configurations keep their own account; user kernels and other algorithms never.
     NadarayaWatsonRegressor(bandwidth=0.8).fit(X, np.column_stack([y, y])).predict(Q)
     NadarayaWatsonRegressor(_UserGaussian(), bandwidth=0.8).fit(X, y).predict(Q)
     NadarayaWatsonRegressor(bandwidth=0.8, algorithm="brute").fit(X, y).predict(Q)
     assert spy.calls == 2
+    # A first call that is estimated to take longer than a compile compiles at once.
+    monkeypatch.setattr(_compiled, "_EAGER_RATE", 1.0)
+    NadarayaWatsonRegressor(bandwidth=0.8).fit(X, np.column_stack([y, y, y])).predict(Q)
+    assert spy.calls == 3
 
 
 def _broken(function):
@@ -218,7 +228,7 @@ def test_compile_failure(monkeypatch, compile_, message):
         forced.predict(Q)
     # "auto" warns once and stays on the eager engine.
     monkeypatch.setattr(_compiled, "_compiled", {})
-    monkeypatch.setattr(_compiled, "_COMPILE_COST_PAIRS", 0)
+    monkeypatch.setattr(_compiled, "_COMPILE_SECONDS", 0.0)
     auto = NadarayaWatsonRegressor(bandwidth=0.8).fit(X, y)
     with pytest.warns(UserWarning, match="eager engine"):
         got = auto.predict(Q)
