@@ -16,7 +16,6 @@ import torch
 from sklearn import get_config
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.neighbors import NearestNeighbors
-from sklearn.utils import gen_batches
 from sklearn.utils._array_api import get_namespace
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -34,14 +33,8 @@ from ._compiled import (
     config_key,
     record_eager,
 )
-from ._engine import (
-    PoolResult,
-    attention_pool,
-    fused_pool,
-    neighbour_pool,
-    resolve_device,
-    support_pool,
-)
+from ._engine import attention_pool, fused_pool, resolve_device
+from ._neighbour_pool import NeighbourPoolMixin
 from .bandwidth import (
     RULES_OF_THUMB,
     LeaveOneOutBandwidth,
@@ -51,12 +44,10 @@ from .bandwidth import (
 from .kernels import KERNELS, Kernel, get_kernel
 
 # Radius search for compact kernels from this many training points (algorithm="auto"): a
-# cell list up to _CELL_MAX_FEATURES dimensions, a tree up to _TREE_MAX_FEATURES; queries are
-# searched in chunks of _NEIGHBOUR_CHUNK.
+# cell list up to _CELL_MAX_FEATURES dimensions, a tree up to _TREE_MAX_FEATURES.
 _TREE_MIN_SAMPLES = 5000
 _CELL_MAX_FEATURES = 3
 _TREE_MAX_FEATURES = 15
-_NEIGHBOUR_CHUNK = 512
 
 
 def _check_distances(X, *, square):
@@ -72,34 +63,6 @@ def _check_distances(X, *, square):
         )
 
 
-def _nearest_units(dist, ind, w, counts, k, first_row):
-    """Per row (CSR layout), the nearest candidates holding ``k`` units of weight, the last
-    one only in part; returns them padded to one width (weight 0 on padding) and counts."""
-    b, width = len(counts), int(counts.max())
-    padded = np.full((b, width), np.inf)
-    padded_ind = np.zeros((b, width), dtype=ind.dtype)
-    padded_w = np.zeros((b, width))
-    column = np.arange(len(dist)) - np.repeat(np.cumsum(counts) - counts, counts)
-    row = np.repeat(np.arange(b), counts)
-    padded[row, column], padded_ind[row, column], padded_w[row, column] = dist, ind, w
-    order = np.argsort(padded, axis=1, kind="stable")
-    padded, padded_ind, padded_w = (np.take_along_axis(a, order, axis=1)
-                                    for a in (padded, padded_ind, padded_w))
-    cumulative = np.cumsum(padded_w, axis=1)
-    short = np.flatnonzero(cumulative[:, -1] < k)
-    if len(short):
-        raise ValueError(
-            f"n_neighbors={k} needs k units of sample weight among each row's stored "
-            f"distances; row {first_row + int(short[0])} of the precomputed graph holds "
-            f"{cumulative[short[0], -1]:g}. Store more neighbours per row or lower n_neighbors."
-        )
-    keep = np.clip(k - (cumulative - padded_w), 0.0, padded_w)  # (b, width)
-    m = int(np.max(width - np.argmax(keep[:, ::-1] > 0, axis=1)))  # past the last kept
-    padded, padded_ind, keep = padded[:, :m], padded_ind[:, :m], keep[:, :m]
-    padded = np.where(np.isfinite(padded), padded, 0.0)  # padding: weight 0 at distance 0
-    return padded, padded_ind, keep, np.full(b, m)
-
-
 class EmptyNeighborhoodWarning(UserWarning):
     """Some queries had no training point inside the kernel's support.
 
@@ -108,7 +71,7 @@ class EmptyNeighborhoodWarning(UserWarning):
     """
 
 
-class NadarayaWatsonBase(BaseEstimator):
+class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
     """Parameters, fitting and attention pooling shared by the regressor and the classifier."""
 
     _parameter_constraints: ClassVar[dict] = {
@@ -375,157 +338,6 @@ class NadarayaWatsonBase(BaseEstimator):
             warnings.warn(f"{exc}; computing on the eager engine instead.", UserWarning)
             return None
 
-    def _support_pool(self, X, values, device, log_w, return_attention):
-        """A compact kernel, weights evaluated directly: on a cell list, each block of
-        queries against the training points of the cells around it; else all queries
-        against all training points with weight. Queries with no training point in reach
-        are redone on the log-space engine, for the nearest-point fallback."""
-        tensor = self._tensor_maker(device)
-        if isinstance(self.neighbors_, CellList):
-            rows = self.neighbor_rows_[self.neighbors_.order]  # indexed points, in cell order
-            blocks = self.neighbors_.blocks
-        else:
-            rows = np.flatnonzero(self.sample_weight_ > 0)
-
-            def blocks(queries):
-                return [(np.arange(len(queries)), [(0, len(rows))])]
-        w = self.sample_weight_[rows]
-        keys = self._scaled(self.X_fit_[rows])  # (n', r)
-        # Centred on the keys (the weights are translation invariant): far from the origin,
-        # |q|^2 + |x|^2 - 2 q.x above three dimensions would lose the distances' precision.
-        centre = keys.mean(0) if len(keys) else 0.0
-        xs = tensor(keys - centre)  # (n', r)
-        wv1 = tensor(np.column_stack([w[:, None] * values[rows], w]))  # (n', t + 1)
-        n_q, n_fit = X.shape[0], self.X_fit_.shape[0]
-        out = np.empty((n_q, values.shape[1]), dtype=self.X_fit_.dtype)
-        parts, lonely = [], []
-        working_memory = get_config()["working_memory"]
-        qs_all = self._scaled(X)
-        for queries, runs in blocks(qs_all):
-            if not runs:
-                lonely.append(queries)
-                continue
-            block_out, empty, attention = support_pool(
-                tensor(qs_all[queries] - centre), torch.cat([xs[a:b] for a, b in runs]),
-                torch.cat([wv1[a:b] for a, b in runs]).T, self.kernel_,
-                return_attention=return_attention, working_memory=working_memory,
-            )
-            out[queries] = block_out.cpu().numpy()
-            lonely.append(queries[empty.cpu().numpy()])
-            if return_attention:
-                found = np.concatenate([np.arange(a, b) for a, b in runs])
-                crow, col, val = (a.cpu().numpy() for a in attention)
-                parts.append((np.repeat(queries, np.diff(crow)), rows[found[col]], val))
-        lonely = np.concatenate(lonely)
-        n_fallback = 0
-        if len(lonely):
-            result = attention_pool(
-                tensor(X[lonely]), tensor(self.X_fit_), tensor(values),
-                tensor(getattr(self, "projection_", self.bandwidth_)), self.kernel_,
-                log_w=tensor(log_w), return_attention=return_attention,
-                exact_zeros=is_classifier(self), working_memory=working_memory,
-            )
-            out[lonely] = result.out.cpu().numpy()
-            n_fallback = result.n_fallback
-            if return_attention:
-                crow, col, val = (a.cpu().numpy() for a in result.attention)
-                parts.append((np.repeat(lonely, np.diff(crow)), col, val))
-        attention = None
-        if return_attention:
-            q_rows, cols, vals = (np.concatenate(p) for p in zip(*parts))
-            attention = sp.csr_array((vals, (q_rows, cols)), shape=(n_q, n_fit))
-        return PoolResult(torch.from_numpy(out), attention, n_fallback)
-
-    def _neighbour_pool(self, X, values, device, log_w, return_attention, candidates):
-        """Attention restricted to each query's candidates, in chunks of queries.
-
-        ``candidates(rows)`` gives, for a slice of query rows, the scaled distances, the
-        training rows and the counts per query of their candidates (CSR layout), and the
-        sample weight of each pair (None for unit weights).
-        """
-        tensor = self._tensor_maker(device)
-
-        def index(a):
-            return torch.as_tensor(a, dtype=torch.long, device=device)
-
-        parts, offset = [], 0
-        for rows in gen_batches(X.shape[0], _NEIGHBOUR_CHUNK):
-            dist, ind, counts, pair_w = candidates(rows)
-            indptr = np.concatenate([[0], np.cumsum(counts)])
-            with np.errstate(divide="ignore"):
-                pair_log_w = None if pair_w is None else tensor(np.log(pair_w))
-            part = neighbour_pool(
-                tensor(dist**2), index(ind), index(indptr), tensor(values), self.kernel_,
-                log_w=pair_log_w, return_attention=return_attention,
-            )
-            parts.append((part, offset))
-            offset += len(ind)
-        out = torch.cat([p.out for p, _ in parts])
-        attention = None
-        if return_attention:
-            indptr = torch.cat([parts[0][0].attention[0][:1]]
-                               + [p.attention[0][1:] + o for p, o in parts])
-            attention = (indptr, torch.cat([p.attention[1] for p, _ in parts]),
-                         torch.cat([p.attention[2] for p, _ in parts]))
-        return PoolResult(out, attention, sum(p.n_fallback for p, _ in parts))
-
-    def _searched_candidates(self, X, rows):
-        """Candidates from the fitted search: the k nearest, or those in a compact
-        kernel's support (a query with none in reach gets its nearest point)."""
-        queries = self._scaled(X[rows])
-        if self.n_neighbors is not None:
-            dist, ind, pair_w = self._k_nearest_units(queries)
-            counts = np.full(len(queries), dist.shape[1])
-            return dist.ravel(), ind.ravel(), counts, pair_w.ravel()
-        dist, ind = self.neighbors_.radius_neighbors(
-            queries, radius=self.kernel_.support, sort_results=False
-        )
-        counts = np.array([len(i) for i in ind])
-        lonely = np.flatnonzero(counts == 0)
-        if len(lonely):
-            # No point in reach: the nearest ones, every tie (the pooling keeps those at
-            # the least distance and averages them, as the dense engine does).
-            d1, _ = self.neighbors_.kneighbors(queries[lonely], n_neighbors=1)
-            for j, q in enumerate(lonely):
-                radius = d1[j, 0] * (1.0 + 1e-9) + np.finfo(np.float64).tiny
-                dq, iq = self.neighbors_.radius_neighbors(queries[q : q + 1], radius=radius)
-                dist[q], ind[q] = dq[0], iq[0]
-                counts[q] = len(iq[0])
-        dist, ind = np.concatenate(dist), np.concatenate(ind)
-        if len(self.neighbor_rows_) < self.X_fit_.shape[0]:
-            ind = self.neighbor_rows_[ind]
-        unit_weights = bool(np.all(self.sample_weight_ == 1.0))
-        return dist, ind, counts, None if unit_weights else self.sample_weight_[ind]
-
-    def _stored_candidates(self, X, rows, *, leave_one_out=False):
-        """Candidates from a precomputed distance matrix: every stored entry of the rows
-        (all of a dense one), or the nearest holding ``n_neighbors`` units of weight. For
-        leave-one-out (X is the training graph) a row's own entry loses one unit."""
-        block = sp.csr_array(X[rows]) if sp.issparse(X) else None
-        if block is None:
-            n = X.shape[1]
-            dist = np.asarray(X[rows], dtype=np.float64).ravel()  # (b n,)
-            counts = np.full(len(dist) // n, n)
-            ind = np.tile(np.arange(n), len(counts))  # (b n,)
-        else:
-            counts = np.diff(block.indptr)
-            if np.any(counts == 0):
-                first = rows.start + int(np.flatnonzero(counts == 0)[0])
-                raise ValueError(
-                    f"Row {first} of the precomputed distances stores no neighbour: every "
-                    "query needs at least one stored distance."
-                )
-            dist, ind = block.data.astype(np.float64), block.indices
-        w = self.sample_weight_[ind].copy()  # pair weights, same layout as dist
-        if leave_one_out:
-            query = np.repeat(np.arange(rows.start, rows.start + len(counts)), counts)
-            own = ind == query
-            w[own] = np.maximum(w[own] - 1.0, 0.0)
-        if self.n_neighbors is not None and not leave_one_out:
-            dist, ind, w, counts = _nearest_units(dist, ind, w, counts, self.n_neighbors,
-                                                  rows.start)
-        return (dist / self.bandwidth_[0]).ravel(), ind.ravel(), counts, w.ravel()
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # metric="precomputed" takes (n_queries, n_samples_fit) distances, dense or a
@@ -534,25 +346,6 @@ class NadarayaWatsonBase(BaseEstimator):
         tags.input_tags.pairwise = tags.input_tags.sparse = precomputed
         tags.input_tags.positive_only = precomputed
         return tags
-
-    def _k_nearest_units(self, queries):
-        """The nearest training points holding ``n_neighbors`` units of sample weight.
-
-        Sample weights count as repeated rows: the k nearest of the repeated data are the
-        nearest points until their weights add up to k, the last one only in part. Returns
-        distances, rows of ``X_fit_`` and the weight each pair keeps, all (b, m).
-        """
-        k, n_indexed = self.n_neighbors, len(self.neighbor_rows_)
-        m = min(k, n_indexed)
-        while True:
-            dist, ind = self.neighbors_.kneighbors(queries, n_neighbors=m)  # (b, m)
-            ind = self.neighbor_rows_[ind]
-            w = self.sample_weight_[ind]  # (b, m)
-            cumulative = np.cumsum(w, axis=1)
-            if m == n_indexed or np.all(cumulative[:, -1] >= k):
-                break
-            m = min(2 * m, n_indexed)  # fractional weights: look further
-        return dist, ind, np.clip(k - (cumulative - w), 0.0, w)
 
     def _check_result(self, X, result):
         """Numpy outputs, an error for non-finite values, a warning for fallbacks."""
