@@ -34,12 +34,13 @@ from ._compiled import (
     record_eager,
 )
 from ._engine import attention_pool, fused_pool, resolve_device
+from ._leave_one_out import leave_one_out_set
 from ._neighbour_pool import NeighbourPoolMixin
 from .bandwidth import (
     RULES_OF_THUMB,
     LeaveOneOutBandwidth,
     check_bandwidth,
-    scott_bandwidth,
+    search_reference,
 )
 from .kernels import KERNELS, Kernel, get_kernel
 
@@ -68,7 +69,38 @@ class EmptyNeighborhoodWarning(UserWarning):
 
     Those queries received the value of their nearest training point(s), the limit of the
     Nadaraya-Watson estimate as the kernel mass vanishes.
+
+    Like scikit-learn's own warnings, it is issued on every call that has such queries,
+    not once per estimator or per session. A ``"once"`` or ``"default"`` filter does not
+    thin it out: scikit-learn's input validation enters :func:`warnings.catch_warnings` on
+    every call, which resets Python's record of the warnings already shown. To silence
+    it, for the session or for a block of code::
+
+        import warnings
+        from sklearn_nw import EmptyNeighborhoodWarning
+
+        warnings.filterwarnings("ignore", category=EmptyNeighborhoodWarning)
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            model.predict(X)
     """
+
+
+class _NumberInterval(Interval):
+    """scikit-learn's :class:`Interval` for numbers proper: a boolean is no count of
+    neighbours nor a width, and any real number (a ``Fraction``, which ``np.isnan``
+    refuses) is compared by its float value."""
+
+    def is_satisfied_by(self, val):
+        if isinstance(val, (bool, np.bool_)):
+            return False
+        if isinstance(val, Real) and not isinstance(val, (Integral, float, np.floating)):
+            try:
+                val = float(val)
+            except (OverflowError, TypeError, ValueError):
+                return False
+        return super().is_satisfied_by(val)
 
 
 class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
@@ -77,12 +109,12 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
     _parameter_constraints: ClassVar[dict] = {
         "kernel": [StrOptions(set(KERNELS)), Kernel, callable],
         "bandwidth": [
-            Interval(Real, 0, None, closed="neither"),
+            _NumberInterval(Real, 0, None, closed="neither"),
             StrOptions(set(RULES_OF_THUMB) | {"loo"}),
             LeaveOneOutBandwidth,
             "array-like",
         ],
-        "n_neighbors": [Interval(Integral, 1, None, closed="left"), None],
+        "n_neighbors": [_NumberInterval(Integral, 1, None, closed="left"), None],
         "algorithm": [
             StrOptions({"auto", "brute", "compiled", "kd_tree", "ball_tree", "cell_list"})
         ],
@@ -125,7 +157,8 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True, copy=True
         )
-        self.kernel_ = get_kernel(self.kernel)
+        self.kernel_ = get_kernel(
+            self.kernel, dtype=torch.float32 if X.dtype == np.float32 else torch.float64)
         self.device_ = str(resolve_device(self.device))
         self.X_fit_ = X.copy() if sp.issparse(X) else np.array(X, copy=True)
         self.sample_weight_ = sample_weight
@@ -161,10 +194,10 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
             )
         # Only points with positive weight can receive attention (zero weight = no row).
         self.neighbor_rows_ = np.flatnonzero(self.sample_weight_ > 0)
-        points = self._scaled(self.X_fit_[self.neighbor_rows_])
+        points = self._search_space(self.X_fit_[self.neighbor_rows_])
         if algorithm == "cell_list":
             try:
-                self.neighbors_ = CellList(points, self.kernel_.support)
+                self.neighbors_ = CellList(points, self.kernel_.support * self._search_scale())
                 return
             except ValueError:
                 if self.algorithm == "cell_list":
@@ -180,6 +213,18 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
         if hasattr(self, "projection_"):
             return np.asarray(X, dtype=np.float64) @ self.projection_
         return np.asarray(X, dtype=np.float64) / self.bandwidth_
+
+    def _search_scale(self):
+        """The largest bandwidth (1 for a learned metric): neighbour searches run on
+        :meth:`_scaled` inputs times it, whose distances neither overflow nor lose their
+        order at bandwidths near the smallest float."""
+        return 1.0 if hasattr(self, "projection_") else float(self.bandwidth_.max())
+
+    def _search_space(self, X):
+        """Inputs in the neighbour searches' space (see :meth:`_search_scale`)."""
+        if hasattr(self, "projection_"):
+            return self._scaled(X)
+        return np.asarray(X, dtype=np.float64) / (self.bandwidth_ / self._search_scale())
 
     def _fit_bandwidth(self, values, *, loss):
         """Set ``bandwidth_`` (and, for a learned one, ``n_iter_``, ``loss_curve_`` and for
@@ -204,32 +249,45 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
             return
         selector = LeaveOneOutBandwidth() if isinstance(bandwidth, str) else clone(bandwidth)
         tensor = self._tensor_maker(resolve_device(self.device_))
-        log_w, self_log_w = self._log_weights(leave_one_out=True)
+        loo = self._leave_one_out_set(values, "bandwidth='loo'")
         result = selector.select(
-            tensor(X), tensor(values), tensor(log_w), tensor(self_log_w), self.kernel_,
-            loss=loss, h_start=scott_bandwidth(X, w),
-            working_memory=get_config()["working_memory"],
+            tensor(loo.X), tensor(loo.values), tensor(loo.log_weight),
+            tensor(loo.self_log_weight), self.kernel_, loss=loss,
+            h_start=search_reference(X, w), working_memory=get_config()["working_memory"],
         )
         self.bandwidth_ = result.bandwidth
         if result.projection is not None:
             self.projection_ = result.projection
         self.n_iter_ = result.n_iter
-        self.loss_curve_ = result.loss_curve
+        self.loss_curve_ = self._loss_over_rows(result.loss_curve, loo)
+
+    def _leave_one_out_set(self, values, what):
+        """The training set as leave-one-out sees it: its distinct inputs, each left out
+        with every copy of itself (:mod:`sklearn_nw._leave_one_out`)."""
+        return leave_one_out_set(self.X_fit_, values, self.sample_weight_,
+                                 estimator_name=f"{type(self).__name__} with {what}")
 
     def _fit_targets(self, y):
-        """Store the encoded targets; return them as float values (n_samples, t) to pool."""
+        """Store the encoded targets; return :meth:`_values`."""
+        raise NotImplementedError
+
+    def _values(self):
+        """The values (n_samples_fit, t) that attention pools: scaled targets or one-hot
+        labels."""
+        raise NotImplementedError
+
+    def _loss_over_rows(self, loss, loo):
+        """A leave-one-out loss of ``loo``'s values, as the loss of the training rows in
+        the targets' unit."""
         raise NotImplementedError
 
     def _tensor_maker(self, device):
         dtype = torch.float32 if self.X_fit_.dtype == np.float32 else torch.float64
         return lambda a: torch.tensor(np.asarray(a), dtype=dtype, device=device)
 
-    def _log_weights(self, *, leave_one_out):
-        """Log sample weights and, for leave-one-out, the log of each point's own weight
-        less one unit (``-inf`` for unit weights)."""
-        w = self.sample_weight_
+    def _log_weights(self):
         with np.errstate(divide="ignore"):
-            return np.log(w), (np.log(np.maximum(w - 1.0, 0.0)) if leave_one_out else None)
+            return np.log(self.sample_weight_)
 
     # -- attention pooling -----------------------------------------------------------------
 
@@ -254,18 +312,20 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
             )
             return torch.device("cpu")
 
-    def _pool(self, X, values, *, return_attention=False, leave_one_out=False):
+    def _pool(self, X, values, *, return_attention=False):
         """Attention-weighted average of ``values`` (n_samples_fit, t) at queries X.
 
         Returns the pooled values as an ndarray (n_queries, t) and the attention (None, an
         ndarray, or a scipy.sparse CSR array for compact kernels).
         """
         device = self._compute_device()
-        log_w, self_log_w = self._log_weights(leave_one_out=leave_one_out)
+        log_w = self._log_weights()
+        restricted = self.metric == "precomputed" or getattr(self, "neighbors_", None) is not None
+        if return_attention and not restricted and not self.kernel_.is_compact:
+            self._check_dense_attention(X.shape[0], "predict(X, return_attention=True)")
         # Dense sums over all training points, nothing but the outputs: the compiled loop
         # can compute them, if forced or if "auto" finds compiling worth it.
-        dense = (self.metric != "precomputed" and getattr(self, "neighbors_", None) is None
-                 and not (return_attention or leave_one_out))
+        dense = not restricted and not return_attention
         key = self._compile_key(device, values) if dense and self.algorithm == "auto" else None
         pairs = X.shape[0] * self.X_fit_.shape[0]
         if dense and (self.algorithm == "compiled"
@@ -274,29 +334,26 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
             if result is not None:
                 return self._check_result(X, result)
         start = time.perf_counter()
-        result = self._eager_pool(X, values, device, log_w, self_log_w, return_attention,
-                                  leave_one_out)
+        result = self._eager_pool(X, values, device, log_w, return_attention)
         if key is not None:  # what "auto" weighs against compiling
             record_eager(key, pairs, time.perf_counter() - start)
         return self._check_result(X, result)
 
-    def _eager_pool(self, X, values, device, log_w, self_log_w, return_attention,
-                    leave_one_out):
+    def _eager_pool(self, X, values, device, log_w, return_attention):
         """The eager engine's :class:`PoolResult`: over stored or searched neighbours, the
         training points in a compact kernel's support, or all of them."""
         tensor = self._tensor_maker(device)
         if self.metric == "precomputed":
-            return self._neighbour_pool(
-                X, values, device, log_w, return_attention,
-                partial(self._stored_candidates, X, leave_one_out=leave_one_out),
-            )
-        neighbors = getattr(self, "neighbors_", None)
-        if self.kernel_.is_compact and not leave_one_out and (
-                neighbors is None or isinstance(neighbors, CellList)):
-            return self._support_pool(X, values, device, log_w, return_attention)
-        if neighbors is not None and not leave_one_out:
             return self._neighbour_pool(X, values, device, log_w, return_attention,
-                                        partial(self._searched_candidates, X))
+                                        partial(self._stored_candidates, X),
+                                        scale=self.bandwidth_[0])
+        neighbors = getattr(self, "neighbors_", None)
+        if self.kernel_.is_compact and (neighbors is None or isinstance(neighbors, CellList)):
+            return self._support_pool(X, values, device, log_w, return_attention)
+        if neighbors is not None:
+            return self._neighbour_pool(X, values, device, log_w, return_attention,
+                                        partial(self._searched_candidates, X),
+                                        scale=self._search_scale())
         return attention_pool(
             tensor(X),
             tensor(self.X_fit_),
@@ -304,12 +361,26 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
             tensor(getattr(self, "projection_", self.bandwidth_)),
             self.kernel_,
             log_w=tensor(log_w),
-            self_log_w=None if self_log_w is None else tensor(self_log_w),
             return_attention=return_attention,
             # Class probabilities must be exactly 0 where no attention goes.
             exact_zeros=is_classifier(self),
             working_memory=get_config()["working_memory"],
         )
+
+    def _check_dense_attention(self, n_rows, what):
+        """Refuse a dense (n_rows, n_samples_fit) attention above ``working_memory``."""
+        n = self.X_fit_.shape[0]
+        nbytes = n_rows * n * self.X_fit_.dtype.itemsize
+        working_memory = get_config()["working_memory"]
+        if nbytes > working_memory * 2**20:
+            raise ValueError(
+                f"{what} would be a dense ({n_rows}, {n}) matrix of "
+                f"{nbytes / 2**20:.3g} MiB, more than scikit-learn's working_memory of "
+                f"{working_memory} MiB. For the attention of some queries use "
+                "predict(X_query, return_attention=True) on fewer of them at a time; raise "
+                "the limit with sklearn.config_context(working_memory=...); or use a compact "
+                "kernel (e.g. kernel='epanechnikov') or n_neighbors, whose attention is sparse."
+            )
 
     def _compile_key(self, device, values):
         """The compiled loop's configuration for "auto": built-in kernels, up to
@@ -347,7 +418,7 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
         tags.input_tags.positive_only = precomputed
         return tags
 
-    def _check_result(self, X, result):
+    def _check_result(self, X, result, n_keys=None):
         """Numpy outputs, an error for non-finite values, a warning for fallbacks."""
         out = result.out.cpu().numpy()
         if not np.all(np.isfinite(out)):
@@ -358,10 +429,14 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
                 "inputs."
             )
         if result.n_fallback:
+            why = (f"have no training point inside the support of the {self.kernel_!r} kernel"
+                   if self.kernel_.is_compact else
+                   f"are so far from every training point, in units of the bandwidth, that "
+                   f"the weights of the {self.kernel_!r} kernel underflow to 0")
             warnings.warn(
-                f"{result.n_fallback} of {X.shape[0]} queries have no training point inside the "
-                f"support of the {self.kernel_!r} kernel; they get the value of their nearest "
-                "training point(s). Increase the bandwidth to avoid this.",
+                f"{result.n_fallback} of {X.shape[0]} queries {why}; they get the value of "
+                "their nearest training point(s), the limit as the bandwidth shrinks. "
+                "Increase the bandwidth to avoid this.",
                 EmptyNeighborhoodWarning,
             )
         attention = result.attention
@@ -369,7 +444,8 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
             attention.eliminate_zeros()
         elif isinstance(attention, tuple):
             crow, col, val = (t.cpu().numpy() for t in attention)
-            attention = sp.csr_array((val, col, crow), shape=(X.shape[0], self.X_fit_.shape[0]))
+            n_keys = self.X_fit_.shape[0] if n_keys is None else n_keys
+            attention = sp.csr_array((val, col, crow), shape=(X.shape[0], n_keys))
             attention.eliminate_zeros()
         elif attention is not None:
             attention = attention.cpu().numpy()
@@ -382,32 +458,61 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
         ndarray of shape (n_samples_fit, n_samples_fit), or a scipy.sparse CSR array for
         compact kernels and for ``metric="precomputed"`` (the stored entries of the
         training distances). Row i holds the weights of every training point in the
-        leave-one-out prediction of point i: one unit of point i's own sample weight is
-        removed, so the diagonal is zero for unit weights, and rows sum to 1. Computed when
-        read (it is not stored), in chunks; the dense matrix is refused when it would exceed
-        scikit-learn's ``working_memory``. It attends to every training point, also when
-        ``n_neighbors`` restricts the attention of ``predict``.
+        leave-one-out prediction of point i: point i is left out with all the mass at its
+        location (every training row with the same input; for precomputed distances, every
+        stored distance of 0), so those entries are zero, and rows sum to 1. Computed when
+        read (it is not stored), in chunks; compact kernels find each point's neighbours
+        with a tree and never form a dense block. Refused when the dense matrix, or the
+        sparse one's entries, would exceed scikit-learn's ``working_memory``. It attends to
+        every training point, also when ``n_neighbors`` restricts the attention of
+        ``predict``.
         """
         check_is_fitted(self)
         n = self.X_fit_.shape[0]
-        if np.count_nonzero(self.sample_weight_) < 2 and self.sample_weight_.max() < 2:
-            raise ValueError(
-                "attention_weights_ needs n_samples >= 2 with positive weight for "
-                f"leave-one-out; got n_samples={n}."
+        device = self._compute_device()
+        if self.metric == "precomputed":
+            if np.count_nonzero(self.sample_weight_) < 2:
+                raise ValueError(
+                    "attention_weights_ needs n_samples >= 2 with positive weight for "
+                    f"leave-one-out; got n_samples={n}."
+                )
+            values = np.zeros((n, 0), dtype=self.X_fit_.dtype)
+            result = self._neighbour_pool(
+                self.X_fit_, values, device, self._log_weights(), True,
+                partial(self._stored_candidates, self.X_fit_, leave_one_out=True),
+                scale=self.bandwidth_[0],
             )
-        nbytes = n * n * self.X_fit_.dtype.itemsize
-        working_memory = get_config()["working_memory"]
-        if not self.kernel_.is_compact and nbytes > working_memory * 2**20:
-            raise ValueError(
-                f"attention_weights_ would be a dense ({n}, {n}) matrix of "
-                f"{nbytes / 2**20:.0f} MiB, more than scikit-learn's working_memory of "
-                f"{working_memory} MiB. For the attention of some queries use "
-                "predict(X_query, return_attention=True); for the whole matrix raise the "
-                "limit with sklearn.config_context(working_memory=...); a compact kernel "
-                "(e.g. kernel='epanechnikov') gives a sparse matrix instead."
+            return self._check_result(self.X_fit_, result)[1]
+        loo = self._leave_one_out_set(np.zeros((n, 0)), "attention_weights_")
+        values = np.zeros((len(loo.weight), 0), dtype=self.X_fit_.dtype)
+        if self.kernel_.is_compact:
+            result = self._neighbour_pool(
+                loo.X, values, device, None, True,
+                self._leave_one_out_candidates(loo, get_config()["working_memory"]),
+                scale=self._search_scale(),
             )
-        values = np.zeros((n, 0), dtype=self.X_fit_.dtype)
-        _, attention = self._pool(self.X_fit_, values, return_attention=True, leave_one_out=True)
-        return attention
+        else:
+            self._check_dense_attention(n, "attention_weights_")
+            tensor = self._tensor_maker(device)
+            result = attention_pool(
+                tensor(loo.X), tensor(loo.X), tensor(values),
+                tensor(getattr(self, "projection_", self.bandwidth_)), self.kernel_,
+                log_w=tensor(loo.log_weight), self_log_w=tensor(loo.self_log_weight),
+                return_attention=True, working_memory=get_config()["working_memory"],
+            )
+        _, attention = self._check_result(loo.X, result, n_keys=len(loo.weight))
+        return self._expand_attention(attention, loo)
 
-
+    def _expand_attention(self, attention, loo):
+        """Attention between distinct inputs (G, G) as attention between training rows
+        (n, n): a location's weight is shared by its rows in proportion to their own."""
+        n, w = len(loo.inverse), self.sample_weight_
+        location_weight = loo.weight[loo.inverse]  # (n,)
+        share = np.divide(w, location_weight, out=np.zeros(n), where=location_weight > 0)
+        if not sp.issparse(attention):
+            rows = attention[np.ix_(loo.inverse, loo.inverse)] * share  # (n, n)
+            return rows.astype(self.X_fit_.dtype, copy=False)
+        spread = sp.csr_array((share, (loo.inverse, np.arange(n))), shape=(len(loo.weight), n))
+        rows = sp.csr_array(attention[loo.inverse, :] @ spread).astype(self.X_fit_.dtype)
+        rows.eliminate_zeros()
+        return rows

@@ -134,10 +134,13 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
 
     def _fit_targets(self, y):
         self.classes_, self.y_fit_ = np.unique(y, return_inverse=True)
-        return self._one_hot()
+        return self._values()
 
-    def _one_hot(self):
+    def _values(self):
         return np.eye(len(self.classes_), dtype=self.X_fit_.dtype)[self.y_fit_]  # (n, c)
+
+    def _loss_over_rows(self, loss, loo):
+        return loss  # the cross-entropy of the class frequencies is the rows' log-loss
 
     def predict_proba(self, X, return_attention=False):
         """Class probabilities: the attention-weighted class frequencies.
@@ -159,7 +162,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)
-        proba, attention = self._pool(X, self._one_hot(), return_attention=return_attention)
+        proba, attention = self._pool(X, self._values(), return_attention=return_attention)
         proba /= proba.sum(axis=1, keepdims=True)
         return (proba, attention) if return_attention else proba
 

@@ -8,15 +8,16 @@ distance to each key (explicit differences, so no cancellation), its kernel weig
 running sums of the weighted values, and never stores a block: C++ with OpenMP and vector
 instructions on the CPU, Triton on a GPU.
 
-Compiling takes seconds, so each configuration (kernel, dtype, device, number of
-coordinates and of value columns) is compiled once per process and kept; the number of keys
-is a dynamic dimension and the number of queries is fixed by padding the last chunk, so
-new data of the same configuration never recompiles. Each configuration gets its own copy
+Compiling takes seconds, so each configuration (kernel class and parameters, dtype,
+device, number of coordinates and of value columns) is compiled once per process and kept;
+the number of keys is a dynamic dimension and the number of queries is fixed by padding the
+last chunk, so new data of the same configuration never recompiles. Each configuration gets its own copy
 of the function's code object: torch caches compiled graphs per code object, with a small
 limit on their number, past which it would silently run the function eagerly.
 """
 
 import math
+import pickle
 import threading
 import types
 
@@ -111,9 +112,58 @@ def _compile_error(kernel, key, exc):
     )
 
 
+class _Identity:
+    """A key equal only to itself: an object that can be neither hashed nor pickled is
+    compared by identity, and kept alive so that its id is not reused."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, _Identity) and other.value is self.value
+
+    def __hash__(self):
+        return id(self.value)
+
+
+def _value_key(value):
+    """A hashable key of a kernel parameter that equal values share (a fit clones its
+    kernel): estimators (nested kernels) by their class and parameters, containers item by
+    item, tensors by their values, hashable values with their type, arrays and other
+    unhashable values by joblib's hash of their content."""
+    if hasattr(value, "get_params") and not isinstance(value, type):
+        return _kernel_key(value)
+    if isinstance(value, (list, tuple)):
+        return type(value), tuple(_value_key(v) for v in value)
+    if isinstance(value, dict):
+        return dict, tuple((_value_key(k), _value_key(v)) for k, v in value.items())
+    if isinstance(value, torch.Tensor):  # hashed by identity, which a clone changes
+        t = value.detach().cpu()
+        return torch.Tensor, t.dtype, tuple(t.shape), tuple(t.flatten().tolist())
+    try:
+        hash(value)
+    except TypeError:
+        import joblib  # scikit-learn's dependency; only unhashable parameters need it
+
+        try:
+            return type(value), joblib.hash(value)
+        except (pickle.PicklingError, AttributeError, TypeError, ValueError):
+            return _Identity(value)  # not picklable: only this very object is equal to it
+    # Functions and classes are hashed by identity: one redefined under the same name is
+    # another key (joblib and repr would take it for the old one).
+    return type(value), value
+
+
+def _kernel_key(kernel):
+    """The kernel's class object and its parameters: never its text, which a class
+    redefined under the same name (a notebook cell run again) shares with the old one."""
+    params = kernel.get_params(deep=False)
+    return type(kernel), tuple((name, _value_key(params[name])) for name in sorted(params))
+
+
 def config_key(kernel, dtype, device, n_coords, n_columns):
     """The configuration that one compiled loop serves (for :func:`auto_compiled`)."""
-    return repr(kernel), dtype, torch.device(device).type, n_coords, n_columns
+    return _kernel_key(kernel), dtype, torch.device(device).type, n_coords, n_columns
 
 
 def auto_compiled(key, n_queries, pairs):

@@ -1,24 +1,55 @@
 """Nadaraya-Watson estimators with the bandwidth chosen from a grid by cross-validation."""
 
+import warnings
+from contextvars import ContextVar
+from inspect import signature
 from numbers import Integral
 from typing import ClassVar
 
 import numpy as np
 from sklearn import get_config
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.metrics import check_scoring, get_scorer_names
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.metrics import check_scoring, get_scorer, get_scorer_names
 from sklearn.model_selection import GridSearchCV
+from sklearn.utils import Bunch
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.metadata_routing import (
+    MetadataRouter,
+    MethodMapping,
+    _raise_for_params,
+    _routing_enabled,
+    process_routing,
+)
 
+from . import _losses
 from ._classification import NadarayaWatsonClassifier
 from ._engine import resolve_device
 from ._engine_loo import loo_grid_pool
 from ._regression import NadarayaWatsonRegressor
-from .bandwidth import scott_bandwidth
+from .bandwidth import search_reference
 
 # Multiples of Scott's rule in the default grid.
 _DEFAULT_GRID = (1 / 8, 8)
 _DEFAULT_N_BANDWIDTHS = 25
+
+# The metadata of the running ``fit`` call, for the search inside ``_fit``; a context
+# variable, so that it never becomes fitted state.
+_FIT_METADATA = ContextVar("sklearn_nw_cv_fit_metadata", default=None)
+
+
+def _fit_metadata():
+    """The running fit's metadata: ``params`` as passed (``sample_weight`` included when
+    given) and ``routed``, scikit-learn's routing of them (None when routing is off)."""
+    metadata = _FIT_METADATA.get()
+    return Bunch(params={}, routed=None) if metadata is None else metadata
+
+
+def _accepts_sample_weight(scorer):
+    """Whether a scorer takes ``sample_weight``, decided as GridSearchCV decides it."""
+    accept = getattr(scorer, "_accept_sample_weight", None)  # scikit-learn's scorers
+    if accept is not None:
+        return accept()
+    return "sample_weight" in signature(scorer).parameters
 
 
 def _search_constraints(plain_class):
@@ -37,7 +68,9 @@ class _BandwidthSearchMixin:
     """Chooses ``bandwidth_`` from ``bandwidths`` in place of the plain estimator's rule.
 
     It comes first in the CV estimators' bases, so its ``__init__`` (their parameters) is
-    the one scikit-learn's ``get_params`` reads.
+    the one scikit-learn's ``get_params`` reads. Metadata is routed as in
+    :class:`~sklearn.linear_model.RidgeCV`: to the estimator's own fit, the scorer's
+    ``score`` and the splitter's ``split``.
     """
 
     # Bandwidth grids live in feature space: no precomputed distances.
@@ -53,14 +86,64 @@ class _BandwidthSearchMixin:
         self.algorithm = algorithm
         self.device = device
 
+    def _fit_search(self, X, y, sample_weight, params, *, classifier):
+        """``fit`` of the CV estimators: route the metadata, then the plain estimators' fit,
+        whose :meth:`_fit_bandwidth` runs the search with it."""
+        _raise_for_params(params, self, "fit")
+        if sample_weight is not None:
+            params = {**params, "sample_weight": sample_weight}
+        routed = process_routing(self, "fit", **params) if _routing_enabled() else None
+        token = _FIT_METADATA.set(Bunch(params=params, routed=routed))
+        try:
+            return self._fit(X, y, sample_weight, classifier=classifier)
+        finally:
+            _FIT_METADATA.reset(token)
+
+    def get_metadata_routing(self):
+        """Get metadata routing of this object.
+
+        Please check :ref:`User Guide <metadata_routing>` on how the routing
+        mechanism works.
+
+        Returns
+        -------
+        routing : MetadataRouter
+            A :class:`~sklearn.utils.metadata_routing.MetadataRouter` encapsulating
+            routing information: this estimator's ``fit``, the scorer's ``score`` and the
+            splitter's ``split``.
+        """
+        return (
+            MetadataRouter(owner=self)
+            .add_self_request(self)
+            .add(
+                scorer=self._get_scorer(),
+                method_mapping=MethodMapping().add(caller="fit", callee="score"),
+            )
+            .add(
+                splitter=self.cv,
+                method_mapping=MethodMapping().add(caller="fit", callee="split"),
+            )
+        )
+
+    def _get_scorer(self):
+        """The scorer of ``scoring``; None for the default scores without routing.
+
+        With routing on, the default scores (the weighted loss of the leave-one-out
+        predictions, or the estimator's ``score`` on each split) use ``sample_weight``
+        whenever it is given, so the default scorer requests it, as in RidgeCV.
+        """
+        if _routing_enabled() and self.scoring is None:
+            return get_scorer(self._default_scoring).set_score_request(sample_weight=True)
+        return check_scoring(self, scoring=self.scoring, allow_none=True)
+
     def _bandwidth_grid(self):
         """The grid as an array (G, n_features) of bandwidth vectors."""
         d = self.X_fit_.shape[1]
         if self.bandwidths is None or isinstance(self.bandwidths, Integral):
             n = _DEFAULT_N_BANDWIDTHS if self.bandwidths is None else self.bandwidths
             multiples = np.geomspace(*_DEFAULT_GRID, n) if n > 1 else np.ones(1)
-            return multiples[:, None] * scott_bandwidth(self.X_fit_, self.sample_weight_)
-        grid = np.asarray(self.bandwidths, dtype=np.float64)
+            return multiples[:, None] * search_reference(self.X_fit_, self.sample_weight_)
+        grid = np.array(self.bandwidths, dtype=np.float64)  # a copy: never the user's array
         if grid.size == 0:
             raise ValueError("bandwidths must not be empty.")
         if grid.ndim == 1:
@@ -78,13 +161,18 @@ class _BandwidthSearchMixin:
         grid = self._bandwidth_grid()
         y = self._targets()
         if self.cv is None:
-            scores = self._loo_scores(grid, values, y, loss)
-            self.cv_results_ = {"mean_test_score": scores}
+            # Ranked in the pooled values' unit: squared errors in the targets' unit can
+            # underflow or overflow (targets of 1e-200 or 1e250).
+            scores, reported = self._loo_scores(grid, values, y, loss)
+            self.cv_results_ = {"mean_test_score": reported}
         else:
+            estimator = self._plain_estimator()
+            if _routing_enabled():
+                estimator.set_fit_request(sample_weight=True)
             search = GridSearchCV(
-                self._plain_estimator(), {"bandwidth": list(grid)}, cv=self.cv,
-                scoring=self.scoring, refit=False,
-            ).fit(self.X_fit_, y, sample_weight=self.sample_weight_)
+                estimator, {"bandwidth": list(grid)}, cv=self.cv,
+                scoring=self._get_scorer(), refit=False,
+            ).fit(self.X_fit_, y, **self._search_params())
             self.cv_results_ = {k: v for k, v in search.cv_results_.items() if k != "params"}
             scores = self.cv_results_["mean_test_score"]
         self.cv_results_["bandwidth"] = grid
@@ -92,36 +180,59 @@ class _BandwidthSearchMixin:
             np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1
         )
         self.best_index_ = int(np.argmax(scores))
-        self.best_score_ = float(scores[self.best_index_])
+        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
         self.bandwidths_ = grid
         self.bandwidth_ = grid[self.best_index_]
 
     def _loo_scores(self, grid, values, y, loss):
-        """Exact leave-one-out scores of every grid point, in one pass over the data."""
-        n = self.X_fit_.shape[0]
-        if n < 2:
-            raise ValueError(
-                f"{type(self).__name__} with cv=None needs n_samples >= 2 for leave-one-out; "
-                f"got n_samples={n}."
-            )
+        """Exact leave-one-out scores of every grid point, in one pass over the data: to
+        rank them, and as reported (the default loss in the targets' unit)."""
+        loo = self._leave_one_out_set(values, "cv=None")
         tensor = self._tensor_maker(resolve_device(self.device_))
-        log_w, self_log_w = self._log_weights(leave_one_out=True)
         pooled = loo_grid_pool(
-            tensor(self.X_fit_), tensor(values), tensor(grid), self.kernel_, tensor(log_w),
-            tensor(self_log_w), working_memory=get_config()["working_memory"],
-        ).cpu().numpy().astype(np.float64)  # (G, n, t)
-        w = self.sample_weight_
+            tensor(loo.X), tensor(loo.values), tensor(grid), self.kernel_,
+            tensor(loo.log_weight), tensor(loo.self_log_weight),
+            working_memory=get_config()["working_memory"],
+        ).double()  # (G, L, t) at the L distinct inputs
         if self.scoring is None:
-            if loss == "squared_error":
-                per_row = ((pooled - values) ** 2).sum(axis=2)  # (G, n)
-            else:
-                p_true = (pooled * values).sum(axis=2)  # (G, n)
-                per_row = -np.log(np.clip(p_true, np.finfo(self.X_fit_.dtype).eps, None))
-            return -(per_row * w).sum(axis=1) / w.sum()
-        scorer = check_scoring(self, scoring=self.scoring)
-        return np.array([
-            scorer(self._loo_predictions(p), self.X_fit_, y, sample_weight=w) for p in pooled
+            per_location = _losses.per_row(loss, pooled, pooled.new_tensor(loo.values))  # (G, L)
+            weight = pooled.new_tensor(loo.weight)  # (L,)
+            mean = ((per_location * weight).sum(1) / weight.sum()).cpu().numpy()  # (G,)
+            return -mean, -self._loss_over_rows(mean, loo)
+        scorer, score_params = self._loo_scorer()
+        pooled = loo.expand(pooled.cpu().numpy())  # (G, n, t) at the training rows
+        scores = np.array([
+            scorer(self._loo_predictions(p), self.X_fit_, y, **score_params) for p in pooled
         ])
+        return scores, scores
+
+    def _search_params(self):
+        """The metadata for GridSearchCV's fit: as passed to ``fit``, with the validated
+        sample weights, and none when none were given (ones would make GridSearchCV send
+        them to, or warn about, a scorer that takes no ``sample_weight``)."""
+        params = dict(_fit_metadata().params)
+        if "sample_weight" in params:
+            params["sample_weight"] = self.sample_weight_
+        return params
+
+    def _loo_scorer(self):
+        """The user's scorer of the leave-one-out predictions and the metadata it gets: as
+        routed, or without routing the sample weights when given and the scorer takes them
+        (with GridSearchCV's warning when it does not)."""
+        scorer = self._get_scorer()
+        metadata = _fit_metadata()
+        if metadata.routed is not None:
+            return scorer, metadata.routed.scorer.score
+        if "sample_weight" not in metadata.params:
+            return scorer, {}
+        if _accepts_sample_weight(scorer):
+            return scorer, {"sample_weight": self.sample_weight_}
+        warnings.warn(
+            f"The scoring {scorer} does not support sample_weight, which may lead to "
+            f"statistically incorrect results when fitting {self} with sample_weight.",
+            UserWarning,
+        )
+        return scorer, {}
 
     def _plain_estimator(self):
         return self._plain_class(kernel=self.kernel, n_neighbors=self.n_neighbors,
@@ -230,12 +341,51 @@ class NadarayaWatsonRegressorCV(_BandwidthSearchMixin, NadarayaWatsonRegressor):
     )
 
     _plain_class = NadarayaWatsonRegressor
+    _default_scoring = "r2"
     _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonRegressor)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, **params):
+        """Choose the bandwidth from the grid, then store the training data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative frequency weights: an integer weight equals repeating the row.
+            Without metadata routing they also go to the scorer when it takes
+            ``sample_weight``; with routing, to the scorer and the splitter when they
+            request them.
+        **params : dict
+            Metadata for the scorer and the splitter, e.g. ``groups`` for
+            :class:`~sklearn.model_selection.GroupKFold`.
+
+            Only available if ``enable_metadata_routing=True``, which can be set by using
+            ``sklearn.set_config(enable_metadata_routing=True)``. See
+            :ref:`Metadata Routing User Guide <metadata_routing>` for more details.
+
+        Returns
+        -------
+        self : NadarayaWatsonRegressorCV
+            The fitted estimator.
+
+        Notes
+        -----
+        With ``cv=None`` the sample weights are frequency weights of the leave-one-out
+        predictions and weigh the default score; with a splitter they weigh each split's
+        fit, and its score when the scorer takes them. So the chosen bandwidth may differ
+        between the two, as for :class:`~sklearn.linear_model.RidgeCV`.
+        """
+        return self._fit_search(X, y, sample_weight, params, classifier=False)
 
     def _targets(self):
         return self.y_fit_
 
     def _loo_predictions(self, pooled):
+        pooled = self._unscale(pooled)
         return _LeaveOneOutRegression(pooled if self.y_fit_.ndim == 2 else pooled[:, 0])
 
 
@@ -259,7 +409,45 @@ class NadarayaWatsonClassifierCV(_BandwidthSearchMixin, NadarayaWatsonClassifier
     )
 
     _plain_class = NadarayaWatsonClassifier
+    _default_scoring = "accuracy"
     _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonClassifier)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, **params):
+        """Choose the bandwidth from the grid, then store the training data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,)
+            Class labels, of any type ``numpy.unique`` can sort.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative frequency weights: an integer weight equals repeating the row.
+            Without metadata routing they also go to the scorer when it takes
+            ``sample_weight``; with routing, to the scorer and the splitter when they
+            request them.
+        **params : dict
+            Metadata for the scorer and the splitter, e.g. ``groups`` for
+            :class:`~sklearn.model_selection.GroupKFold`.
+
+            Only available if ``enable_metadata_routing=True``, which can be set by using
+            ``sklearn.set_config(enable_metadata_routing=True)``. See
+            :ref:`Metadata Routing User Guide <metadata_routing>` for more details.
+
+        Returns
+        -------
+        self : NadarayaWatsonClassifierCV
+            The fitted estimator.
+
+        Notes
+        -----
+        With ``cv=None`` the sample weights are frequency weights of the leave-one-out
+        predictions and weigh the default score; with a splitter they weigh each split's
+        fit, and its score when the scorer takes them. So the chosen bandwidth may differ
+        between the two, as for :class:`~sklearn.linear_model.RidgeCV`.
+        """
+        return self._fit_search(X, y, sample_weight, params, classifier=True)
 
     def _targets(self):
         return self.classes_[self.y_fit_]

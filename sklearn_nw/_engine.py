@@ -21,6 +21,7 @@ kernel's support), in CSR layout; the leave-one-out sums live in
 
 import contextlib
 import math
+import threading
 from typing import NamedTuple
 
 import torch
@@ -75,15 +76,35 @@ def resolve_device(device):
     return dev
 
 
+# The computations now inside _compute_settings, and the precision they found before.
+_settings_lock = threading.Lock()
+_settings = {"users": 0, "saved": None}
+
+
 @contextlib.contextmanager
 def _compute_settings():
-    """Full-precision float32 matmuls: TF32 would turn distances into noise."""
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
+    """Full-precision float32 matmuls: TF32 would turn distances into noise.
+
+    The precision is one setting for the whole process, shared by every thread: the first
+    computation in saves the user's value and sets ``"highest"``, the last one out
+    restores it, so concurrent computations neither run under the user's setting nor
+    leave theirs behind. A precision that is already ``"highest"`` is not touched.
+    """
+    with _settings_lock:
+        if _settings["users"] == 0:
+            previous = torch.get_float32_matmul_precision()
+            if previous != "highest":
+                torch.set_float32_matmul_precision("highest")
+                _settings["saved"] = previous
+        _settings["users"] += 1
     try:
         yield
     finally:
-        torch.set_float32_matmul_precision(previous)
+        with _settings_lock:
+            _settings["users"] -= 1
+            if _settings["users"] == 0 and _settings["saved"] is not None:
+                torch.set_float32_matmul_precision(_settings["saved"])
+                _settings["saved"] = None
 
 
 def exp_(logits, exact_zeros=True):
@@ -155,8 +176,9 @@ class _Problem:
     def __init__(self, x, v, h, kernel, log_w, self_log_w, working_memory):
         # Centre on the keys that carry weight: far zero-weight rows would cost precision.
         self.centre = x.mean(0) if log_w is None else x[torch.isfinite(log_w)].mean(0)  # (d,)
-        self.h = h
+        self.x, self.h = x, h
         self.xs = transform(x, self.centre, h)  # (n, r)
+        self._xs_unit = None
         self.kernel = kernel
         n = x.shape[0]
         self.log_w = x.new_zeros(n) if log_w is None else log_w  # (n,)
@@ -176,6 +198,16 @@ class _Problem:
 
     def scale(self, q):
         return transform(q, self.centre, self.h)
+
+    def unit_sq_dist(self, q):
+        """Squared distances (b, n) in the metric divided by its largest scale: the same
+        order as the scaled distances, which overflow (to inf, or to NaN between infinite
+        coordinates) at bandwidths near the smallest float."""
+        unit = self.h / self.h.abs().max()  # (d,) or (d, r)
+        if self._xs_unit is None:
+            self._xs_unit = transform(self.x, self.centre, unit)  # (n, r)
+        return exact_sq_dist(transform(q, self.centre, unit), self._xs_unit,
+                             self.working_memory)
 
     def loo_adjust(self, logits, rows):
         """Give each query row its own key's leave-one-out weight (rows index the keys)."""
@@ -201,28 +233,31 @@ class _Problem:
         self.loo_adjust(logits, rows)
         return logits
 
-    def careful_logits(self, qs, rows):
-        """Exact-distance logits, max-subtracted; rows with no kernel mass fall back to the
-        nearest positive-weight key(s). Returns the logits and the number of such rows."""
-        d2 = exact_sq_dist(qs, self.xs, self.working_memory)  # (b, n)
+    def careful_logits(self, q, rows):
+        """Exact-distance logits of queries ``q`` (b, d), max-subtracted; rows with no
+        kernel mass fall back to the nearest positive-weight key(s). Returns the logits
+        and the number of such rows."""
+        d2 = exact_sq_dist(self.scale(q), self.xs, self.working_memory)  # (b, n)
+        # Overflowed distances: no kernel weight (the nearest keys are found below).
+        d2 = torch.nan_to_num_(d2, nan=math.inf, posinf=math.inf)
         logits = self.kernel.log_profile_sq(d2) + self.log_w  # (b, n)
         self.loo_adjust(logits, rows)
         m = logits.amax(1, keepdim=True)  # (b, 1)
         empty = torch.isneginf(m[:, 0])  # (b,)
-        if self.self_log_w is not None:
-            d2[torch.arange(len(rows), device=d2.device), rows] = math.inf
         n_empty = int(empty.sum())
         if n_empty:
-            d2e = d2[empty].masked_fill_(~self.positive, math.inf)  # (e, n)
+            d2e = self.unit_sq_dist(q[empty]).masked_fill_(~self.positive, math.inf)  # (e, n)
+            if self.self_log_w is not None:  # leave-one-out: the nearest other key(s)
+                d2e[torch.arange(n_empty, device=d2.device), rows[empty]] = math.inf
             nearest = d2e == d2e.amin(1, keepdim=True)  # (e, n)
             logits[empty] = torch.where(nearest, self.log_w, -math.inf)
             m = logits.amax(1, keepdim=True)
         return logits.sub_(m), n_empty
 
-    def careful_sums(self, qs, rows):
-        """Weighted sums ``(b, t + 1)`` of the careful path, its weights and the number of
-        rows that fell back to the nearest key(s)."""
-        careful, n_empty = self.careful_logits(qs, rows)
+    def careful_sums(self, q, rows):
+        """Weighted sums ``(b, t + 1)`` of the careful path for queries ``q`` (b, d), its
+        weights and the number of rows that fell back to the nearest key(s)."""
+        careful, n_empty = self.careful_logits(q, rows)
         careful = exp_(careful)  # (b, n)
         return (self.v1t @ careful.T).T, careful, n_empty
 
@@ -284,7 +319,8 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
             total = num_den[:, -1]  # (b,)
             redo = ~((total > tiny) & (total <= 1.001 * n))  # (b,) underflowed, empty, NaN or overflowed
             if bool(redo.any()):
-                num_den[redo], careful, n_empty = problem.careful_sums(qs[redo], rows[redo])
+                num_den[redo], careful, n_empty = problem.careful_sums(
+                    q[s : s + step][redo], rows[redo])
                 n_fallback += n_empty
                 weights[redo] = careful
             den = num_den[:, -1:]  # (b, 1)
@@ -334,7 +370,7 @@ def fused_pool(q, x, v, h, kernel, *, log_w=None, working_memory=1024):
                           working_memory)
         for s in range(0, len(redo), step):
             rows = redo[s : s + step]
-            num_den[rows], _, n_empty = problem.careful_sums(qs[rows], rows)
+            num_den[rows], _, n_empty = problem.careful_sums(q[rows], rows)
             n_fallback += n_empty
     return PoolResult(num_den[:, :-1] / num_den[:, -1:], None, n_fallback)
 
@@ -403,21 +439,26 @@ def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memor
     return out, empty, attention
 
 
-def neighbour_pool(d2, indices, indptr, v, kernel, *, log_w=None, return_attention=False):
+def neighbour_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
+                   return_attention=False):
     """Nadaraya-Watson pooling over given candidate keys (a k-nearest or radius graph).
 
-    Query i attends only to keys ``indices[indptr[i]:indptr[i + 1]]``, at squared scaled
-    distances ``d2`` of the same layout (CSR). A query whose candidates all have zero kernel
-    weight gets its nearest positive-weight candidate(s), as in :func:`attention_pool`;
-    every query needs at least one candidate of positive weight.
+    Query i attends only to keys ``indices[indptr[i]:indptr[i + 1]]``, at distances
+    ``dist`` of the same layout (CSR) that are ``scale`` times the scaled distances. A
+    query whose candidates all have zero kernel weight gets its nearest positive-weight
+    candidate(s), as in :func:`attention_pool`, ranked by ``dist`` (the scaled distances
+    overflow at bandwidths near the smallest float); every query needs at least one
+    candidate of positive weight.
 
     Parameters
     ----------
-    d2 : Tensor (nnz,)
+    dist : Tensor (nnz,)
     indices : Tensor (nnz,) long
     indptr : Tensor (n_q + 1,) long
     v : Tensor (n, t)
     kernel : Kernel
+    scale : float
+        The scaled distances are ``dist / scale``.
     log_w : Tensor (nnz,), optional
         Log weight of each candidate pair (a key's sample weight, or a part of it).
     return_attention : bool
@@ -427,6 +468,7 @@ def neighbour_pool(d2, indices, indptr, v, kernel, *, log_w=None, return_attenti
     -------
     PoolResult
     """
+    d2 = (dist / scale) ** 2  # (nnz,) inf where it overflows: no kernel weight
     tiny = math.sqrt(torch.finfo(d2.dtype).tiny)
     logits = kernel.log_profile_sq(d2)  # (nnz,)
     if log_w is not None:
@@ -447,8 +489,9 @@ def neighbour_pool(d2, indices, indptr, v, kernel, *, log_w=None, return_attenti
         pick = torch.cat([torch.arange(a, b, device=d2.device)
                           for a, b in zip(starts.tolist(), stops.tolist())])  # (nnz_r,)
         sub_indptr = torch.cat([indptr.new_zeros(1), (stops - starts).cumsum(0)])
-        sub = _neighbour_pool_careful(d2[pick], indices[pick], sub_indptr, v, kernel,
-                                      None if log_w is None else log_w[pick], return_attention)
+        sub = _neighbour_pool_careful(d2[pick], dist[pick], indices[pick], sub_indptr, v,
+                                      kernel, None if log_w is None else log_w[pick],
+                                      return_attention)
         num[rows], den[rows] = sub.out, 1.0
         n_fallback = sub.n_fallback
         if return_attention:
@@ -456,8 +499,9 @@ def neighbour_pool(d2, indices, indptr, v, kernel, *, log_w=None, return_attenti
     return PoolResult(num / den[:, None], attention, n_fallback)
 
 
-def _neighbour_pool_careful(d2, indices, indptr, v, kernel, log_w, return_attention):
-    """:func:`neighbour_pool` with a max pass per row and the nearest-key fallback."""
+def _neighbour_pool_careful(d2, dist, indices, indptr, v, kernel, log_w, return_attention):
+    """:func:`neighbour_pool` with a max pass per row and the nearest-key fallback (by
+    ``dist``)."""
     n_q = indptr.shape[0] - 1
     counts = indptr[1:] - indptr[:-1]  # (n_q,)
     row = torch.repeat_interleave(torch.arange(n_q, device=d2.device), counts)  # (nnz,)
@@ -470,7 +514,7 @@ def _neighbour_pool_careful(d2, indices, indptr, v, kernel, log_w, return_attent
     if n_empty:
         # Fallback: the nearest positive-weight candidate(s) of the empty rows.
         eligible = empty[row] & torch.isfinite(log_w)  # (nnz,)
-        d2e = torch.where(eligible, d2, math.inf)
+        d2e = torch.where(eligible, dist, math.inf)
         nearest = torch.full((n_q,), math.inf, dtype=d2.dtype, device=d2.device)
         nearest = nearest.scatter_reduce(0, row, d2e, reduce="amin")  # (n_q,)
         chosen = eligible & (d2e == nearest[row])

@@ -3,23 +3,29 @@
 The loss of learned bandwidths (and its gradient, by autograd or written out for the
 Gaussian), the same loss against given neighbour lists, and the leave-one-out predictions of
 a whole grid of bandwidths in one pass. Notation as in :mod:`sklearn_nw._engine`; query i is
-training point i, which keeps ``self_log_w[i]`` (the log of its weight less one unit) on
-itself, so integer sample weights equal repeated rows.
+training point i, which keeps ``self_log_w[i]`` on itself: the estimators pose
+leave-one-out on their distinct inputs, each leaving itself out entirely (``-inf``; see
+:mod:`sklearn_nw._leave_one_out`). The losses are those of :mod:`sklearn_nw._losses`.
 """
 
 import math
 
 import torch
 
+from . import _losses
 from ._engine import (
     _CACHE_BYTES,
     _N_TEMPORARIES,
     _augmented_sq_dist,
     _compute_settings,
     chunk_rows,
+    exact_sq_dist,
     exp_,
     transform,
 )
+
+# MiB of (rows, keys, coordinates) differences for the exact recomputation of a few rows.
+_EXACT_MIB = 16
 
 
 def _loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None):
@@ -80,7 +86,6 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     xs_graph = transform(x, x.mean(0), h)  # (n, r)
     # Chunks back-propagate into this detached copy; one final pass carries it to h.
     xs = xs_graph.detach().requires_grad_(backward)
-    eps = torch.finfo(x.dtype).eps
     row_bytes = n * x.element_size() * 8
     step = min(chunk_rows(len(rows), row_bytes, working_memory),
                max(1, 4 * _CACHE_BYTES // row_bytes))
@@ -99,12 +104,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
             logits = _loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk)  # (b, n)
             log_a = torch.log_softmax(logits, dim=1)  # (b, n)
             pooled = log_a.exp() @ v  # (b, t)
-            if loss == "squared_error":
-                per_row = ((pooled - v[chunk]) ** 2).sum(1)  # (b,)
-            else:
-                # Probability of the true class, clipped at eps as sklearn's log_loss does.
-                p_true = (pooled * v[chunk]).sum(1)  # (b,)
-                per_row = -torch.log(p_true.clamp(min=eps))
+            per_row = _losses.per_row(loss, pooled, v[chunk])  # (b,)
             part = (w_rows[s : s + step] * per_row).sum() / total
             if backward:
                 part.backward()
@@ -136,12 +136,7 @@ def loo_loss_neighbours(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neigh
         logits = torch.where(empty[:, None], nearest, logits)
     with torch.set_grad_enabled(backward):
         pooled = (torch.softmax(logits, dim=1)[:, :, None] * v[neighbours]).sum(1)  # (m, t)
-        target = v[rows]  # (m, t)
-        if loss == "squared_error":
-            per_row = ((pooled - target) ** 2).sum(1)  # (m,)
-        else:
-            p_true = (pooled * target).sum(1)  # (m,)
-            per_row = -torch.log(p_true.clamp(min=torch.finfo(x.dtype).eps))
+        per_row = _losses.per_row(loss, pooled, v[rows])  # (m,)
         w = log_w[rows].exp()  # (m,)
         value = (w * per_row).sum() / w.sum()
     if backward:
@@ -163,9 +158,10 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
     the leave-one-out predictions into ``pooled`` (m, t).
     """
     n = xs.shape[0]
-    eps = torch.finfo(xs.dtype).eps
     tiny = math.sqrt(torch.finfo(xs.dtype).tiny)
+    eps = torch.finfo(xs.dtype).eps
     x2 = (xs * xs).sum(1)  # (n,)
+    x2_max = float(x2.max())
     # [2c q, -c |q|^2, 1] @ keys_t = -c |q - x|^2 + log_w - max(log_w) <= 0: logits that need
     # no max pass (rows that underflow are redone below). Skinny products are laid out as
     # (k, n) @ (n, b): several times faster in BLAS.
@@ -189,12 +185,16 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
         logits = torch.mm(torch.cat([2.0 * c * qs1[:, :-1], -c * q2, qs1[:, -1:]], dim=1),
                           keys_t, out=blocks[0, :b])  # (b, n)
         logits[r, chunk] = self_log_w[chunk] - shift  # (b, n)
-        e = exp_(logits, exact_zeros=False)  # (b, n)
+        # Exact logits are <= 0; the expansion's rounding must not overflow exp.
+        e = exp_(logits.clamp_(max=0.0), exact_zeros=False)  # (b, n)
         num_den = (v1_t @ e.T).T  # (b, t + 1)
-        low = num_den[:, -1] < tiny  # (b,) every weight underflowed: redo max-subtracted
+        # Redone from exact differences, max-subtracted: rows whose weights all underflowed,
+        # and rows where the expansion's rounding could reach 0.01 in a logit (tiny
+        # bandwidths: far from the keys' centre in units of h).
+        unsure = 64 * eps * c * (q2[:, 0] + x2_max) > 0.01  # (b,)
+        low = (num_den[:, -1] < tiny) | unsure  # (b,)
         if bool(low.any()):
-            again = torch.cat([2.0 * c * qs1[low, :-1], -c * q2[low], qs1[low, -1:]], dim=1)
-            again = again @ keys_t  # (l, n)
+            again = -c * exact_sq_dist(qs1[low, :-1], xs, _EXACT_MIB) + (log_w - shift)  # (l, n)
             again[torch.arange(len(again), device=xs.device), chunk[low]] = (
                 self_log_w[chunk[low]] - shift
             )
@@ -208,14 +208,8 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
             continue
         target = v[chunk]  # (b, t)
         w = weights[s : s + step, None]  # (b, 1)
-        if loss == "squared_error":
-            residual = pred - target  # (b, t)
-            value += float((w * residual * residual).sum())
-            g = 2.0 * w * residual  # (b, t)
-        else:
-            p_true = (pred * target).sum(1, keepdim=True)  # (b, 1)
-            value += float(-(w * torch.log(p_true.clamp(min=eps))).sum())
-            g = torch.where(p_true > eps, -w / p_true, 0.0) * target  # (b, t)
+        value += float((w[:, 0] * _losses.per_row(loss, pred, target)).sum())
+        g = w * _losses.gradient(loss, pred, target)  # (b, t)
         if not need_grad:
             continue
         gz = g / z  # (b, t)

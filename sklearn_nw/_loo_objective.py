@@ -3,11 +3,13 @@ the pieces of its descent: the coordinate sweep of its start, the parametrisatio
 three forms, the neighbour search of minibatches, and progress by logging."""
 
 import logging
+import sys
 
 import numpy as np
 import torch
 from sklearn.neighbors import KDTree
 
+from . import _losses
 from ._engine import transform
 from ._engine_loo import loo_grid_pool, loo_loss, loo_loss_neighbours
 
@@ -20,7 +22,7 @@ LOG_LIMIT = 50.0
 _SWEEP = (1 / 3, 3.0, 1e4)
 
 
-def coordinate_sweep(objective, h, loss, rows):
+def coordinate_sweep(objective, h, loss, rows, factors=_SWEEP):
     """One pass over the features, each bandwidth tried at a few multiples (and at
     "ignore this feature") with the others held, keeping every improvement.
 
@@ -29,8 +31,8 @@ def coordinate_sweep(objective, h, loss, rows):
     starting from the isotropic grid does not reach.
     """
     for j in range(len(h)):
-        candidates = np.repeat(h[None], len(_SWEEP), axis=0)  # (S, d)
-        candidates[:, j] *= _SWEEP
+        candidates = np.repeat(h[None], len(factors), axis=0)  # (S, d)
+        candidates[:, j] *= factors
         losses = objective.grid(candidates, rows)
         k = int(np.argmin(losses))
         # A real improvement, not rounding: equivalent data (weights or repeated rows)
@@ -38,6 +40,42 @@ def coordinate_sweep(objective, h, loss, rows):
         if losses[k] < loss * (1 - 1e-9):
             h, loss = candidates[k], float(losses[k])
     return h, loss
+
+
+# Multipliers of the derivative-free refinement, one pass of each, coarse to fine.
+_REFINE = ((1 / 2, 2.0), (1 / 1.4, 1.4), (1 / 1.2, 1.2), (1 / 1.1, 1.1), (1 / 1.05, 1.05))
+
+
+def has_gradient(kernel):
+    """Whether the kernel's log-profile changes smoothly with the distance somewhere in
+    its support, so that gradient descent can move the bandwidth: the top-hat and other
+    step functions have a zero (or no) derivative wherever it exists."""
+    u2 = torch.linspace(0.01, 0.99, 50, dtype=torch.float64).requires_grad_()
+    with torch.enable_grad():
+        log_k = kernel.log_profile_sq(u2)
+    finite = torch.isfinite(log_k.detach())
+    if not log_k.requires_grad or not bool(finite.any()):
+        return False
+    (grad,) = torch.autograd.grad(log_k[finite].sum(), u2, allow_unused=True)
+    return grad is not None and bool((grad[finite] != 0).any())
+
+
+def refine_without_gradient(objective, h, loss, rows, per_feature):
+    """Improve bandwidths ``h`` (d,) of leave-one-out loss ``loss`` on exact grids: each
+    pass tries all bandwidths times two multipliers and, ``per_feature``, each bandwidth
+    alone, keeping every real improvement; the multipliers close in from 2 to 1.05.
+    Returns the bandwidths and the loss after each pass (the starting one first)."""
+    curve = [loss]
+    for factors in _REFINE:
+        candidates = np.asarray(factors)[:, None] * h  # (2, d)
+        losses = objective.grid(candidates, rows)
+        k = int(np.argmin(losses))
+        if losses[k] < loss * (1 - 1e-9):
+            h, loss = candidates[k], float(losses[k])
+        if per_feature and len(h) > 1:
+            h, loss = coordinate_sweep(objective, h, loss, rows, factors)
+        curve.append(loss)
+    return h, np.asarray(curve)
 
 
 def bounded_exp(theta):
@@ -103,11 +141,7 @@ class Objective:
         hs = torch.as_tensor(hs, dtype=x.dtype, device=x.device)
         pooled = loo_grid_pool(x, v, hs, self.kernel, log_w, self_log_w, rows=rows,
                                working_memory=self.working_memory)  # (G, m, t)
-        pooled, target = pooled.double(), self.v[rows].double()  # (G, m, t), (m, t)
-        if self.kind == "squared_error":
-            return ((pooled - target) ** 2).sum(2)  # (G, m)
-        p_true = (pooled * target).sum(2)  # (G, m)
-        return -torch.log(p_true.clamp(min=torch.finfo(x.dtype).eps))
+        return _losses.per_row(self.kind, pooled.double(), self.v[rows].double())  # (G, m)
 
     def grid(self, hs, rows):
         """Leave-one-out losses (G,) of bandwidth vectors ``hs`` (G, d), in one pass."""
@@ -116,7 +150,8 @@ class Objective:
 
 
 class LogProgress:
-    """Progress through logging when tqdm is not installed."""
+    """Progress when tqdm is not installed: a line on stderr per update, and the same
+    message logged at INFO (the stderr line is left out where that logging shows it)."""
 
     def __init__(self, total):
         self.total, self.n = total, 0
@@ -125,7 +160,12 @@ class LogProgress:
         self.n += k
 
     def set_postfix(self, **kwargs):
-        logger.info("leave-one-out bandwidth: iteration %d/%d, %s", self.n, self.total, kwargs)
+        postfix = ", ".join(f"{name}={value}" for name, value in kwargs.items())
+        message = f"leave-one-out bandwidth: iteration {self.n}/{self.total}, {postfix}"
+        logger.info("%s", message)
+        if not (logger.isEnabledFor(logging.INFO) and logger.hasHandlers()):
+            sys.stderr.write(message + "\n")
+            sys.stderr.flush()
 
     def close(self):
         pass

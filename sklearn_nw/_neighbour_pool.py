@@ -12,6 +12,7 @@ import scipy.sparse as sp
 import torch
 from sklearn import get_config
 from sklearn.base import is_classifier
+from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import gen_batches
 
 from ._cells import CellList
@@ -60,30 +61,37 @@ class NeighbourPoolMixin:
         tensor = self._tensor_maker(device)
         if isinstance(self.neighbors_, CellList):
             rows = self.neighbor_rows_[self.neighbors_.order]  # indexed points, in cell order
-            blocks = self.neighbors_.blocks
+
+            def blocks(queries):
+                return self.neighbors_.blocks(self._search_space(X))
         else:
             rows = np.flatnonzero(self.sample_weight_ > 0)
 
             def blocks(queries):
                 return [(np.arange(len(queries)), [(0, len(rows))])]
         w = self.sample_weight_[rows]
-        keys = self._scaled(self.X_fit_[rows])  # (n', r)
-        # Centred on the keys (the weights are translation invariant): far from the origin,
-        # |q|^2 + |x|^2 - 2 q.x above three dimensions would lose the distances' precision.
-        centre = keys.mean(0) if len(keys) else 0.0
-        xs = tensor(keys - centre)  # (n', r)
+        # Bandwidths near the smallest float overflow the scaled inputs: their queries find
+        # no weight and go to the careful path below, which ranks distances without them.
+        with np.errstate(over="ignore", invalid="ignore"):
+            keys = self._scaled(self.X_fit_[rows])  # (n', r)
+            # Centred on the keys (the weights are translation invariant): far from the
+            # origin, |q|^2 + |x|^2 - 2 q.x above three dimensions would lose the distances'
+            # precision.
+            centre = keys.mean(0) if len(keys) else 0.0
+            keys = keys - centre
+            qs_all = self._scaled(X) - centre
+        xs = tensor(keys)  # (n', r)
         wv1 = tensor(np.column_stack([w[:, None] * values[rows], w]))  # (n', t + 1)
         n_q, n_fit = X.shape[0], self.X_fit_.shape[0]
         out = np.empty((n_q, values.shape[1]), dtype=self.X_fit_.dtype)
         parts, lonely = [], []
         working_memory = get_config()["working_memory"]
-        qs_all = self._scaled(X)
         for queries, runs in blocks(qs_all):
             if not runs:
                 lonely.append(queries)
                 continue
             block_out, empty, attention = support_pool(
-                tensor(qs_all[queries] - centre), torch.cat([xs[a:b] for a, b in runs]),
+                tensor(qs_all[queries]), torch.cat([xs[a:b] for a, b in runs]),
                 torch.cat([wv1[a:b] for a, b in runs]).T, self.kernel_,
                 return_attention=return_attention, working_memory=working_memory,
             )
@@ -113,12 +121,14 @@ class NeighbourPoolMixin:
             attention = sp.csr_array((vals, (q_rows, cols)), shape=(n_q, n_fit))
         return PoolResult(torch.from_numpy(out), attention, n_fallback)
 
-    def _neighbour_pool(self, X, values, device, log_w, return_attention, candidates):
+    def _neighbour_pool(self, X, values, device, log_w, return_attention, candidates,
+                        scale):
         """Attention restricted to each query's candidates, in chunks of queries.
 
-        ``candidates(rows)`` gives, for a slice of query rows, the scaled distances, the
-        training rows and the counts per query of their candidates (CSR layout), and the
-        sample weight of each pair (None for unit weights).
+        ``candidates(rows)`` gives, for a slice of query rows, the distances (``scale``
+        times the scaled ones), the training rows and the counts per query of their
+        candidates (CSR layout), and the sample weight of each pair (None for unit
+        weights).
         """
         tensor = self._tensor_maker(device)
 
@@ -132,8 +142,8 @@ class NeighbourPoolMixin:
             with np.errstate(divide="ignore"):
                 pair_log_w = None if pair_w is None else tensor(np.log(pair_w))
             part = neighbour_pool(
-                tensor(dist**2), index(ind), index(indptr), tensor(values), self.kernel_,
-                log_w=pair_log_w, return_attention=return_attention,
+                tensor(dist), index(ind), index(indptr), tensor(values), self.kernel_,
+                scale=scale, log_w=pair_log_w, return_attention=return_attention,
             )
             parts.append((part, offset))
             offset += len(ind)
@@ -149,13 +159,13 @@ class NeighbourPoolMixin:
     def _searched_candidates(self, X, rows):
         """Candidates from the fitted search: the k nearest, or those in a compact
         kernel's support (a query with none in reach gets its nearest point)."""
-        queries = self._scaled(X[rows])
+        queries = self._search_space(X[rows])
         if self.n_neighbors is not None:
             dist, ind, pair_w = self._k_nearest_units(queries)
             counts = np.full(len(queries), dist.shape[1])
             return dist.ravel(), ind.ravel(), counts, pair_w.ravel()
         dist, ind = self.neighbors_.radius_neighbors(
-            queries, radius=self.kernel_.support, sort_results=False
+            queries, radius=self.kernel_.support * self._search_scale(), sort_results=False
         )
         counts = np.array([len(i) for i in ind])
         lonely = np.flatnonzero(counts == 0)
@@ -177,7 +187,8 @@ class NeighbourPoolMixin:
     def _stored_candidates(self, X, rows, *, leave_one_out=False):
         """Candidates from a precomputed distance matrix: every stored entry of the rows
         (all of a dense one), or the nearest holding ``n_neighbors`` units of weight. For
-        leave-one-out (X is the training graph) a row's own entry loses one unit."""
+        leave-one-out (X is the training graph) a row's own entry and its entries at
+        distance 0 get no weight."""
         block = sp.csr_array(X[rows]) if sp.issparse(X) else None
         if block is None:
             n = X.shape[1]
@@ -195,13 +206,62 @@ class NeighbourPoolMixin:
             dist, ind = block.data.astype(np.float64), block.indices
         w = self.sample_weight_[ind].copy()  # pair weights, same layout as dist
         if leave_one_out:
+            # The point leaves with all the mass at its location: itself and every
+            # training point at distance 0 from it.
             query = np.repeat(np.arange(rows.start, rows.start + len(counts)), counts)
-            own = ind == query
-            w[own] = np.maximum(w[own] - 1.0, 0.0)
+            w[(ind == query) | (dist == 0)] = 0.0
         if self.n_neighbors is not None and not leave_one_out:
             dist, ind, w, counts = _nearest_units(dist, ind, w, counts, self.n_neighbors,
                                                   rows.start)
-        return (dist / self.bandwidth_[0]).ravel(), ind.ravel(), counts, w.ravel()
+        return dist.ravel(), ind.ravel(), counts, w.ravel()
+
+    def _leave_one_out_candidates(self, loo, working_memory):
+        """Candidates for the leave-one-out attention of the distinct inputs of ``loo``
+        (:mod:`sklearn_nw._leave_one_out`) under a compact kernel: the other inputs inside
+        the support, found by a tree, or the nearest other one(s) where none is. Refuses,
+        before storing them, more entries of the expanded (n, n) attention than
+        ``working_memory`` MiB hold."""
+        points = self._search_space(loo.X)  # (G, r)
+        positive = np.flatnonzero(loo.weight > 0)
+        search = NearestNeighbors().fit(points[positive])
+        rows_per_input = np.bincount(loo.inverse, minlength=len(loo.weight))  # (G,)
+        budget = int(working_memory * 2**20) // (self.X_fit_.dtype.itemsize + 8)
+        stored = 0
+
+        def others(queries, query_rows, radius):
+            dist, ind = search.radius_neighbors(queries, radius=radius, sort_results=False)
+            ind = [positive[i] for i in ind]
+            keep = [i != q for i, q in zip(ind, query_rows)]
+            return [d[k] for d, k in zip(dist, keep)], [i[k] for i, k in zip(ind, keep)]
+
+        def candidates(rows):
+            nonlocal stored
+            query_rows = np.arange(rows.start, rows.stop)
+            dist, ind = others(points[rows], query_rows,
+                               self.kernel_.support * self._search_scale())
+            for j in np.flatnonzero([len(i) == 0 for i in ind]):
+                # None in reach: the nearest other input(s), every tie.
+                k = min(2, len(positive))
+                d, i = search.kneighbors(points[query_rows[j]][None], n_neighbors=k)
+                d1 = d[0][positive[i[0]] != query_rows[j]][0]
+                radius = d1 * (1.0 + 1e-9) + np.finfo(np.float64).tiny
+                dq, iq = others(points[query_rows[j]][None], query_rows[j : j + 1], radius)
+                dist[j], ind[j] = dq[0], iq[0]
+            stored += int(sum(rows_per_input[q] * rows_per_input[i].sum()
+                              for q, i in zip(query_rows, ind)))
+            if stored > budget:
+                raise ValueError(
+                    f"attention_weights_ would store more than {budget} nonzero weights "
+                    f"(the support of {self.kernel_!r} holds many training points at "
+                    f"bandwidth {self.bandwidth_.tolist()}), more than scikit-learn's "
+                    f"working_memory of {working_memory} MiB. Raise the limit with "
+                    "sklearn.config_context(working_memory=...) or use a smaller bandwidth."
+                )
+            counts = np.array([len(i) for i in ind])
+            dist, ind = np.concatenate(dist), np.concatenate(ind)
+            return dist, ind, counts, loo.weight[ind]
+
+        return candidates
 
     def _k_nearest_units(self, queries):
         """The nearest training points holding ``n_neighbors`` units of sample weight.

@@ -110,7 +110,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
     the nearest-neighbour limit instead of 0/0. With a compact kernel, a query with no
     training point inside the support gets the value of its nearest training point(s) and
     an :class:`~sklearn_nw.EmptyNeighborhoodWarning`. float32 input is computed in float32,
-    anything else in float64.
+    anything else in float64. The targets are pooled centred on their weighted mean and
+    divided by their largest deviation from it, so their unit matters neither to float32
+    (which would underflow ``1e-50`` or overflow ``1e39``) nor to the leave-one-out
+    bandwidths, which are scale-equivariant in ``y``; predictions are float64.
 
     References
     ----------
@@ -153,7 +156,31 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
     def _fit_targets(self, y):
         self.y_fit_ = np.array(y, dtype=np.float64)
-        return self.y_fit_.reshape(len(y), -1)
+        return self._values()
+
+    def _target_scaling(self):
+        """Offset (t,) and scale of the pooled values ``(y - offset) / scale``: the
+        weighted mean and the largest deviation from it, so that the values lie in
+        [-1, 1] whatever the targets' unit (float32 would underflow or overflow them, and
+        the leave-one-out loss would depend on it)."""
+        y = self.y_fit_.reshape(len(self.y_fit_), -1)
+        w = self.sample_weight_
+        offset = np.average(y, axis=0, weights=w)
+        scale = float(np.abs(y[w > 0] - offset).max())
+        return offset, (scale if 0 < scale < np.inf else 1.0)
+
+    def _values(self):
+        offset, scale = self._target_scaling()
+        return (self.y_fit_.reshape(len(self.y_fit_), -1) - offset) / scale
+
+    def _unscale(self, pooled):
+        offset, scale = self._target_scaling()
+        return pooled.astype(np.float64) * scale + offset
+
+    def _loss_over_rows(self, loss, loo):
+        # The squared error of the rows adds their spread within each distinct input.
+        with np.errstate(over="ignore"):  # targets beyond 1e154: their squares overflow
+            return np.float64(self._target_scaling()[1]) ** 2 * (loss + loo.spread)
 
     def predict(self, X, return_attention=False):
         """Predict targets as the attention-weighted average of the training targets.
@@ -168,17 +195,16 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         Returns
         -------
         y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
-            Predictions, in the dtype the model was fitted in.
+            Predictions, float64 as the targets are stored (the attention weights are
+            computed in the dtype of ``X_fit_``).
         attention : ndarray or scipy.sparse.csr_array of shape (n_queries, n_samples_fit)
             Only with ``return_attention=True``: the weights of the training points for each
             query, rows summing to 1; sparse for compact kernels.
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)
-        n = self.y_fit_.shape[0]
-        out, attention = self._pool(
-            X, self.y_fit_.reshape(n, -1), return_attention=return_attention
-        )
+        out, attention = self._pool(X, self._values(), return_attention=return_attention)
+        out = self._unscale(out)
         y_pred = out if self.y_fit_.ndim == 2 else out[:, 0]
         return (y_pred, attention) if return_attention else y_pred
 

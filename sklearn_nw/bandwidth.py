@@ -25,7 +25,9 @@ from ._loo_objective import (
     NeighbourSearch,
     Objective,
     coordinate_sweep,
+    has_gradient,
     parametrise,
+    refine_without_gradient,
 )
 
 __all__ = [
@@ -126,9 +128,43 @@ def silverman_bandwidth(X, sample_weight=None):
 RULES_OF_THUMB = {"scott": scott_bandwidth, "silverman": silverman_bandwidth}
 
 
+def search_reference(X, sample_weight):
+    """Scott's rule with ``n`` the number of distinct inputs of positive weight: the
+    centre of the leave-one-out searches' grids (:class:`LeaveOneOutBandwidth`, the CV
+    estimators' default grid). Like leave-one-out itself (a point leaves with its copies),
+    it is unchanged by scaling every weight or by repeating rows, which ``n = sum(w)``
+    is not."""
+    w = np.asarray(sample_weight, dtype=np.float64)
+    sigma, _ = _scale_term(X, w)
+    n = len(np.unique(np.asarray(X)[w > 0] + 0.0, axis=0))
+    return sigma * n ** (-1.0 / (sigma.shape[0] + 4))
+
+
 def check_bandwidth(bandwidth, n_features):
-    """Validate a numeric bandwidth and broadcast it to shape (n_features,)."""
-    h = np.asarray(bandwidth, dtype=np.float64)
+    """Validate a numeric bandwidth and broadcast it to shape (n_features,).
+
+    Any real numbers are accepted (Python, numpy, ``fractions.Fraction``), as a scalar or
+    one per feature. The result is always a new float64 array: a fitted model never shares
+    the caller's buffer.
+    """
+    h = None
+    try:
+        values = np.asarray(bandwidth)
+    except ValueError:  # ragged nested sequences
+        values = np.empty(0, dtype=np.str_)
+    if values.dtype.kind in "iuf":
+        h = np.array(values, dtype=np.float64, copy=True)
+    elif values.dtype.kind == "O" and all(
+            isinstance(v, Real) and not isinstance(v, bool) for v in values.flat):
+        try:  # float() of each: Fractions and other real numbers
+            h = values.astype(np.float64)
+        except (OverflowError, TypeError, ValueError):
+            pass
+    if h is None:  # strings, booleans, complex numbers, None, ...
+        shown = bandwidth.tolist() if isinstance(bandwidth, np.ndarray) else bandwidth
+        raise ValueError(
+            f"bandwidth must be a real number or an array of real numbers; got {shown!r}."
+        )
     if h.ndim == 0:
         h = np.full(n_features, float(h))
     elif h.ndim != 1 or h.shape[0] != n_features:
@@ -165,8 +201,12 @@ class LeaveOneOutBandwidth(BaseEstimator):
     Nadaraya-Watson estimator. ``fit`` then minimises the leave-one-out loss -- mean squared
     error for the regressor, log-loss for the classifier -- with torch autograd. The
     in-sample loss cannot be used: it is minimised by ``h -> 0``, where every point predicts
-    itself. Each point's own weight is left out of its prediction; with sample weights, one
-    unit of it is, so integer weights equal repeated rows.
+    itself. Each point is left out of its own prediction with all the mass at its
+    location: its whole sample weight and every training row with the same input. So
+    scaling all weights changes nothing, integer weights equal repeated rows, and
+    duplicated rows (a bootstrap resample) cannot pull the bandwidth to 0 by predicting
+    each other. The targets' unit does not matter either (the regressor pools them
+    scaled), so the learned bandwidth is the same for ``y`` and ``1e77 * y``.
 
     Leave-one-out curves of real data are often multi-modal, so the descent starts from the
     best point of a coarse exact leave-one-out grid of multiples of Scott's rule, improved by
@@ -175,6 +215,10 @@ class LeaveOneOutBandwidth(BaseEstimator):
     up to 4,096 samples (the Gaussian's gradient is written out by hand, other kernels use
     autograd); above, Adam on minibatches of queries, each against its nearest training
     points, with the grid, the sweep and the final comparison exact on 512 random queries.
+    A kernel whose profile is piecewise constant (the top-hat, a step function) has no
+    gradient in the bandwidth: it gets exact grids instead of the descent, the bandwidths
+    multiplied in turn by factors closing in from 2 to 1.05 (all together, and for
+    ``"diagonal"`` each alone); ``form="full"`` then raises.
 
     Parameters
     ----------
@@ -219,7 +263,8 @@ class LeaveOneOutBandwidth(BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seeds the minibatches and the evaluation subset used above 4096 samples.
     verbose : int, default=0
-        Show a progress bar with the current loss (tqdm when installed, else logging).
+        Show a progress bar with the current loss: tqdm when installed, else a line on
+        stderr per iteration (also logged to the ``sklearn_nw.bandwidth`` logger).
 
     References
     ----------
@@ -292,6 +337,15 @@ class LeaveOneOutBandwidth(BaseEstimator):
             )
         if self.form == "full" and self.n_components is not None and self.n_components > d:
             raise ValueError(f"n_components={self.n_components} must be <= n_features={d}.")
+        gradient = has_gradient(kernel)
+        if self.form == "full" and not gradient:
+            raise ValueError(
+                f"LeaveOneOutBandwidth(form='full') learns a metric by gradient descent, "
+                f"and the kernel {kernel!r} has no gradient in the distance (its profile "
+                "is piecewise constant). Use form='diagonal' or 'isotropic' (learned on "
+                "exact grids for such kernels), or a kernel with a slope such as "
+                "'epanechnikov'."
+            )
         rng = check_random_state(self.random_state)
         generator = torch.Generator(device=x.device).manual_seed(int(rng.randint(2**31 - 1)))
         positive = torch.nonzero(w > 0)[:, 0]
@@ -331,6 +385,18 @@ class LeaveOneOutBandwidth(BaseEstimator):
             h_reference = fine[int(np.argmin(fine_loss))] * h_start
         if self.form != "isotropic":
             h_best, best_loss = coordinate_sweep(objective, h_best, best_loss, eval_rows)
+        if not gradient:
+            # A piecewise-constant profile (the top-hat, a step function) has no gradient in
+            # the bandwidth: refine on exact grids instead of descending.
+            h, curve = refine_without_gradient(objective, h_best, best_loss, eval_rows,
+                                               per_feature=self.form == "diagonal")
+            best_loss = float(curve[-1])
+            h = torch.as_tensor(h, dtype=x.dtype, device=x.device)
+            if self.form == "diagonal" and d > 1:
+                h, best_loss = self._against_reference(objective, h, h_reference, eval_rows)
+            curve = np.append(curve, best_loss)
+            return LeaveOneOutResult(h.cpu().numpy().astype(np.float64), None, best_loss,
+                                     curve, len(curve) - 1, grid, grid_loss)
 
         # 2. Gradient descent from there; the full metric starts from the learned diagonal.
         descend = self._descent(objective, positive, full_batch, generator)
@@ -403,6 +469,8 @@ class LeaveOneOutBandwidth(BaseEstimator):
         return descend
 
     def _progress(self):
+        """Progress of a verbose descent: a tqdm bar, or without tqdm a line per update on
+        stderr (:class:`LogProgress`, which also logs it); None when quiet."""
         if not self.verbose:
             return None
         try:

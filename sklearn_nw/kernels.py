@@ -275,9 +275,10 @@ class CallableKernel(Kernel):
     ----------
     func : callable
         Maps a torch tensor of scaled distances ``u >= 0`` to a tensor of the same shape of
-        non-negative weights. It must be written with torch operations (it runs on the
-        estimator's device and dtype) and be picklable (a module-level function, not a
-        lambda) if the fitted estimator is to be pickled.
+        non-negative weights; its result is cast to the dtype of ``u`` (so ``u <= 1``, a
+        boolean tensor, is the top-hat kernel). It must be written with torch operations (it
+        runs on the estimator's device and dtype) and be picklable (a module-level function,
+        not a lambda) if the fitted estimator is to be pickled.
     support : float, default=inf
         Radius beyond which ``func`` is zero, if any.
     """
@@ -287,10 +288,12 @@ class CallableKernel(Kernel):
         self.support = support
 
     def profile(self, u):
-        return self.func(u)
+        k = self.func(u)
+        # A boolean, integer or float32 result is a fine profile; the engine needs u's dtype.
+        return k.to(u.dtype) if isinstance(k, torch.Tensor) else k
 
     def log_profile_sq(self, u2):
-        return torch.log(self.func(torch.sqrt(u2)))
+        return torch.log(self.profile(torch.sqrt(u2)))
 
 
 KERNELS = {
@@ -313,38 +316,83 @@ KERNELS = {
 """Registry of named kernels (with aliases): name -> Kernel class."""
 
 
-def _check_callable_kernel(kernel):
-    """Probe a user kernel once so that a bad function fails at fit, not deep in predict."""
-    u = torch.linspace(0.0, 3.0, 31, dtype=torch.float64)
+_BUILT_IN = frozenset(KERNELS.values()) | {SymmetricBeta}
+
+
+def _probe(kernel, method, arg):
+    """Call one method of a user kernel on a probe tensor; a TypeError that says what it
+    returned unless it is a tensor of the input's shape and dtype."""
+    if isinstance(kernel, CallableKernel):
+        name, expected = "The kernel callable", (
+            "It must map a tensor u >= 0 to a tensor of non-negative weights.")
+    else:
+        name, expected = f"{kernel!r}.{method}", (
+            "It must return a torch tensor of the input's shape and dtype.")
     try:
-        k = kernel.profile(u)
+        out = getattr(kernel, method)(arg.clone())
     except Exception as exc:
-        raise TypeError(
-            f"The kernel callable failed on a torch tensor of scaled distances: {exc!r}. "
-            "It must map a tensor u >= 0 to a tensor of non-negative weights."
-        ) from exc
-    if not isinstance(k, torch.Tensor) or k.shape != u.shape:
+        raise TypeError(f"{name} failed on a torch tensor of scaled distances "
+                        f"({arg.dtype}): {exc!r}. {expected}") from exc
+    if not isinstance(out, torch.Tensor):
+        got = f"{type(out).__name__} with shape {getattr(out, 'shape', None)}"
+    elif out.shape != arg.shape or out.dtype != arg.dtype:
+        got = f"a tensor of shape {tuple(out.shape)} and {out.dtype}"
+    else:
+        return out
+    if isinstance(kernel, CallableKernel):  # its result is cast to u's dtype: shape counts
         raise TypeError(
             "The kernel callable must return a torch tensor of the same shape as its input; "
-            f"got {type(k).__name__} with shape {getattr(k, 'shape', None)} for shape {tuple(u.shape)}."
+            f"got {got} for shape {tuple(arg.shape)}."
         )
-    if not bool(torch.isfinite(k).all()) or bool((k < 0).any()):
+    raise TypeError(f"{name} returned {got} for a {arg.dtype} tensor of shape "
+                    f"{tuple(arg.shape)}. {expected}")
+
+
+def _check_user_kernel(kernel, dtypes):
+    """Probe a user kernel (a callable or a :class:`Kernel` subclass) once, so that a bad
+    one fails at fit with a message, not deep in predict: in each of ``dtypes``, each
+    method the engine calls must return a tensor of its input's shape and dtype, and the
+    profile must be finite, non-negative and somewhere positive."""
+    if isinstance(kernel, CallableKernel):
+        methods = ["profile"]
+    else:  # the methods the class writes first: the others are derived from them
+        methods = sorted(["profile", "log_profile_sq", "profile_sq", "profile_sq_"],
+                         key=lambda m: getattr(type(kernel), m) is getattr(Kernel, m))
+    for dtype in dtypes:
+        u = torch.linspace(0.0, 3.0, 31, dtype=dtype)  # (31,)
+        for method in methods:
+            _probe(kernel, method, u if method == "profile" else u * u)
+    profile = kernel.profile(torch.linspace(0.0, 3.0, 31, dtype=torch.float64))  # (31,)
+    what = "The kernel callable" if isinstance(kernel, CallableKernel) else f"The kernel {kernel!r}"
+    if not bool(torch.isfinite(profile).all()) or bool((profile < 0).any()):
         raise ValueError(
-            "The kernel callable must return finite, non-negative weights; "
-            f"on u = 0, 0.1, ..., 3 it returned {k.tolist()}."
+            f"{what} must return finite, non-negative weights; "
+            f"on u = 0, 0.1, ..., 3 it returned {profile.tolist()}."
         )
-    if not bool((k > 0).any()):
-        raise ValueError("The kernel callable returned zero weight everywhere on u in [0, 3].")
+    if not bool((profile > 0).any()):
+        raise ValueError(f"{what} returned zero weight everywhere on u in [0, 3].")
 
 
-def get_kernel(kernel):
+def get_kernel(kernel, dtype=None):
     """Resolve a kernel specification to a fresh :class:`Kernel` object.
 
     Parameters
     ----------
     kernel : str, Kernel or callable
         A name from :data:`KERNELS`, a :class:`Kernel` (cloned), or a function of the
-        scaled-distance tensor (wrapped in :class:`CallableKernel`).
+        scaled-distance tensor (wrapped in :class:`CallableKernel`). A kernel of the user's
+        (a callable or a subclass) is probed once on a few distances.
+    dtype : torch.dtype, default=None
+        The dtype the kernel will compute in (the probe's); None probes float32 and
+        float64.
+
+    Raises
+    ------
+    TypeError
+        If a kernel of the user's fails, or returns anything but a torch tensor of its
+        input's shape and dtype (a callable's result is cast to that dtype).
+    ValueError
+        If its profile is negative, not finite, or zero everywhere on ``[0, 3]``.
 
     Returns
     -------
@@ -377,6 +425,6 @@ def get_kernel(kernel):
             "kernel must be a kernel name, a Kernel instance or a callable; "
             f"got {type(kernel).__name__}."
         )
-    if isinstance(kernel, CallableKernel):
-        _check_callable_kernel(kernel)
+    if type(kernel) not in _BUILT_IN:
+        _check_user_kernel(kernel, (torch.float64, torch.float32) if dtype is None else (dtype,))
     return kernel

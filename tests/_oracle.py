@@ -82,8 +82,8 @@ def scaled_distance(q, x, h):
 def nw_weights(Q, X, h, profile, sample_weight=None, leave_one_out=False):
     """Attention matrix ``A[i, j] = w_j k(u_ij) / sum_l w_l k(u_il)``.
 
-    With ``leave_one_out`` (Q is X) query i gives its own point the weight ``max(w_i - 1, 0)``:
-    one unit of frequency weight is removed.
+    With ``leave_one_out`` (Q is X) query i gives no weight to its own point and to every
+    training point at the same input: all the mass at its location is left out.
     """
     Q = np.asarray(Q, dtype=np.float64)
     X = np.asarray(X, dtype=np.float64)
@@ -93,7 +93,7 @@ def nw_weights(Q, X, h, profile, sample_weight=None, leave_one_out=False):
     A = np.zeros((Q.shape[0], n))
     for i in range(Q.shape[0]):
         for j in range(n):
-            w_j = max(w[j] - 1.0, 0.0) if leave_one_out and i == j else w[j]
+            w_j = 0.0 if leave_one_out and np.array_equal(Q[i], X[j]) else w[j]
             A[i, j] = w_j * profile(scaled_distance(Q[i], X[j], h))
         total = A[i].sum()
         assert total > 0, f"oracle: query {i} has no training point inside the support"

@@ -236,13 +236,18 @@ def test_unfitted(Estimator):
 @pytest.mark.parametrize("Estimator", ESTIMATORS)
 def test_attention_weights_need_two_samples(Estimator):
     X, y = make_data(Estimator)
+    message = "attention_weights_ needs at least 2 distinct training inputs with positive"
     est = Estimator().fit(X[:1], y[:1])
-    with pytest.raises(ValueError, match="attention_weights_ needs n_samples >= 2"):
+    with pytest.raises(ValueError, match=f"{message}.*n_samples=1 "):
         _ = est.attention_weights_
     w = np.zeros(8)
-    w[2] = 1.0
+    w[2] = 3.0
     est = Estimator().fit(X, y, sample_weight=w)
-    with pytest.raises(ValueError, match="attention_weights_ needs n_samples >= 2 with positive weight"):
+    with pytest.raises(ValueError, match=message):
+        _ = est.attention_weights_
+    # Copies of one input are one location: nothing is left once it is left out.
+    est = Estimator().fit(np.repeat(X[:1], 4, axis=0), np.repeat(y[:1], 4))
+    with pytest.raises(ValueError, match=message):
         _ = est.attention_weights_
 
 
@@ -286,3 +291,112 @@ def test_failed_predict_leaves_the_estimator_usable(Estimator):
     with pytest.raises(ValueError):
         est.predict(with_value(X, (0, 0), np.nan))
     np.testing.assert_array_equal(est.predict(X), before)
+
+
+# -- numbers of other types, and the bandwidth buffer --------------------------------------
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+def test_fraction_bandwidth_is_a_real_number(Estimator):
+    from fractions import Fraction
+
+    X, y = make_data(Estimator)
+    expected = Estimator(bandwidth=0.5).fit(X, y).predict(X)
+    est = Estimator(bandwidth=Fraction(1, 2)).fit(X, y)
+    assert est.bandwidth_.dtype == np.float64
+    np.testing.assert_array_equal(est.bandwidth_, [0.5, 0.5])
+    np.testing.assert_array_equal(est.predict(X), expected)
+    per_feature = Estimator(bandwidth=[Fraction(1, 2), Fraction(3, 2)]).fit(X, y)
+    np.testing.assert_array_equal(per_feature.bandwidth_, [0.5, 1.5])
+    with pytest.raises(ValueError, match=BANDWIDTH_RANGE + r".*Got Fraction\(0, 1\) instead"):
+        Estimator(bandwidth=Fraction(0)).fit(X, y)
+
+
+NOT_NUMBERS = "bandwidth must be a real number or an array of real numbers; got "
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+@pytest.mark.parametrize(
+    "bandwidth, message",
+    [
+        (["wide", "narrow"], NOT_NUMBERS + r"\['wide', 'narrow'\]"),
+        ([1.0, None], NOT_NUMBERS + r"\[1.0, None\]"),
+        ([1.0, 2.0j], NOT_NUMBERS + r"\[1.0, 2j\]"),
+        ([True, False], NOT_NUMBERS + r"\[True, False\]"),
+        ([1.0, [2.0]], NOT_NUMBERS + r"\[1.0, \[2.0\]\]"),
+    ],
+)
+def test_bandwidth_that_is_not_numbers_is_named(Estimator, bandwidth, message):
+    X, y = make_data(Estimator)
+    with pytest.raises(ValueError, match=message):
+        Estimator(bandwidth=bandwidth).fit(X, y)
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+@pytest.mark.parametrize("value", [True, False, np.True_])
+def test_boolean_n_neighbors_and_bandwidth_are_rejected(Estimator, value):
+    X, y = make_data(Estimator)
+    with pytest.raises(
+        ValueError,
+        match=r"The 'n_neighbors' parameter of \w+ must be an int in the range \[1, inf\) "
+              rf"or None. Got {value!r} instead",
+    ):
+        Estimator(n_neighbors=value).fit(X, y)
+    with pytest.raises(ValueError, match=BANDWIDTH_RANGE + rf".*Got {value!r} instead"):
+        Estimator(bandwidth=value).fit(X, y)
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+def test_fitted_bandwidth_is_not_the_users_buffer(Estimator):
+    X, y = make_data(Estimator)
+    h = np.empty(2)
+    models = []
+    for value in (0.5, 1.0, 2.0):  # one buffer, refilled for each fit
+        h[:] = value
+        models.append(Estimator(bandwidth=h).fit(X, y))
+    for model, value in zip(models, (0.5, 1.0, 2.0)):
+        np.testing.assert_array_equal(model.bandwidth_, [value, value])
+    model = Estimator(bandwidth=np.array([0.5, 0.7])).fit(X, y)
+    model.bandwidth_ *= 2
+    np.testing.assert_array_equal(model.get_params()["bandwidth"], [0.5, 0.7])
+
+
+# -- warnings and progress -------------------------------------------------------------------
+
+
+def test_empty_neighborhood_warning_repeats_and_says_so():
+    import warnings
+
+    from sklearn_nw import EmptyNeighborhoodWarning
+
+    X = np.array([[0.0], [1.0], [2.0]])
+    est = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.1).fit(X, [0.0, 1.0, 2.0])
+    for _ in range(2):  # every call, as scikit-learn's own warnings
+        with pytest.warns(EmptyNeighborhoodWarning, match="1 of 1 queries"):
+            est.predict([[10.0]])
+    # The docstring says so, and how to silence it; its recipe works.
+    doc = " ".join(EmptyNeighborhoodWarning.__doc__.split())
+    assert "issued on every call" in doc
+    assert 'warnings.simplefilter("ignore", EmptyNeighborhoodWarning)' in doc
+    assert 'warnings.filterwarnings("ignore", category=EmptyNeighborhoodWarning)' in doc
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        est.predict([[10.0]])
+
+
+def test_verbose_without_tqdm_writes_progress_to_stderr(monkeypatch, capsys):
+    import sys
+
+    from sklearn_nw.bandwidth import LeaveOneOutBandwidth
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # "import tqdm" now raises ImportError
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    X, y = make_data(NadarayaWatsonRegressor, n=40)
+    NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(verbose=1)).fit(X, y)
+    err = capsys.readouterr().err
+    assert "leave-one-out bandwidth: iteration 1/" in err
+    assert "loss=" in err
+    # Quiet by default.
+    NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth()).fit(X, y)
+    assert capsys.readouterr().err == ""

@@ -48,8 +48,7 @@ def test_float32_accuracy_against_float64():
     h = np.array([0.3, 0.4])
     reg32 = NadarayaWatsonRegressor(bandwidth=h, algorithm="compiled")
     reg32.fit(X.astype(np.float32), y.astype(np.float32), sample_weight=w)
-    pred32 = reg32.predict(Q.astype(np.float32))
-    assert pred32.dtype == np.float32
+    pred32 = reg32.predict(Q.astype(np.float32))  # float32 weights, float64 targets
     pred64 = NadarayaWatsonRegressor(bandwidth=h).fit(X, y, sample_weight=w).predict(Q)
     assert np.abs(pred32 - pred64).max() < 1e-5
 
@@ -236,3 +235,69 @@ def test_compile_failure(monkeypatch, compile_, message):
         warnings.simplefilter("error")
         assert_allclose(auto.predict(Q), got)
     assert_allclose(got, nw_predict(Q, X, y, [0.8, 0.8], PROFILES["gaussian"]), rtol=1e-12)
+
+
+# -- the cache of compiled configurations ----------------------------------------------------
+
+
+class _Scaled(Kernel):
+    """A Gaussian of width ``scale``, with a repr that hides the parameter."""
+
+    def __init__(self, scale=1.0, table=None):
+        self.scale = scale
+        self.table = table
+
+    def log_profile_sq(self, u2):
+        return -0.5 * u2 / self.scale**2
+
+    def __repr__(self):
+        return "_Scaled()"
+
+
+def test_config_key_follows_the_class_and_the_parameters_not_the_repr():
+    def key(kernel):
+        return _compiled.config_key(kernel, torch.float64, "cpu", 2, 2)
+
+    # Equal parameters (a clone, as every fit makes) share a key; unhashable ones included.
+    table = np.arange(3.0)
+    assert key(_Scaled(2.0, table)) == key(_Scaled(2.0, table.copy()))
+    assert key(_Scaled(2.0, [1, [2]])) == key(_Scaled(2.0, [1, [2]]))
+    # Other parameters, or another class of the same name and text, do not.
+    assert key(_Scaled(2.0)) != key(_Scaled(3.0))
+    assert key(_Scaled(2.0, table)) != key(_Scaled(2.0, table + 1))
+
+    class Bump(Kernel):
+        def log_profile_sq(self, u2):
+            return -u2
+
+    first = Bump()
+
+    class Bump(Kernel):  # the same name, as a notebook cell run again defines it
+        def log_profile_sq(self, u2):
+            return -2.0 * u2
+
+    assert repr(first) == repr(Bump())
+    assert key(first) != key(Bump())
+    hash(key(_Scaled(2.0, table)))  # a dictionary key
+
+
+def test_a_redefined_kernel_class_is_compiled_anew(monkeypatch):
+    # A notebook cell that defines a kernel class, edited and run again: the same name and
+    # repr, another profile. The second fit must not run the first class's compiled loop.
+    monkeypatch.setattr(_compiled, "_compiled", {})
+    X, y, _, Q = _data(n=20, d=1, n_queries=5)
+
+    class Bump(Kernel):
+        def log_profile_sq(self, u2):
+            return -0.5 * u2
+
+    NadarayaWatsonRegressor(Bump(), bandwidth=0.5, algorithm="compiled").fit(X, y).predict(Q)
+
+    class Bump(Kernel):  # the cell edited and run again
+        def log_profile_sq(self, u2):
+            return -2.0 * u2 * u2
+
+    got = NadarayaWatsonRegressor(Bump(), bandwidth=0.5, algorithm="compiled").fit(X, y)
+    expected = NadarayaWatsonRegressor(Bump(), bandwidth=0.5, algorithm="brute").fit(X, y)
+    assert_allclose(got.predict(Q), expected.predict(Q), rtol=1e-12)
+    assert len(_compiled._compiled) == 2

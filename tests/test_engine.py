@@ -44,6 +44,10 @@ def test_chunking_changes_nothing(kernel):
     reg = NadarayaWatsonRegressor(kernel, bandwidth=1.5).fit(X, y)
     expected, attention = reg.predict(Q, return_attention=True)
     with sklearn.config_context(working_memory=0.001):  # one query row per chunk
+        got = reg.predict(Q)
+    assert_allclose(got, expected, rtol=1e-12)
+    # The dense attention asked for must fit in working_memory: chunks of 29 rows.
+    with sklearn.config_context(working_memory=0.2):
         got, got_attention = reg.predict(Q, return_attention=True)
     assert_allclose(got, expected, rtol=1e-12)
     dense = (lambda a: a.toarray() if hasattr(a, "toarray") else a)

@@ -333,3 +333,95 @@ def test_subclass_in_estimator_matches_oracle(kernel, profile):
     h = np.array([0.5, 0.7])
     reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, y)
     np.testing.assert_allclose(reg.predict(Q), nw_predict(Q, X, y, h, profile), rtol=1e-10)
+
+
+# -- the types a kernel returns ------------------------------------------------------------
+
+
+def float32_tophat(u):
+    return (u <= 1.0).float()
+
+
+def bool_tophat(u):
+    return u <= 1.0
+
+
+def int_tophat(u):
+    return (u <= 1.0).int()
+
+
+@pytest.mark.parametrize("func", [float32_tophat, bool_tophat, int_tophat])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_callable_result_is_cast_to_the_input_dtype(func, dtype):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(30, 2)).astype(dtype)
+    y = rng.normal(size=30).astype(dtype)
+    Q = rng.uniform(0.2, 0.8, size=(6, 2)).astype(dtype)
+    reg = NadarayaWatsonRegressor(kernel=func, bandwidth=0.6).fit(X, y)
+    pred = reg.predict(Q)
+    expected = nw_predict(Q, X, y, 0.6, lambda u: float(u <= 1.0))
+    np.testing.assert_allclose(pred, expected, rtol=1e-5 if dtype == np.float32 else 1e-10)
+    u = torch.linspace(0.0, 2.0, 5, dtype=torch.float64)
+    assert CallableKernel(func).profile(u).dtype == torch.float64
+
+
+class NumpyLogProfile(Kernel):
+    def log_profile_sq(self, u2):
+        return -0.5 * u2.numpy()
+
+
+class NumpyProfile(Kernel):
+    def profile(self, u):
+        return np.exp(-u.numpy())
+
+
+class ScalarProfile(Kernel):
+    def profile(self, u):
+        return torch.exp(-u).sum()
+
+
+class Float32LogProfile(Kernel):
+    def log_profile_sq(self, u2):
+        return (-0.5 * u2).float()
+
+
+class Float64LogProfile(Kernel):
+    """Right on float64 inputs, wrong on float32 ones."""
+
+    def log_profile_sq(self, u2):
+        return -0.5 * u2.double()
+
+
+class RaisingProfile(Kernel):
+    def profile(self, u):
+        raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize(
+    "kernel, message",
+    [
+        (NumpyLogProfile(), r"NumpyLogProfile\(\)\.log_profile_sq returned ndarray"),
+        (NumpyProfile(), r"NumpyProfile\(\)\.profile returned ndarray"),
+        (ScalarProfile(), r"ScalarProfile\(\)\.profile returned a tensor of shape \(\)"),
+        (Float32LogProfile(), r"returned a tensor of shape \(31,\) and torch\.float32 for a torch\.float64"),
+        (Float64LogProfile(), r"returned a tensor of shape \(31,\) and torch\.float64 for a torch\.float32"),
+        (RaisingProfile(), r"RaisingProfile\(\)\.profile failed on a torch tensor.*boom"),
+    ],
+)
+def test_bad_subclass_fails_at_fit_with_a_message(kernel, message):
+    X = np.linspace(0.0, 1.0, 8)[:, None]
+    if isinstance(kernel, Float64LogProfile):  # probed in the dtype of the data
+        X = X.astype(np.float32)
+    reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.5)
+    with pytest.raises(TypeError, match=message) as info:
+        reg.fit(X, X[:, 0])
+    assert "torch tensor of the input's shape and dtype" in str(info.value)
+    assert not hasattr(reg, "X_fit_")
+
+
+def test_good_subclasses_and_builtins_pass_the_probe():
+    for kernel in [HalfCircle(), Cauchy(), SymmetricBeta(2.5), *(k() for k in KERNELS.values())]:
+        get_kernel(kernel)
+    # A kernel that only computes in float64 serves float64 data.
+    X = np.linspace(0.0, 1.0, 8)[:, None]
+    NadarayaWatsonRegressor(kernel=Float64LogProfile(), bandwidth=0.5).fit(X, X[:, 0]).predict(X)

@@ -32,12 +32,18 @@ def _data(n=60, d=2, seed=0):
     return X, y, w
 
 
-def _refit_loo_predictions(make, X, y, w, method="predict"):
-    """Brute force: refit without one unit of each point's weight, predict that point."""
+def _refit_loo_predictions(make, X, y, w, method="predict", leave="location"):
+    """Brute force: refit without each point, predict that point. ``leave="location"``
+    (the estimators') removes all the weight at the point's input, its copies included;
+    ``"unit"`` one unit of the point's own weight (the engine's ``self_log_w`` can pose
+    either)."""
     preds = []
     for i in range(len(X)):
         w_i = w.copy()
-        w_i[i] -= min(w_i[i], 1.0)
+        if leave == "unit":
+            w_i[i] -= min(w_i[i], 1.0)
+        else:
+            w_i[(X == X[i]).all(1)] = 0.0
         keep = w_i > 0
         model = make().fit(X[keep], y[keep], sample_weight=w_i[keep])
         preds.append(getattr(model, method)(X[i : i + 1])[0])
@@ -58,7 +64,7 @@ def test_loo_loss_equals_refits_regression(kernel):
     X, y, w = _data()
     h = np.array([0.9, 1.4])
     preds = _refit_loo_predictions(
-        lambda: NadarayaWatsonRegressor(kernel, bandwidth=h), X, y, w
+        lambda: NadarayaWatsonRegressor(kernel, bandwidth=h), X, y, w, leave="unit"
     )
     expected = np.sum(w * (preds - y) ** 2) / w.sum()
     log_w, self_log_w = _loss_args(w)
@@ -72,7 +78,7 @@ def test_loo_loss_equals_refits_classification():
     labels = np.digitize(y, [-0.5, 0.5])  # three classes
     h = np.array([0.7, 1.0])
     proba = _refit_loo_predictions(
-        lambda: NadarayaWatsonClassifier(bandwidth=h), X, labels, w, "predict_proba"
+        lambda: NadarayaWatsonClassifier(bandwidth=h), X, labels, w, "predict_proba", "unit"
     )
     p_true = np.clip(proba[np.arange(len(X)), labels], np.finfo(float).eps, None)
     expected = -np.sum(w * np.log(p_true)) / w.sum()
@@ -236,7 +242,6 @@ def test_weights_equal_repeated_rows_for_loo():
 @pytest.mark.parametrize(
     "X, y",
     [
-        (np.ones((20, 2)), np.arange(20.0)),  # all X equal
         (np.arange(40.0).reshape(20, 2), np.full(20, 3.0)),  # constant y
         (np.array([[0.0], [1.0]]), np.array([0.0, 1.0])),  # two points
     ],
@@ -251,6 +256,9 @@ def test_degenerate_data_ends_finite_with_a_warning(X, y):
 def test_loo_needs_two_samples():
     with pytest.raises(ValueError, match="n_samples=1"):
         NadarayaWatsonRegressor(bandwidth="loo").fit([[1.0]], [1.0])
+    # Copies of one input leave together: nothing is left to predict them.
+    with pytest.raises(ValueError, match="at least 2 distinct training inputs"):
+        NadarayaWatsonRegressor(bandwidth="loo").fit(np.ones((20, 2)), np.arange(20.0))
 
 
 def test_verbose_shows_a_progress_bar(capsys):
@@ -302,7 +310,7 @@ def test_regressor_cv_picks_lowest_loo_loss():
 def test_default_grid_scores_equal_refits(dtype, rtol):
     # The default grid doubles the Gaussian coefficient every two points, so most of its
     # blocks are squares of others: check every point against brute-force refits, with
-    # zero, unit and larger weights (which keep part of a point's own weight).
+    # zero, unit and larger weights.
     X, y, w = _data(n=50, d=3)
     cv = NadarayaWatsonRegressorCV().fit(X.astype(dtype), y, sample_weight=w)
     assert len(cv.bandwidths_) == 25
@@ -411,3 +419,131 @@ def test_grid_search_over_bandwidth_kernel_and_kernel_parameters():
     assert np.all(np.isfinite(scores)) and len(scores) == 8
     best = search.cv_results_["params"][int(np.argmax(scores))]
     assert search.best_params_ == best
+
+
+# -- weights, duplicates, units and kernels without a slope --------------------------------
+
+
+def _bootstrap(seed, n=300):
+    rng = np.random.default_rng(100)
+    X = rng.uniform(-2, 2, (n, 2))
+    y = np.sin(2 * X[:, 0]) + 0.3 * rng.standard_normal(n)
+    rows = np.random.default_rng(seed).integers(0, n, n)
+    return X, y, rows
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bootstrap_resample_equals_its_weights_and_does_not_collapse(seed):
+    X, y, rows = _bootstrap(seed)
+    resampled = NadarayaWatsonRegressor(bandwidth="loo").fit(X[rows], y[rows])
+    counts = np.bincount(rows, minlength=len(X)).astype(float)
+    weighted = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y, sample_weight=counts)
+    np.testing.assert_allclose(resampled.bandwidth_, weighted.bandwidth_, rtol=1e-6)
+    full = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    # The relevant feature's bandwidth stays near the one learned on the distinct rows
+    # (it fell 200x when duplicates predicted each other).
+    assert 0.5 < resampled.bandwidth_[0] / full.bandwidth_[0] < 2.0
+    assert np.all(np.isfinite(resampled.loss_curve_))
+
+
+@pytest.mark.parametrize("Estimator", [NadarayaWatsonRegressor, NadarayaWatsonClassifier])
+def test_scaling_all_weights_changes_no_learned_bandwidth(Estimator):
+    X, y, w = _data(n=120)
+    if Estimator is NadarayaWatsonClassifier:
+        y = (y > 0).astype(int)
+    w = w + 1.0
+    a = Estimator(bandwidth="loo").fit(X, y, sample_weight=w)
+    b = Estimator(bandwidth="loo").fit(X, y, sample_weight=1.5 * w)
+    np.testing.assert_allclose(b.bandwidth_, a.bandwidth_, rtol=1e-6)
+    np.testing.assert_allclose(b.loss_curve_[-1], a.loss_curve_[-1], rtol=1e-9)
+    cv_a = (NadarayaWatsonClassifierCV if Estimator is NadarayaWatsonClassifier
+            else NadarayaWatsonRegressorCV)().fit(X, y, sample_weight=w)
+    cv_b = clone_cv = type(cv_a)().fit(X, y, sample_weight=1.5 * w)
+    assert clone_cv.best_index_ == cv_a.best_index_
+    np.testing.assert_allclose(cv_b.cv_results_["mean_test_score"],
+                               cv_a.cv_results_["mean_test_score"], rtol=1e-9)
+
+
+def test_balanced_class_weights_are_scale_free():
+    X, y, _ = _data(n=90)
+    labels = np.digitize(y, [-0.5, 0.5])
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    balanced = compute_sample_weight("balanced", labels)
+    a = NadarayaWatsonClassifierCV().fit(X, labels, sample_weight=balanced)
+    b = NadarayaWatsonClassifierCV().fit(X, labels, sample_weight=7.0 * balanced)
+    assert a.best_index_ == b.best_index_
+    np.testing.assert_allclose(a.cv_results_["mean_test_score"],
+                               b.cv_results_["mean_test_score"], rtol=1e-9)
+
+
+@pytest.mark.parametrize("unit", [1e-200, 1e-170, 1e-20, 1e77, 1e250])
+def test_bandwidths_do_not_depend_on_the_unit_of_y(unit):
+    X, y, w = _data(n=80)
+    reference = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "constant targets" warning, no overflow
+        scaled = NadarayaWatsonRegressor(bandwidth="loo").fit(X, unit * y, sample_weight=w)
+        cv = NadarayaWatsonRegressorCV().fit(X, unit * y, sample_weight=w)
+    np.testing.assert_allclose(scaled.bandwidth_, reference.bandwidth_, rtol=1e-6)
+    cv_reference = NadarayaWatsonRegressorCV().fit(X, y, sample_weight=w)
+    assert cv.best_index_ == cv_reference.best_index_
+    np.testing.assert_allclose(cv.predict(X) / unit, cv_reference.predict(X), rtol=1e-9)
+    if 1e-150 < unit < 1e150:  # the squared errors themselves are floats
+        np.testing.assert_allclose(scaled.loss_curve_ / unit**2, reference.loss_curve_,
+                                   rtol=1e-6)
+        np.testing.assert_allclose(cv.best_score_ / unit**2, cv_reference.best_score_,
+                                   rtol=1e-6)
+
+
+def test_cv_scores_are_the_row_losses_with_duplicates():
+    # Default scores are the rows' weighted loss, each left out with its copies.
+    X, y, w = _data(n=40)
+    X = np.vstack([X, X[:10]])
+    y = np.concatenate([y, y[:10] + 0.5])  # other targets at repeated inputs
+    w = np.concatenate([w, np.ones(10)])
+    grid = [0.1, 0.4, 1.5]
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid).fit(X, y, sample_weight=w)
+    losses = []
+    for h in grid:
+        preds = _refit_loo_predictions(lambda h=h: NadarayaWatsonRegressor(bandwidth=h),
+                                       X, y, w)
+        losses.append(np.sum(w * (preds - y) ** 2) / w.sum())
+    np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-10)
+    labels = (y > 0).astype(int)
+    clf = NadarayaWatsonClassifierCV(bandwidths=grid).fit(X, labels, sample_weight=w)
+    losses = []
+    for h in grid:
+        proba = _refit_loo_predictions(lambda h=h: NadarayaWatsonClassifier(bandwidth=h),
+                                       X, labels, w, "predict_proba")
+        p_true = np.clip(proba[np.arange(len(X)), labels], np.finfo(float).eps, None)
+        losses.append(-np.sum(w * np.log(p_true)) / w.sum())
+    np.testing.assert_allclose(-clf.cv_results_["mean_test_score"], losses, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kernel", ["tophat", "boxcar", "uniform", "symmetric_beta_0", "step"])
+def test_kernels_without_a_gradient_learn_on_exact_grids(kernel):
+    from sklearn_nw.kernels import SymmetricBeta
+
+    kernel = {"symmetric_beta_0": SymmetricBeta(0),
+              "step": lambda u: (u <= 1).double()}.get(kernel, kernel)
+    X, y, _ = _data(n=150)
+    reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth="loo").fit(X, y)
+    assert reg.n_iter_ >= 1 and np.all(np.diff(reg.loss_curve_) <= 0)
+    # Never worse than the best of the exact grids it was refined from.
+    cv = NadarayaWatsonRegressorCV(kernel=kernel, bandwidths=np.geomspace(0.05, 3, 40)).fit(X, y)
+    assert reg.loss_curve_[-1] <= -cv.best_score_ * (1 + 1e-9)
+    with pytest.raises(ValueError, match="form='full'.*has no gradient"):
+        NadarayaWatsonRegressor(kernel=kernel,
+                                bandwidth=LeaveOneOutBandwidth(form="full")).fit(X, y)
+
+
+def test_cv_grid_is_not_the_users_array():
+    X, y, _ = _data(n=40)
+    grid = np.array([0.2, 0.5, 1.0])
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid).fit(X, y)
+    before = cv.bandwidth_.copy()
+    grid *= 100
+    np.testing.assert_array_equal(cv.bandwidth_, before)
+    cv.bandwidths_ *= 2
+    np.testing.assert_array_equal(cv.get_params()["bandwidths"], grid)

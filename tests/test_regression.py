@@ -178,19 +178,24 @@ def test_attention_weights_sparse(kernel):
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
 def test_attention_weights_integer_sample_weights(kernel):
-    # One unit of a point's own weight is removed: self weight max(w_i - 1, 0). A zero
-    # weight point still has a well-defined leave-one-out row (the others' weights).
+    # A point is left out with all its weight and every copy of it (rows 12 and 13 repeat
+    # rows 2 and 7). A zero weight point still has a well-defined leave-one-out row (the
+    # others' weights).
     X, Y, _, _ = make_data(n=12, seed=10)
-    w = np.array([1, 0, 2, 3, 1, 0, 1, 4, 1, 2, 1, 1], dtype=float)
+    X, Y = np.vstack([X, X[[2, 7]]]), np.concatenate([Y, Y[[2, 7]]])
+    w = np.array([1, 0, 2, 3, 1, 0, 1, 4, 1, 2, 1, 1, 1, 2], dtype=float)
     h = 2.0 * H
     reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, Y, sample_weight=w)
     A = dense(reg.attention_weights_)
     assert np.all(np.isfinite(A))
     expected = nw_weights(X, X, h, PROFILES[kernel], sample_weight=w, leave_one_out=True)
     assert_allclose(A, expected, rtol=1e-10, atol=1e-14)
-    assert np.all(np.diag(A)[w <= 1] == 0.0)
-    assert np.all(np.diag(A)[w >= 2] > 0.0)
+    assert np.all(np.diag(A) == 0.0)
+    assert A[2, 12] == A[12, 2] == A[7, 13] == A[13, 7] == 0.0
     assert np.all(A[:, w == 0] == 0.0)
+    # Scaling every weight changes nothing.
+    scaled = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, Y, sample_weight=1.5 * w)
+    assert_allclose(dense(scaled.attention_weights_), A, rtol=1e-12, atol=1e-15)
 
 
 def test_attention_weights_equal_explicit_refits():
@@ -199,10 +204,8 @@ def test_attention_weights_equal_explicit_refits():
     reg = NadarayaWatsonRegressor(bandwidth=H).fit(X, Y, sample_weight=w)
     loo = reg.attention_weights_ @ Y
     for i in range(15):
-        w_i = w.copy()
-        w_i[i] -= 1.0
-        keep = w_i > 0
-        refit = NadarayaWatsonRegressor(bandwidth=H).fit(X[keep], Y[keep], sample_weight=w_i[keep])
+        keep = np.arange(15) != i  # all of the point's weight leaves
+        refit = NadarayaWatsonRegressor(bandwidth=H).fit(X[keep], Y[keep], sample_weight=w[keep])
         assert_allclose(loo[i], refit.predict(X[i : i + 1])[0], rtol=1e-10, atol=1e-12)
 
 
@@ -217,9 +220,10 @@ def test_attention_weights_refused_beyond_working_memory():
     message = str(info.value)
     assert "return_attention=True" in message
     assert "config_context(working_memory" in message
-    # A compact kernel gives a sparse matrix, computed in chunks, whatever the limit.
+    # A compact kernel gives a sparse matrix, computed in chunks, held to the limit by its
+    # entries (30 x 30 of them here, 14 KiB).
     compact = NadarayaWatsonRegressor(kernel="biweight", bandwidth=2.0 * H).fit(X, Y)
-    with sklearn.config_context(working_memory=1e-3):
+    with sklearn.config_context(working_memory=0.02):
         A = compact.attention_weights_
     expected = nw_weights(X, X, 2.0 * H, PROFILES["biweight"], leave_one_out=True)
     assert_allclose(A.toarray(), expected, rtol=1e-10, atol=1e-14)
@@ -310,11 +314,12 @@ def test_float32_close_to_float64(kernel):
     )
     assert reg32.X_fit_.dtype == np.float32
     got, A = reg32.predict(Q.astype(np.float32), return_attention=True)
-    assert got.dtype == np.float32
+    assert got.dtype == np.float64  # the targets' dtype
     assert A.dtype == np.float32
     assert_allclose(got, reg64.predict(Q), rtol=1e-4)
     # float64 queries against a float32 fit are computed in float32 too.
-    assert reg32.predict(Q).dtype == np.float32
+    _, A = reg32.predict(Q, return_attention=True)
+    assert A.dtype == np.float32
 
 
 def test_int_input_is_computed_in_float64():
@@ -596,3 +601,100 @@ def test_cuda_matches_oracle(kernel):
     assert isinstance(y_pred, np.ndarray)
     assert_allclose(y_pred, nw_predict(Q, X, Y, H, PROFILES[kernel], w), rtol=1e-10, atol=1e-12)
     assert_allclose(dense(A), nw_weights(Q, X, H, PROFILES[kernel], w), rtol=1e-10, atol=1e-14)
+
+
+# -- extremes a careless user reaches (issue: fifteen defects) ------------------------------
+
+
+def _nearest_targets(Q, X, y):
+    d2 = ((Q[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    return y[d2.argmin(1)]
+
+
+@pytest.mark.parametrize("h", [1e-160, 1e-300, 5e-324])
+@pytest.mark.parametrize("params", [
+    {}, {"kernel": "exponential"}, {"algorithm": "compiled"}, {"n_neighbors": 3},
+    {"kernel": "epanechnikov"}, {"kernel": "epanechnikov", "algorithm": "kd_tree"},
+    {"kernel": "tophat", "n_neighbors": 5},
+])
+def test_tiny_bandwidths_reach_the_nearest_neighbour_limit(h, params):
+    rng = np.random.default_rng(40)
+    X, y, Q = rng.uniform(size=(40, 2)), rng.normal(size=40), rng.uniform(size=(7, 2))
+    reg = NadarayaWatsonRegressor(bandwidth=h, **params).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        got = reg.predict(Q)
+    assert_allclose(got, _nearest_targets(Q, X, y), rtol=1e-12, atol=1e-12)
+
+
+def test_tiny_bandwidths_keep_ties_and_leave_one_out():
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [3.0, 3.0]])
+    y = np.array([0.0, 2.0, 6.0, 10.0])
+    reg = NadarayaWatsonRegressor(bandwidth=1e-200).fit(X, y)
+    # The origin is equally near [1, 0] and [-1, 0]: the limit averages them.
+    assert_allclose(reg.predict([[0.0, 0.0], [0.0, 0.1]]), [0.0, 0.0])
+    assert_allclose(reg.attention_weights_ @ y, [4.0, 0.0, 0.0, 2.0])
+
+
+def test_float32_inputs_with_extreme_target_scales():
+    rng = np.random.default_rng(41)
+    X = rng.uniform(size=(50, 2))
+    y = np.sin(4 * X[:, 0]) + 2.0
+    Q = rng.uniform(size=(9, 2))
+    reference = NadarayaWatsonRegressor(bandwidth=0.2).fit(X, y).predict(Q)
+    for unit in (1e-50, 1e-200, 1e39, 1e300):
+        reg = NadarayaWatsonRegressor(bandwidth=0.2).fit(X.astype(np.float32), unit * y)
+        got = reg.predict(Q.astype(np.float32))
+        assert got.dtype == np.float64
+        assert_allclose(got / unit, reference, rtol=1e-5)
+    # Far from its spread, a target's offset costs float32 nothing either.
+    reg = NadarayaWatsonRegressor(bandwidth=0.2).fit(X.astype(np.float32), 1e9 + y)
+    assert_allclose(reg.predict(Q) - 1e9, reference, rtol=1e-5)
+
+
+def test_predict_refuses_a_dense_attention_beyond_working_memory():
+    X, Y, Q, _ = make_data(seed=42)
+    reg = NadarayaWatsonRegressor(bandwidth=H).fit(X, Y)
+    with (
+        sklearn.config_context(working_memory=1e-4),
+        pytest.raises(ValueError, match=r"return_attention=True\) would be a dense \(10, 30\) matrix"),
+    ):
+        reg.predict(Q, return_attention=True)
+    with sklearn.config_context(working_memory=1e-4):
+        reg.predict(Q)  # no attention asked for: computed in chunks as always
+        compact = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=H).fit(X, Y)
+        _, A = compact.predict(Q, return_attention=True)  # sparse: no guard
+    assert sp.issparse(A)
+
+
+def test_compact_attention_weights_come_from_the_neighbour_search(monkeypatch):
+    rng = np.random.default_rng(43)
+    X = rng.uniform(size=(20000, 2))
+    y = X[:, 0]
+    reg = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=0.01).fit(X, y)
+    # No dense (chunk, n) block: the dense engine is never called.
+    from sklearn_nw import _base
+
+    def no_dense(*args, **kwargs):
+        raise AssertionError("attention_weights_ of a compact kernel went to the dense engine")
+
+    monkeypatch.setattr(_base, "attention_pool", no_dense)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        A = reg.attention_weights_
+    assert sp.issparse(A) and A.shape == (20000, 20000)
+    assert A.nnz < 20000 * 40
+    rows = [0, 17, 999]
+    expected = nw_weights(X[rows], X, np.array([0.01, 0.01]), PROFILES["epanechnikov"])
+    own = np.zeros_like(expected)
+    own[np.arange(3), rows] = 1.0  # the oracle's rows, with each point left out
+    expected = expected * (1 - own)
+    expected /= expected.sum(1, keepdims=True)
+    assert_allclose(A[rows].toarray(), expected, rtol=1e-10, atol=1e-14)
+    # A wide support would hold n^2 entries: refused before they are stored.
+    wide = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=5.0).fit(X[:3000], y[:3000])
+    with (
+        sklearn.config_context(working_memory=16),
+        pytest.raises(ValueError, match="attention_weights_ would store more than"),
+    ):
+        _ = wide.attention_weights_

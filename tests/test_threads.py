@@ -1,0 +1,81 @@
+"""Concurrent use: predictions from several threads leave process-wide settings as found."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import torch
+from numpy.testing import assert_array_equal
+
+from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor
+from sklearn_nw._engine import _compute_settings
+
+
+@pytest.fixture
+def medium_precision():
+    """The user's choice of float32 matmul precision, restored after the test."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("medium")
+    yield
+    torch.set_float32_matmul_precision(before)
+
+
+def _run_together(functions):
+    """Run the functions in threads released at once; their results, in order (a
+    function's exception is raised here)."""
+    barrier = threading.Barrier(len(functions))
+
+    def run(function):
+        barrier.wait()
+        return function()
+
+    with ThreadPoolExecutor(max_workers=len(functions)) as pool:
+        futures = [pool.submit(run, function) for function in functions]
+        return [future.result() for future in futures]
+
+
+@pytest.mark.parametrize("n_threads", [4, 8])
+def test_concurrent_predicts_leave_the_users_precision(medium_precision, n_threads):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3)).astype(np.float32)
+    y = (X[:, 0] + np.sin(X[:, 1])).astype(np.float32)
+    Q = rng.normal(size=(300, 3)).astype(np.float32)
+    models = [
+        NadarayaWatsonRegressor(bandwidth=0.5, algorithm="brute").fit(X, y),
+        NadarayaWatsonRegressor("epanechnikov", bandwidth=1.5, algorithm="brute").fit(X, y),
+        NadarayaWatsonClassifier(bandwidth=0.5, algorithm="brute").fit(X, y > 0),
+    ]
+    methods = [m.predict for m in models[:2]] + [models[2].predict_proba]
+    expected = [method(Q) for method in methods]
+    assert torch.get_float32_matmul_precision() == "medium"
+    for trial in range(10):
+        calls = [methods[i % len(methods)] for i in range(n_threads)]
+        results = _run_together([lambda call=call: call(Q) for call in calls])
+        assert torch.get_float32_matmul_precision() == "medium", f"trial {trial}"
+        for i, result in enumerate(results):
+            assert_array_equal(result, expected[i % len(methods)])
+
+
+def test_settings_are_held_until_the_last_computation_ends(medium_precision):
+    # Two computations that overlap without nesting, as two threads' do: the first to end
+    # must not restore the user's setting under the second, nor the second leave "highest".
+    first, second = _compute_settings(), _compute_settings()
+    first.__enter__()
+    assert torch.get_float32_matmul_precision() == "highest"
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert torch.get_float32_matmul_precision() == "highest"
+    second.__exit__(None, None, None)
+    assert torch.get_float32_matmul_precision() == "medium"
+
+
+def test_settings_already_highest_are_left_alone():
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        with _compute_settings():
+            assert torch.get_float32_matmul_precision() == "highest"
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        torch.set_float32_matmul_precision(before)
