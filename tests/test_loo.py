@@ -432,7 +432,7 @@ def _bootstrap(seed, n=300):
     return X, y, rows
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", [4, 7, 8, 11])  # 0.23x to 0.007x before
 def test_bootstrap_resample_equals_its_weights_and_does_not_collapse(seed):
     X, y, rows = _bootstrap(seed)
     resampled = NadarayaWatsonRegressor(bandwidth="loo").fit(X[rows], y[rows])
@@ -441,8 +441,9 @@ def test_bootstrap_resample_equals_its_weights_and_does_not_collapse(seed):
     np.testing.assert_allclose(resampled.bandwidth_, weighted.bandwidth_, rtol=1e-6)
     full = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
     # The relevant feature's bandwidth stays near the one learned on the distinct rows
-    # (it fell 200x when duplicates predicted each other).
-    assert 0.5 < resampled.bandwidth_[0] / full.bandwidth_[0] < 2.0
+    # (somewhat wider: a resample holds about 63% of them). It fell up to 150x when
+    # duplicates predicted each other.
+    assert 0.8 < resampled.bandwidth_[0] / full.bandwidth_[0] < 2.5
     assert np.all(np.isfinite(resampled.loss_curve_))
 
 
@@ -540,7 +541,7 @@ def test_kernels_without_a_gradient_learn_on_exact_grids(kernel):
 
 def test_cv_grid_is_not_the_users_array():
     X, y, _ = _data(n=40)
-    grid = np.array([0.2, 0.5, 1.0])
+    grid = np.array([[0.2, 0.3], [0.5, 0.6], [1.0, 1.2]])  # per-feature vectors
     cv = NadarayaWatsonRegressorCV(bandwidths=grid).fit(X, y)
     before = cv.bandwidth_.copy()
     grid *= 100
