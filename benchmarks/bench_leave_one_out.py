@@ -11,13 +11,18 @@ semantics alone.
 What it measures
 ----------------
 1. ``randhie``: statsmodels' RAND health insurance data, its first ``--n`` rows (8,000:
-   1,101 distinct feature vectors), target ``mdvis``; most test queries repeat a training
-   location, which is where leaving out the whole location costs. 5-fold cross-validation
-   (shuffled, seed 0) of ``StandardScaler`` + Nadaraya-Watson with the bandwidth learned by
+   1,101 distinct feature vectors), target ``mdvis``. Identical rows come in consecutive
+   runs (rows 0 to 4 share one input), as one person's years would in a panel. Two outer
+   5-fold splits: shuffled KFold (seed 0), where most test queries repeat a training input
+   -- where leaving out the whole location costs -- and GroupKFold by input, where none
+   does (a new person, say). Methods:
+   ``StandardScaler`` + Nadaraya-Watson with the bandwidth learned by
    ``LeaveOneOutBandwidth`` (descent) and chosen on the CV estimators' default grid, under
-   each semantics; ``KNeighborsRegressor`` tuned by an inner 5-fold grid search and the
-   training mean as references. Scores: mean test R^2 over the folds, and the share of test
-   rows whose input appears in the training fold.
+   each semantics, and on the same grid by an inner shuffled 5-fold cross-validation
+   (``NadarayaWatsonRegressorCV(cv=KFold(5, shuffle=True))``, which holds out rows, not
+   locations); ``KNeighborsRegressor`` tuned by the same inner grid search, and the
+   training mean. Scores: mean test R^2 over the folds, and the share of test rows whose
+   input appears in the training fold.
 2. ``bootstrap``: n=300, d=2, ``y = sin(2 x0) + 0.3 noise``, X uniform on [-2, 2]^2;
    ``--draws`` bootstrap resamples. The learned bandwidth of x0 and the test MSE on 2,000
    fresh queries against the noise-free function, under each semantics, against the fit on
@@ -39,12 +44,16 @@ import numpy as np
 import torch
 from bench_predict import load_average, machine_info, machine_line
 from sklearn.metrics import mean_squared_error, r2_score
-from sklearn.model_selection import GridSearchCV, KFold
+from sklearn.model_selection import GridSearchCV, GroupKFold, KFold
 from sklearn.neighbors import KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from sklearn_nw import LeaveOneOutBandwidth, NadarayaWatsonRegressor
+from sklearn_nw import (
+    LeaveOneOutBandwidth,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
 from sklearn_nw._engine_loo import loo_grid_pool
 from sklearn_nw._leave_one_out import leave_one_out_set
 from sklearn_nw.bandwidth import search_reference
@@ -101,16 +110,13 @@ def fit_predict(X, y, w, X_test, semantics, search):
     return model.predict(scaler.transform(X_test)), h
 
 
-def section_randhie(args):
-    from statsmodels.datasets import randhie
-
-    data = randhie.load_pandas().data.iloc[: args.n]
-    X = data.drop(columns="mdvis").to_numpy(dtype=np.float64)
-    y = data["mdvis"].to_numpy(dtype=np.float64)
+def _randhie_scores(X, y, splits):
+    """Mean test R^2 of each method over ``splits``, its per-fold scores, seconds, and the
+    share of test rows whose input appears in the training fold."""
     rows = {f"{kind} {s}": [] for kind in ("descent", "grid") for s in SEMANTICS}
-    rows.update({"KNN tuned": [], "training mean": []})
+    rows.update({"grid, shuffled 5-fold CV": [], "KNN tuned": [], "training mean": []})
     repeated, seconds = [], {k: 0.0 for k in rows}
-    for train, test in KFold(5, shuffle=True, random_state=0).split(X):
+    for train, test in splits:
         w = np.ones(len(train))
         seen = {r.tobytes() for r in X[train]}
         repeated.append(np.mean([r.tobytes() in seen for r in X[test]]))
@@ -120,16 +126,39 @@ def section_randhie(args):
                 pred, _ = fit_predict(X[train], y[train], w, X[test], s, search)
                 seconds[f"{kind} {s}"] += time.perf_counter() - start
                 rows[f"{kind} {s}"].append(r2_score(y[test], pred))
+        start = time.perf_counter()
+        inner = KFold(5, shuffle=True, random_state=0)
+        kfold = make_pipeline(StandardScaler(), NadarayaWatsonRegressorCV(cv=inner))
+        rows["grid, shuffled 5-fold CV"].append(
+            r2_score(y[test], kfold.fit(X[train], y[train]).predict(X[test])))
+        seconds["grid, shuffled 5-fold CV"] += time.perf_counter() - start
+        start = time.perf_counter()
         knn = GridSearchCV(make_pipeline(StandardScaler(), KNeighborsRegressor()),
                            {"kneighborsregressor__n_neighbors": KNN_NEIGHBOURS,
-                            "kneighborsregressor__weights": ["uniform", "distance"]}, cv=5)
+                            "kneighborsregressor__weights": ["uniform", "distance"]}, cv=inner)
         rows["KNN tuned"].append(r2_score(y[test], knn.fit(X[train], y[train]).predict(X[test])))
+        seconds["KNN tuned"] += time.perf_counter() - start
         rows["training mean"].append(r2_score(y[test], np.full(len(test), y[train].mean())))
-    return {"n": args.n, "n_distinct": len(np.unique(X, axis=0)),
-            "repeated_test_share": float(np.mean(repeated)),
+    return {"repeated_test_share": float(np.mean(repeated)),
             "r2": {k: float(np.mean(v)) for k, v in rows.items()},
             "r2_folds": {k: [float(x) for x in v] for k, v in rows.items()},
             "seconds": seconds}
+
+
+def section_randhie(args):
+    from statsmodels.datasets import randhie
+
+    data = randhie.load_pandas().data.iloc[: args.n]
+    X = data.drop(columns="mdvis").to_numpy(dtype=np.float64)
+    y = data["mdvis"].to_numpy(dtype=np.float64)
+    _, location = np.unique(X, axis=0, return_inverse=True)
+    return {
+        "n": args.n, "n_distinct": len(np.unique(X, axis=0)),
+        # Queries at training inputs (most of them), as a shuffled split gives them.
+        "shuffled": _randhie_scores(X, y, KFold(5, shuffle=True, random_state=0).split(X)),
+        # Queries at new inputs: every row of an input in the same fold.
+        "new_inputs": _randhie_scores(X, y, GroupKFold(5).split(X, groups=location.ravel())),
+    }
 
 
 def _synthetic(n=300, seed=100):
@@ -174,12 +203,16 @@ def markdown(report):
     sections = report["sections"]
     if "randhie" in sections:
         r = sections["randhie"]
-        title = (f"## randhie: first {r['n']} rows ({r['n_distinct']} distinct inputs), "
-                 f"5-fold R^2; {100 * r['repeated_test_share']:.1f}% of test rows repeat a "
-                 "training input")
-        lines += [title, "", "| method | mean R^2 | seconds (5 folds) |", "|---|---|---|"]
-        lines += [f"| {k} | {v:.4f} | {r['seconds'].get(k, 0.0):.1f} |"
-                  for k, v in r["r2"].items()]
+        a, b = r["shuffled"], r["new_inputs"]
+        lines += [(f"## randhie: first {r['n']} rows ({r['n_distinct']} distinct inputs), "
+                  "mean test R^2 over 5 folds"), "",
+                  (f"Shuffled KFold: {100 * a['repeated_test_share']:.1f}% of test rows repeat "
+                  f"a training input; GroupKFold by input: "
+                  f"{100 * b['repeated_test_share']:.1f}%."), "",
+                  "| method | shuffled KFold | GroupKFold by input | seconds (both) |",
+                  "|---|---|---|---|"]
+        lines += [f"| {k} | {a['r2'][k]:.4f} | {b['r2'][k]:.4f} | "
+                  f"{a['seconds'][k] + b['seconds'][k]:.1f} |" for k in a["r2"]]
         lines.append("")
     if "bootstrap" in sections:
         b = sections["bootstrap"]
@@ -205,6 +238,23 @@ def markdown(report):
     return "\n".join(lines)
 
 
+def run_benchmark(sections=SECTIONS, n=8000, draws=6, out_dir=RESULTS_DIR):
+    """Run ``sections``; write bench_leave_one_out.json and .md into ``out_dir``, print the
+    markdown and return the report."""
+    args = argparse.Namespace(n=n, draws=draws)
+    report = {"machine": machine_info(), "load_average": {"start": load_average()},
+              "sections": {}}
+    for name in sections:
+        report["sections"][name] = globals()[f"section_{name}"](args)
+    report["load_average"]["end"] = load_average()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench_leave_one_out.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / "bench_leave_one_out.md").write_text(markdown(report) + "\n")
+    print(markdown(report))
+    return report
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
@@ -212,15 +262,7 @@ def main(argv=None):
     parser.add_argument("--draws", type=int, default=6)
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
-    report = {"machine": machine_info(), "load_average": {"start": load_average()},
-              "sections": {}}
-    for name in args.sections:
-        report["sections"][name] = globals()[f"section_{name}"](args)
-    report["load_average"]["end"] = load_average()
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    (args.out_dir / "bench_leave_one_out.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out_dir / "bench_leave_one_out.md").write_text(markdown(report) + "\n")
-    print(markdown(report))
+    run_benchmark(args.sections, args.n, args.draws, args.out_dir)
 
 
 if __name__ == "__main__":
