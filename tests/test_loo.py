@@ -548,3 +548,23 @@ def test_cv_grid_is_not_the_users_array():
     np.testing.assert_array_equal(cv.bandwidth_, before)
     cv.bandwidths_ *= 2
     np.testing.assert_array_equal(cv.get_params()["bandwidths"], grid)
+
+
+@pytest.mark.parametrize("log_h", [-30.0, -40.0, -50.0])
+def test_gaussian_loo_loss_stays_exact_at_tiny_bandwidths_with_near_duplicates(log_h):
+    # The fused |q|^2 + |x|^2 - 2 q.x logits lose every digit far from the keys' centre in
+    # units of h; the loss was NaN from h ~ e^-30 on with near-duplicate inputs.
+    rng = np.random.default_rng(7)
+    X = rng.uniform(5.0, 6.0, (60, 2))
+    X[1] = X[0] + 1e-9
+    X[3] = X[2] + 1e-12
+    y = rng.standard_normal(60)
+    h = torch.full((2,), float(np.exp(log_h)), dtype=torch.float64, requires_grad=True)
+    log_w, self_log_w = _torch(np.zeros(60)), _torch(np.full(60, -np.inf))
+    value = loo_loss(_torch(X), _torch(y[:, None]), h, Gaussian(), log_w, self_log_w,
+                     loss="squared_error", backward=True)
+    # At such bandwidths each point's prediction is its nearest other point's target.
+    d2 = ((X[:, None] - X[None]) ** 2).sum(-1)
+    np.fill_diagonal(d2, np.inf)
+    assert value == pytest.approx(np.mean((y[d2.argmin(1)] - y) ** 2), rel=1e-12)
+    assert torch.isfinite(h.grad).all()

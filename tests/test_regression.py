@@ -627,6 +627,20 @@ def test_tiny_bandwidths_reach_the_nearest_neighbour_limit(h, params):
     assert_allclose(got, _nearest_targets(Q, X, y), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("params", [{}, {"kernel": "epanechnikov"}, {"n_neighbors": 4}])
+def test_tiny_bandwidths_classifier_takes_the_nearest_label(params):
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    rng = np.random.default_rng(44)
+    X, Q = rng.uniform(size=(40, 2)), rng.uniform(size=(7, 2))
+    labels = rng.integers(0, 3, 40)
+    clf = NadarayaWatsonClassifier(bandwidth=1e-300, **params).fit(X, labels)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        proba = clf.predict_proba(Q)
+    assert_array_equal(proba, np.eye(3)[_nearest_targets(Q, X, labels)])
+
+
 def test_tiny_bandwidths_keep_ties_and_leave_one_out():
     X = np.array([[0.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [3.0, 3.0]])
     y = np.array([0.0, 2.0, 6.0, 10.0])
