@@ -12,7 +12,7 @@ import scipy.sparse as sp
 import torch
 from sklearn import get_config
 from sklearn.base import is_classifier
-from sklearn.neighbors import NearestNeighbors
+from sklearn.neighbors import BallTree, KDTree
 from sklearn.utils import gen_batches
 
 from ._cells import CellList
@@ -223,13 +223,15 @@ class NeighbourPoolMixin:
         ``working_memory`` MiB hold."""
         points = self._search_space(loo.X)  # (G, r)
         positive = np.flatnonzero(loo.weight > 0)
-        search = NearestNeighbors().fit(points[positive])
+        Tree = KDTree if points.shape[1] <= 15 else BallTree
+        tree = Tree(points[positive])
         rows_per_input = np.bincount(loo.inverse, minlength=len(loo.weight))  # (G,)
         budget = int(working_memory * 2**20) // (self.X_fit_.dtype.itemsize + 8)
         stored = 0
 
-        def others(queries, query_rows, radius):
-            dist, ind = search.radius_neighbors(queries, radius=radius, sort_results=False)
+        def others(query_rows, radius):
+            """Indexed inputs within ``radius`` (one per query) of each query, itself out."""
+            ind, dist = tree.query_radius(points[query_rows], r=radius, return_distance=True)
             ind = [positive[i] for i in ind]
             keep = [i != q for i, q in zip(ind, query_rows)]
             return [d[k] for d, k in zip(dist, keep)], [i[k] for i, k in zip(ind, keep)]
@@ -237,16 +239,16 @@ class NeighbourPoolMixin:
         def candidates(rows):
             nonlocal stored
             query_rows = np.arange(rows.start, rows.stop)
-            dist, ind = others(points[rows], query_rows,
-                               self.kernel_.support * self._search_scale())
-            for j in np.flatnonzero([len(i) == 0 for i in ind]):
+            dist, ind = others(query_rows, self.kernel_.support * self._search_scale())
+            lonely = np.flatnonzero([len(i) == 0 for i in ind])
+            if len(lonely):
                 # None in reach: the nearest other input(s), every tie.
-                k = min(2, len(positive))
-                d, i = search.kneighbors(points[query_rows[j]][None], n_neighbors=k)
-                d1 = d[0][positive[i[0]] != query_rows[j]][0]
+                d, i = tree.query(points[query_rows[lonely]], k=min(2, len(positive)))
+                itself = positive[i[:, 0]] == query_rows[lonely]
+                d1 = np.where(itself, d[:, -1], d[:, 0])  # (l,)
                 radius = d1 * (1.0 + 1e-9) + np.finfo(np.float64).tiny
-                dq, iq = others(points[query_rows[j]][None], query_rows[j : j + 1], radius)
-                dist[j], ind[j] = dq[0], iq[0]
+                for j, dq, iq in zip(lonely, *others(query_rows[lonely], radius)):
+                    dist[j], ind[j] = dq, iq
             stored += int(sum(rows_per_input[q] * rows_per_input[i].sum()
                               for q, i in zip(query_rows, ind)))
             if stored > budget:
