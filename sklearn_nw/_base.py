@@ -140,6 +140,7 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
         training data (``X_fit_`` in float64 or float32 as X came), lets the subclass encode
         its targets (:meth:`_fit_targets`), then resolves the bandwidth.
         """
+        self._check_parameter_combinations()
         xp, _ = get_namespace(X)
         X, y = validate_data(
             self,
@@ -167,6 +168,17 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
         self._fit_neighbors()
         return self
 
+    def _check_parameter_combinations(self):
+        """Refuse parameters that cannot go together before any long work (a bandwidth
+        search, an index)."""
+        if self.n_neighbors is not None and self.algorithm in ("cell_list", "compiled"):
+            what = ("searches the support of a compact kernel" if self.algorithm == "cell_list"
+                    else "attends to every training point")
+            raise ValueError(
+                f"algorithm={self.algorithm!r} {what}; it cannot find the k nearest points "
+                "(n_neighbors). Use 'auto', 'kd_tree' or 'ball_tree'."
+            )
+
     def _fit_neighbors(self):
         """Index the scaled training points when attention is restricted to neighbours:
         the k nearest (``n_neighbors``, a tree), or those inside a compact kernel's support
@@ -185,13 +197,6 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
                 if n < _TREE_MIN_SAMPLES or d > _TREE_MAX_FEATURES:
                     return
                 algorithm = "cell_list" if d <= _CELL_MAX_FEATURES else "kd_tree"
-        elif algorithm in ("cell_list", "compiled"):
-            what = ("searches the support of a compact kernel" if algorithm == "cell_list"
-                    else "attends to every training point")
-            raise ValueError(
-                f"algorithm={algorithm!r} {what}; it cannot find the k nearest points "
-                "(n_neighbors). Use 'auto', 'kd_tree' or 'ball_tree'."
-            )
         # Only points with positive weight can receive attention (zero weight = no row).
         self.neighbor_rows_ = np.flatnonzero(self.sample_weight_ > 0)
         points = self._search_space(self.X_fit_[self.neighbor_rows_])

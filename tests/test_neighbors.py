@@ -101,6 +101,19 @@ def test_cell_list_cannot_find_k_nearest():
         NadarayaWatsonRegressor(n_neighbors=3, algorithm="cell_list").fit(X, y)
 
 
+@pytest.mark.parametrize("algorithm", ["cell_list", "compiled"])
+def test_incompatible_parameters_are_refused_before_the_bandwidth_search(algorithm, monkeypatch):
+    from sklearn_nw import LeaveOneOutBandwidth
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("the bandwidth search ran before the parameters were checked")
+
+    monkeypatch.setattr(LeaveOneOutBandwidth, "select", no_search)
+    X, y, _, _ = _data()
+    with pytest.raises(ValueError, match=f"{algorithm}.*n_neighbors"):
+        NadarayaWatsonRegressor(bandwidth="loo", n_neighbors=3, algorithm=algorithm).fit(X, y)
+
+
 @pytest.mark.parametrize("algorithm", ["kd_tree", "cell_list"])
 def test_tree_fallback_for_queries_out_of_reach(algorithm):
     X, y, _, _ = _data()
