@@ -490,6 +490,10 @@ class LeaveOneOutBandwidth(BaseEstimator):
             # The loss is divided by its starting value, so tol is relative.
             optimizer.zero_grad()
             value = objective.loss(to_metric(theta), rows, backward=True)
+            if not np.isfinite(value):
+                # L-BFGS's line search cannot go on from a NaN (it failed with an
+                # IndexError); the result falls back to the best point found.
+                raise _NonFinite
             scale = max(curve[0] if curve else value, np.finfo(np.float64).tiny)
             theta.grad /= scale
             curve.append(value)
@@ -507,9 +511,16 @@ class LeaveOneOutBandwidth(BaseEstimator):
             converged = optimizer.state[theta]["n_iter"] < self.max_iter
         except _Converged:
             converged = True
+        except _NonFinite:
+            warnings.warn(
+                "The leave-one-out loss was not finite at a bandwidth the search tried; it "
+                "stopped there and keeps the best bandwidth found before.",
+                ConvergenceWarning,
+            )
+            converged = True
         if progress is not None:
             progress.close()
-        return np.asarray(curve), optimizer.state[theta]["n_iter"], converged
+        return np.asarray(curve), optimizer.state[theta].get("n_iter", 0), converged
 
     def _adam(self, objective, theta, to_metric, positive, batch, generator):
         optimizer = torch.optim.Adam([theta], lr=self.learning_rate)
@@ -562,3 +573,7 @@ _NEGLIGIBLE = 1e-9
 
 class _Converged(Exception):
     """Raised from the L-BFGS closure to stop at a perfect fit."""
+
+
+class _NonFinite(Exception):
+    """Raised from the L-BFGS closure when the loss is not finite."""

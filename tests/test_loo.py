@@ -568,3 +568,23 @@ def test_gaussian_loo_loss_stays_exact_at_tiny_bandwidths_with_near_duplicates(l
     np.fill_diagonal(d2, np.inf)
     assert value == pytest.approx(np.mean((y[d2.argmin(1)] - y) ** 2), rel=1e-12)
     assert torch.isfinite(h.grad).all()
+
+
+def test_a_non_finite_loss_stops_the_descent_at_the_best_point(monkeypatch):
+    # L-BFGS's line search died with an IndexError on a NaN loss.
+    from sklearn_nw._loo_objective import Objective
+
+    X, y, _ = _data(n=80)
+    reference = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    exact, calls = Objective.loss, []
+
+    def nan_after_two(self, metric, rows, backward=False):
+        calls.append(1)
+        return exact(self, metric, rows, backward) if len(calls) <= 2 else float("nan")
+
+    monkeypatch.setattr(Objective, "loss", nan_after_two)
+    with pytest.warns(ConvergenceWarning, match="not finite"):
+        reg = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    assert np.all(np.isfinite(reg.bandwidth_)) and np.all(np.isfinite(reg.loss_curve_))
+    # Never worse than where the descent started.
+    assert reg.loss_curve_[-1] <= reference.loss_curve_[0] * (1 + 1e-9)
