@@ -388,11 +388,11 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
             )
 
     def _compile_key(self, device, values):
-        """The compiled loop's configuration for "auto": built-in kernels, up to
+        """The compiled loop's configuration for "auto": compilable kernels, up to
         ``AUTO_MAX_COORDS`` coordinates, not on MPS; else None (always eager)."""
         n_coords = (self.projection_.shape[1] if hasattr(self, "projection_")
                     else self.X_fit_.shape[1])
-        if (type(self.kernel_) not in set(KERNELS.values()) or device.type == "mps"
+        if (not self.kernel_.compilable or device.type == "mps"
                 or n_coords > AUTO_MAX_COORDS):
             return None
         dtype = torch.float32 if self.X_fit_.dtype == np.float32 else torch.float64

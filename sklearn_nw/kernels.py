@@ -69,10 +69,16 @@ class Kernel(BaseEstimator):
     quadratic_coef : float or None
         ``c`` when ``log k(u) = -c * u**2`` (the Gaussian family), which lets the engine fuse
         the distance computation into one matrix product; ``None`` otherwise.
+    compilable : bool
+        Whether ``algorithm="auto"`` may compile the kernel into the fused loop of
+        :mod:`sklearn_nw._compiled` (``algorithm="compiled"`` compiles any kernel): its
+        profile is plain torch arithmetic that :func:`torch.compile` traces. True for the
+        named kernels; a subclass that qualifies may say so.
     """
 
     support = math.inf
     quadratic_coef = None
+    compilable = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -113,6 +119,7 @@ class Gaussian(Kernel):
     """Gaussian kernel, ``k(u) = exp(-u**2 / 2)``."""
 
     quadratic_coef = 0.5
+    compilable = True
 
     def log_profile_sq(self, u2):
         return -0.5 * u2
@@ -121,12 +128,16 @@ class Gaussian(Kernel):
 class Exponential(Kernel):
     """Exponential (Laplacian) kernel, ``k(u) = exp(-u)``."""
 
+    compilable = True
+
     def log_profile_sq(self, u2):
         return -_sqrt(u2)
 
 
 class Constant(Kernel):
     """Constant kernel, ``k(u) = 1``: plain (weighted) averaging, the baseline."""
+
+    compilable = True
 
     def log_profile_sq(self, u2):
         return torch.zeros_like(u2)
@@ -136,6 +147,7 @@ class Tophat(Kernel):
     """Top-hat (boxcar, uniform) kernel, ``k(u) = 1`` for ``u <= 1``, else 0."""
 
     support = 1.0
+    compilable = True
 
     def log_profile_sq(self, u2):
         return torch.where(u2 <= 1.0, 0.0, -math.inf).to(u2.dtype)
@@ -159,6 +171,7 @@ class Epanechnikov(Kernel):
     """Epanechnikov kernel, ``k(u) = 1 - u**2`` for ``u <= 1``, else 0."""
 
     support = 1.0
+    compilable = True
 
     def log_profile_sq(self, u2):
         return _log1p_neg(u2)
@@ -174,6 +187,7 @@ class Biweight(Kernel):
     """Biweight (quartic) kernel, ``k(u) = (1 - u**2)**2`` for ``u <= 1``, else 0."""
 
     support = 1.0
+    compilable = True
 
     def log_profile_sq(self, u2):
         return 2.0 * _log1p_neg(u2)
@@ -189,6 +203,7 @@ class Triweight(Kernel):
     """Triweight kernel, ``k(u) = (1 - u**2)**3`` for ``u <= 1``, else 0."""
 
     support = 1.0
+    compilable = True
 
     def log_profile_sq(self, u2):
         return 3.0 * _log1p_neg(u2)
@@ -208,6 +223,7 @@ class Linear(Kernel):
     """
 
     support = 1.0
+    compilable = True
 
     def log_profile_sq(self, u2):
         return _log1p_neg(_sqrt(u2))
@@ -217,6 +233,7 @@ class Tricube(Kernel):
     """Tricube kernel, ``k(u) = (1 - u**3)**3`` for ``u <= 1``, else 0."""
 
     support = 1.0
+    compilable = True
 
     def log_profile_sq(self, u2):
         return 3.0 * _log1p_neg(u2 * _sqrt(u2))
@@ -226,6 +243,7 @@ class Cosine(Kernel):
     """Cosine kernel, ``k(u) = cos(pi * u / 2)`` for ``u < 1``, else 0."""
 
     support = 1.0
+    compilable = True
 
     def log_profile_sq(self, u2):
         u = _sqrt(u2)

@@ -301,3 +301,18 @@ def test_a_redefined_kernel_class_is_compiled_anew(monkeypatch):
     expected = NadarayaWatsonRegressor(Bump(), bandwidth=0.5, algorithm="brute").fit(X, y)
     assert_allclose(got.predict(Q), expected.predict(Q), rtol=1e-12)
     assert len(_compiled._compiled) == 2
+
+
+class _CompilableUserGaussian(_UserGaussian):
+    compilable = True
+
+
+def test_whether_auto_may_compile_is_a_kernel_capability():
+    X, y, _, _ = _data()
+    device = torch.device("cpu")
+    values = y[:, None]
+    for kernel, expected in [("gaussian", True), ("tricube", True), (_UserGaussian(), False),
+                             (_CompilableUserGaussian(), True),
+                             (lambda u: torch.exp(-u), False)]:
+        reg = NadarayaWatsonRegressor(kernel, bandwidth=0.8).fit(X, y)
+        assert (reg._compile_key(device, values) is not None) == expected, kernel
