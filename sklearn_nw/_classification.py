@@ -39,7 +39,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         (distance, kernel weight and weighted sums of each query-key pair, no block of
         weights in memory), compiled once per process for each kernel, dtype, device and
         number of features or outputs (seconds), then faster than the eager engine. For
-        ``"auto"`` a configuration of a built-in kernel with up to 16 features is compiled
+        ``"auto"`` a configuration of a compilable kernel (``Kernel.compilable``: the named
+        kernels) with up to 16 features is compiled
         once the eager engine has spent about a compile's time on it (5 s, this call's
         estimated time included), and used for calls of at least 256 queries after that;
         if compiling fails (no C++ compiler) it warns and stays eager. Attention maps and
