@@ -5,7 +5,7 @@ What it measures
 Three sections (``--sections``), on the CPU.
 
 1. ``scaling``: ``NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h,
-   algorithm="brute").fit(X, y).predict(Q)`` (the eager engine: ``"auto"`` would compile
+   compute="eager").fit(X, y).predict(Q)`` (the eager engine: ``"auto"`` would compile
    inside the largest call, see below) in float32 with ``n_queries = n_train = n`` for each of ``--sizes``
    (default 1,000 to 100,000), d=4, standard normal data (``bench_predict.make_problem``),
    one fixed h: Scott's rule of the largest training set. Each size runs in a fresh process
@@ -16,7 +16,7 @@ Three sections (``--sections``), on the CPU.
    (linear in n_queries x n_train); the largest size stays under ``MEMORY_TARGET_MB`` extra.
    The plot of time against pairs (log-log, with a line of slope 1) goes to bench_engine.png,
    with the ``SCALING_PEERS`` of bench_predict timed the same way: the package's compiled
-   path (``algorithm="compiled"``, compile excluded) at every size, with the same two
+   path (``compute="compiled"``, compile excluded) at every size, with the same two
    targets, and chunked eager torch and pykeops up to ``PEER_MAX_N``.
 2. ``compact``: ``--n-compact`` training points uniform in [0, 1]^2, ``y = sin(6 x0) + x1``,
    the Epanechnikov kernel at bandwidth ``RADIUS``, ``--n-compact-queries`` uniform queries,
@@ -35,8 +35,8 @@ Three sections (``--sections``), on the CPU.
 
 4. ``kernels``: 20,000 queries × 20,000 training points (``--n-kernels``), d=8, float32,
    each of ``KERNEL_NAMES`` at Scott's bandwidth (times ``COMPACT_WIDEN`` for compact
-   kernels): predict (best of 3) on the eager engine (``algorithm="brute"``) and on the
-   compiled loop (``algorithm="compiled"``; its first call, on 256 queries, compiles and is
+   kernels): predict (best of 3) on the eager engine (``compute="eager"``) and on the
+   compiled loop (``compute="compiled"``; its first call, on 256 queries, compiles and is
    shown apart), and the largest difference of their predictions. No target.
 
 Targets are reported, never enforced. The 1-minute load average at the start and the end is
@@ -214,7 +214,7 @@ def _plot_scaling(ok, fitted, peers, path):
 
 
 def markdown_scaling(result):
-    lines = ["### 1. Scaling of dense predict (the eager engine, `algorithm=\"brute\"`)", "",
+    lines = ["### 1. Scaling of dense predict (the eager engine, `compute=\"eager\"`)", "",
              (f"Gaussian, float32, d={result['config']['d']}, n_queries = n_train = n, one "
               f"h (Scott's rule at n = {result['config']['sizes'][-1]:,}); each size in a "
               "fresh process."), "",
@@ -428,7 +428,9 @@ def section_kernels(n=20_000, d=8, repeats=3, kernels=KERNEL_NAMES):
             _progress(f"kernels: {kernel}, {algorithm}")
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                model = NadarayaWatsonRegressor(kernel, bandwidth=h, algorithm=algorithm)
+                # The rows keep their historical names: "brute" is the eager engine.
+                compute = "eager" if algorithm == "brute" else "compiled"
+                model = NadarayaWatsonRegressor(kernel, bandwidth=h, compute=compute)
                 model.fit(X, y)
                 first, _ = timed(lambda model=model: model.predict(Q[:256]), 1)
                 times, predictions[algorithm] = timed(lambda model=model: model.predict(Q),
@@ -453,7 +455,7 @@ def markdown_kernels(result):
               f"standard normal, float32; bandwidth Scott's rule (× {c['compact_widen']:g} for "
               f"the compact kernels); predict, best of {c['repeats']}, the compile (a first "
               "call on 256 queries) excluded and shown apart."), "",
-             ("| kernel | eager (`brute`) s | compiled s | first compiled call s "
+             ("| kernel | eager s | compiled s | first compiled call s "
               "| eager / compiled | max \\|diff\\| |"),
              "|---|---|---|---|---|---|"]
     for r in result["results"]:

@@ -7,9 +7,9 @@ The wall time of ``NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X
 d=8, Gaussian data, h from Scott's rule, one value per feature) and, in the same run, of
 peers computing the same prediction with the same h:
 
-- ``sklearn_nw_compiled``: the package with ``algorithm="compiled"`` (its fused
+- ``sklearn_nw_compiled``: the package with ``compute="compiled"`` (its fused
   ``torch.compile`` loop); the compile (a first call on 256 queries) is timed apart and
-  excluded. ``sklearn_nw`` is the default, ``algorithm="auto"``, which in a fresh process
+  excluded. ``sklearn_nw`` is the default, ``compute="auto"``, which in a fresh process
   does not compile for one call of this size.
 - ``textbook``: dense torch, the full (n_q, n) matrix: ``cdist`` of the scaled inputs,
   ``softmax(-0.5 * D**2)`` over the keys, a product with y.
@@ -121,13 +121,13 @@ def make_problem(n_train, n_queries, d, seed=0):
 
 
 # -- the peers: each imports what it needs and returns the call to time ---------------------
-def _sklearn_nw(X, y, Q, h, keops_cold, algorithm="auto"):
-    model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h, algorithm=algorithm)
+def _sklearn_nw(X, y, Q, h, keops_cold, compute="auto"):
+    model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h, compute=compute)
     return lambda: model.fit(X, y).predict(Q)
 
 
 def _sklearn_nw_compiled(X, y, Q, h, keops_cold):
-    model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h, algorithm="compiled")
+    model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h, compute="compiled")
     start = time.perf_counter()
     model.fit(X, y).predict(Q[:256])
 
@@ -234,7 +234,7 @@ def _pykeops(X, y, Q, h, keops_cold):
 
 PREPARE = {"sklearn_nw": _sklearn_nw, "sklearn_nw_compiled": _sklearn_nw_compiled,
            # the eager engine whatever the size (bench_engine's scaling series)
-           "sklearn_nw_eager": partial(_sklearn_nw, algorithm="brute"),
+           "sklearn_nw_eager": partial(_sklearn_nw, compute="eager"),
            "textbook": _textbook, "chunked": _chunked,
            "compiled": _compiled, "statsmodels": _statsmodels, "knn": _knn,
            "pykeops": _pykeops}

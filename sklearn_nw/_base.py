@@ -115,19 +115,19 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
             "array-like",
         ],
         "n_neighbors": [_NumberInterval(Integral, 1, None, closed="left"), None],
-        "algorithm": [
-            StrOptions({"auto", "brute", "compiled", "kd_tree", "ball_tree", "cell_list"})
-        ],
+        "algorithm": [StrOptions({"auto", "brute", "kd_tree", "ball_tree", "cell_list"})],
+        "compute": [StrOptions({"auto", "eager", "compiled"})],
         "metric": [StrOptions({"euclidean", "precomputed"})],
         "device": [str],
     }
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
-                 algorithm="auto", metric="euclidean", device="cpu"):
+                 algorithm="auto", compute="auto", metric="euclidean", device="cpu"):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
         self.algorithm = algorithm
+        self.compute = compute
         self.metric = metric
         self.device = device
 
@@ -171,13 +171,24 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
     def _check_parameter_combinations(self):
         """Refuse parameters that cannot go together before any long work (a bandwidth
         search, an index)."""
-        if self.n_neighbors is not None and self.algorithm in ("cell_list", "compiled"):
-            what = ("searches the support of a compact kernel" if self.algorithm == "cell_list"
-                    else "attends to every training point")
+        if self.n_neighbors is not None and self.algorithm == "cell_list":
             raise ValueError(
-                f"algorithm={self.algorithm!r} {what}; it cannot find the k nearest points "
-                "(n_neighbors). Use 'auto', 'kd_tree' or 'ball_tree'."
+                "algorithm='cell_list' searches the support of a compact kernel; it cannot "
+                "find the k nearest points (n_neighbors). Use 'auto', 'kd_tree' or "
+                "'ball_tree'."
             )
+        if self.compute == "compiled":
+            restricted = [what for what, on in (
+                (f"n_neighbors={self.n_neighbors!r}", self.n_neighbors is not None),
+                (f"algorithm={self.algorithm!r}", self.algorithm not in ("auto", "brute")),
+                ("metric='precomputed'", self.metric == "precomputed")) if on]
+            if restricted:
+                raise ValueError(
+                    "compute='compiled' computes the dense sums over every training point; "
+                    f"it cannot serve {' and '.join(restricted)}, which restrict attention "
+                    "to some of them. Use compute='auto' or 'eager', or algorithm='brute' "
+                    "without n_neighbors."
+                )
 
     def _fit_neighbors(self):
         """Index the scaled training points when attention is restricted to neighbours:
@@ -191,7 +202,7 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
         d = self.projection_.shape[1] if hasattr(self, "projection_") else self.X_fit_.shape[1]
         algorithm = self.algorithm
         if self.n_neighbors is None:
-            if not self.kernel_.is_compact or algorithm in ("brute", "compiled"):
+            if not self.kernel_.is_compact or algorithm == "brute" or self.compute == "compiled":
                 return
             if algorithm == "auto":
                 if n < _TREE_MIN_SAMPLES or d > _TREE_MAX_FEATURES:
@@ -331,9 +342,9 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
         # Dense sums over all training points, nothing but the outputs: the compiled loop
         # can compute them, if forced or if "auto" finds compiling worth it.
         dense = not restricted and not return_attention
-        key = self._compile_key(device, values) if dense and self.algorithm == "auto" else None
+        key = self._compile_key(device, values) if dense and self.compute == "auto" else None
         pairs = X.shape[0] * self.X_fit_.shape[0]
-        if dense and (self.algorithm == "compiled"
+        if dense and (self.compute == "compiled"
                       or key is not None and auto_compiled(key, X.shape[0], pairs)):
             result = self._fused_pool(X, values, device, log_w)
             if result is not None:
@@ -409,7 +420,7 @@ class NadarayaWatsonBase(NeighbourPoolMixin, BaseEstimator):
                               self.kernel_, log_w=tensor(log_w),
                               working_memory=get_config()["working_memory"])
         except CompileError as exc:
-            if self.algorithm == "compiled":
+            if self.compute == "compiled":
                 raise
             warnings.warn(f"{exc}; computing on the eager engine instead.", UserWarning)
             return None

@@ -77,13 +77,14 @@ class _BandwidthSearchMixin:
     metric = "euclidean"
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
-                 n_neighbors=None, algorithm="auto", device="cpu"):
+                 n_neighbors=None, algorithm="auto", compute="auto", device="cpu"):
         self.bandwidths = bandwidths
         self.kernel = kernel
         self.cv = cv
         self.scoring = scoring
         self.n_neighbors = n_neighbors
         self.algorithm = algorithm
+        self.compute = compute
         self.device = device
 
     def _fit_search(self, X, y, sample_weight, params, *, classifier):
@@ -236,7 +237,8 @@ class _BandwidthSearchMixin:
 
     def _plain_estimator(self):
         return self._plain_class(kernel=self.kernel, n_neighbors=self.n_neighbors,
-                                 algorithm=self.algorithm, device=self.device)
+                                 algorithm=self.algorithm, compute=self.compute,
+                                 device=self.device)
 
 
 class _LeaveOneOutRegression(RegressorMixin, BaseEstimator):
@@ -292,7 +294,9 @@ _SHARED_DOC = r"""
         is applied to the leave-one-out predictions (``cv=None``) or to each split.
     n_neighbors : int, default=None
         As in the plain estimator (the leave-one-out scores use all training points).
-    algorithm : {{"auto", "brute", "compiled", "kd_tree", "ball_tree", "cell_list"}}, default="auto"
+    algorithm : {{"auto", "brute", "kd_tree", "ball_tree", "cell_list"}}, default="auto"
+        As in the plain estimator.
+    compute : {{"auto", "eager", "compiled"}}, default="auto"
         As in the plain estimator.
     device : str, default="cpu"
         Torch device, as in the plain estimator.

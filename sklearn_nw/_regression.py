@@ -32,24 +32,28 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         the scaled metric, found with scikit-learn's neighbour search); None attends to all
         of them. For the Gaussian, the error against full attention is the attention mass
         beyond the k-th neighbour, renormalised away.
-    algorithm : {"auto", "brute", "compiled", "kd_tree", "ball_tree", "cell_list"}, default="auto"
-        Neighbour search, as in :class:`~sklearn.neighbors.KNeighborsRegressor`. For a
-        compact kernel and ``n_neighbors=None``, only the training points inside the
+    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "cell_list"}, default="auto"
+        How neighbours are found, as in :class:`~sklearn.neighbors.KNeighborsRegressor`.
+        For a compact kernel and ``n_neighbors=None``, only the training points inside the
         support are visited: a tree's radius search, or ``"cell_list"``: the points binned
         into cubes a fraction of the support wide (on the three widest coordinates), each
         block of queries computed densely against the cubes around it. ``"auto"`` uses the
         cell list up to 3 dimensions and a k-d tree up to 15, from 5,000 training points,
-        and the dense engine otherwise. ``"brute"`` always uses the dense engine.
-        ``"compiled"``: the dense sums as one loop that :func:`torch.compile` fuses
-        (distance, kernel weight and weighted sums of each query-key pair, no block of
-        weights in memory), compiled once per process for each kernel, dtype, device and
-        number of features or outputs (seconds), then faster than the eager engine. For
-        ``"auto"`` a configuration of a compilable kernel (``Kernel.compilable``: the named
-        kernels) with up to 16 features is compiled
-        once the eager engine has spent about a compile's time on it (5 s, this call's
-        estimated time included), and used for calls of at least 256 queries after that;
-        if compiling fails (no C++ compiler) it warns and stays eager. Attention maps and
-        leave-one-out sums always use the eager engine.
+        and the dense sums over every training point otherwise (and always with
+        ``compute="compiled"``). ``"brute"`` always uses the dense sums.
+    compute : {"auto", "eager", "compiled"}, default="auto"
+        How the dense sums are computed. ``"eager"``: torch operations on blocks of
+        queries. ``"compiled"``: one loop that :func:`torch.compile` fuses (distance,
+        kernel weight and weighted sums of each query-key pair, no block of weights in
+        memory), compiled once per process for each kernel, dtype, device and number of
+        features or outputs (seconds), then faster than the eager engine; it raises where
+        compiling fails, and refuses ``n_neighbors``, a tree or cell-list ``algorithm`` and
+        ``metric="precomputed"``, which restrict attention. ``"auto"``: a configuration of
+        a compilable kernel (``Kernel.compilable``: the named kernels) with up to 16
+        features is compiled once the eager engine has spent about a compile's time on it
+        (5 s, this call's estimated time included), and used for calls of at least 256
+        queries after that; if compiling fails (no C++ compiler) it warns and stays eager.
+        Attention maps and leave-one-out sums are always eager.
     metric : {"euclidean", "precomputed"}, default="euclidean"
         ``"precomputed"``: ``X`` holds distances instead of features, as in
         :class:`~sklearn.neighbors.KNeighborsRegressor`: an (n_samples, n_samples) matrix in

@@ -71,7 +71,7 @@ class Kernel(BaseEstimator):
         the distance computation into one matrix product; ``None`` otherwise.
     compilable : bool
         Whether ``algorithm="auto"`` may compile the kernel into the fused loop of
-        :mod:`sklearn_nw._compiled` (``algorithm="compiled"`` compiles any kernel): its
+        :mod:`sklearn_nw._compiled` (``compute="compiled"`` compiles any kernel): its
         profile is plain torch arithmetic that :func:`torch.compile` traces. True for the
         named kernels; a subclass that qualifies may say so.
     """

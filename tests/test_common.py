@@ -20,7 +20,7 @@ ESTIMATORS = [
     NadarayaWatsonClassifier(kernel="tricube"),
     NadarayaWatsonClassifier(kernel="linear", bandwidth="silverman"),
     NadarayaWatsonRegressor(kernel="tricube", bandwidth=2.0, algorithm="kd_tree"),
-    NadarayaWatsonRegressor(algorithm="compiled"),
+    NadarayaWatsonRegressor(compute="compiled"),
     NadarayaWatsonClassifier(kernel="biweight", bandwidth=2.0, algorithm="cell_list"),
     NadarayaWatsonRegressor(metric="precomputed", bandwidth=1.0),
     NadarayaWatsonClassifier(kernel="epanechnikov", bandwidth=3.0, n_neighbors=3,

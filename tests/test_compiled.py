@@ -1,4 +1,4 @@
-"""The compiled dense path (algorithm="compiled"): a loop that torch.compile fuses.
+"""The compiled dense path (compute="compiled"): a loop that torch.compile fuses.
 
 Each configuration (kernel, dtype, number of coordinates and of value columns) compiles once
 per process, a few seconds each, so these tests share a few configurations.
@@ -37,7 +37,7 @@ def _data(n=150, d=2, n_queries=40, seed=0):
 def test_compiled_agrees_with_the_oracle(kernel):
     X, y, w, Q = _data()
     h = np.array([0.9, 1.3])
-    reg = NadarayaWatsonRegressor(kernel, bandwidth=h, algorithm="compiled")
+    reg = NadarayaWatsonRegressor(kernel, bandwidth=h, compute="compiled")
     reg.fit(X, y, sample_weight=w)
     expected = nw_predict(Q, X, y, h, PROFILES[kernel], w)
     assert_allclose(reg.predict(Q), expected, rtol=1e-12, atol=1e-14)
@@ -46,7 +46,7 @@ def test_compiled_agrees_with_the_oracle(kernel):
 def test_float32_accuracy_against_float64():
     X, y, w, Q = _data(n=3000, n_queries=600)  # several chunks, the last one padded
     h = np.array([0.3, 0.4])
-    reg32 = NadarayaWatsonRegressor(bandwidth=h, algorithm="compiled")
+    reg32 = NadarayaWatsonRegressor(bandwidth=h, compute="compiled")
     reg32.fit(X.astype(np.float32), y.astype(np.float32), sample_weight=w)
     pred32 = reg32.predict(Q.astype(np.float32))  # float32 weights, float64 targets
     pred64 = NadarayaWatsonRegressor(bandwidth=h).fit(X, y, sample_weight=w).predict(Q)
@@ -58,7 +58,7 @@ def test_classifier_probabilities(kernel):
     X, y, w, Q = _data()
     labels = np.digitize(y, [-0.5, 0.5])  # 3 classes
     h = np.array([0.9, 1.3])
-    clf = NadarayaWatsonClassifier(kernel, bandwidth=h, algorithm="compiled")
+    clf = NadarayaWatsonClassifier(kernel, bandwidth=h, compute="compiled")
     proba = clf.fit(X, labels, sample_weight=w).predict_proba(Q)
     expected = nw_class_proba(Q, X, labels, [0, 1, 2], h, PROFILES[kernel], w)
     assert_allclose(proba, expected, rtol=1e-12, atol=1e-14)
@@ -86,7 +86,7 @@ def test_memory_is_bounded_by_the_chunk(monkeypatch):
     chunk = _compiled._CHUNK["cpu"]
     Q = np.random.default_rng(2).normal(size=(2 * chunk + 7, 2))
     h = np.array([0.9, 1.3])
-    reg = NadarayaWatsonRegressor(bandwidth=h, algorithm="compiled").fit(X, y, sample_weight=w)
+    reg = NadarayaWatsonRegressor(bandwidth=h, compute="compiled").fit(X, y, sample_weight=w)
     assert_allclose(reg.predict(Q), nw_predict(Q, X, y, h, PROFILES["gaussian"], w),
                     rtol=1e-12)
     assert shapes == [((chunk, 2), (2, len(X)), (chunk, 2))] * 3
@@ -96,11 +96,11 @@ def test_underflow_and_empty_support_take_the_careful_path():
     X, y, _, _ = _data()
     Q = X[:5] + 1e-3
     # Gaussian weights of 0 in float64 (|q - x|^2 / h^2 ~ 1e4): the nearest point's value.
-    tiny = NadarayaWatsonRegressor(bandwidth=1e-5, algorithm="compiled").fit(X, y)
+    tiny = NadarayaWatsonRegressor(bandwidth=1e-5, compute="compiled").fit(X, y)
     assert_allclose(tiny.predict(Q), y[[nearest_index(q, X) for q in Q]], rtol=1e-12)
     # A compact kernel with no point in reach: the same fallback, with the warning.
     far = np.array([[50.0, 50.0]])
-    compact = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.5, algorithm="compiled")
+    compact = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.5, compute="compiled")
     with pytest.warns(EmptyNeighborhoodWarning):
         got = compact.fit(X, y).predict(far)
     assert_allclose(got, [y[nearest_index(far[0], X)]])
@@ -110,15 +110,15 @@ def test_learned_metric_and_many_outputs():
     X, y, w, Q = _data(d=3)
     # A learned low-rank projection: distances in 1 coordinate.
     full = NadarayaWatsonRegressor(
-        bandwidth=LeaveOneOutBandwidth("full", n_components=1), algorithm="compiled"
+        bandwidth=LeaveOneOutBandwidth("full", n_components=1), compute="compiled"
     ).fit(X, y)
-    brute = NadarayaWatsonRegressor(bandwidth=full.bandwidth, algorithm="brute").fit(X, y)
+    brute = NadarayaWatsonRegressor(bandwidth=full.bandwidth, compute="eager").fit(X, y)
     assert full.projection_.shape == (3, 1)
     assert_allclose(full.predict(Q), brute.predict(Q), rtol=1e-12)
     # More value columns than the fused reductions take: one matrix product per chunk.
     Y = np.column_stack([np.sin(k * X[:, 0]) for k in range(20)])
     h = np.array([0.9, 1.3, 0.7])
-    many = NadarayaWatsonRegressor(bandwidth=h, algorithm="compiled").fit(X, Y, sample_weight=w)
+    many = NadarayaWatsonRegressor(bandwidth=h, compute="compiled").fit(X, Y, sample_weight=w)
     expected = nw_predict(Q, X, Y, h, PROFILES["gaussian"], w)
     assert_allclose(many.predict(Q), expected, rtol=1e-12, atol=1e-14)
 
@@ -127,20 +127,25 @@ def test_precision_far_from_the_origin():
     # Explicit differences of centred coordinates: a shift of 1e6 costs only the rounding of
     # the shifted inputs themselves.
     X, y, _, Q = _data(d=5)
-    reg = NadarayaWatsonRegressor("epanechnikov", bandwidth=2.5, algorithm="compiled")
+    reg = NadarayaWatsonRegressor("epanechnikov", bandwidth=2.5, compute="compiled")
     expected = reg.fit(X, y).predict(Q)
     assert_allclose(reg.fit(X + 1e6, y).predict(Q + 1e6), expected, atol=1e-8)
 
 
-def test_compiled_cannot_find_k_nearest():
+@pytest.mark.parametrize("params, named", [
+    ({"n_neighbors": 3}, "n_neighbors=3"),
+    ({"kernel": "epanechnikov", "algorithm": "kd_tree"}, "algorithm='kd_tree'"),
+    ({"metric": "precomputed", "bandwidth": 1.0}, "metric='precomputed'"),
+])
+def test_compiled_refuses_restricted_attention(params, named):
     X, y, _, _ = _data()
-    with pytest.raises(ValueError, match="k nearest"):
-        NadarayaWatsonRegressor(n_neighbors=3, algorithm="compiled").fit(X, y)
+    with pytest.raises(ValueError, match=f"compute='compiled'.*{named}"):
+        NadarayaWatsonRegressor(compute="compiled", **params).fit(X, y)
 
 
 def test_attention_and_leave_one_out_stay_on_the_eager_engine():
     X, y, w, Q = _data()
-    reg = NadarayaWatsonRegressor(bandwidth=0.8, algorithm="compiled").fit(X, y, sample_weight=w)
+    reg = NadarayaWatsonRegressor(bandwidth=0.8, compute="compiled").fit(X, y, sample_weight=w)
     pred, attention = reg.predict(Q, return_attention=True)
     assert attention.shape == (len(Q), len(X))
     assert_allclose(pred, reg.predict(Q), rtol=1e-12)
@@ -189,10 +194,10 @@ def test_auto_compiles_once_eager_time_reaches_the_compile_time(monkeypatch):
     assert spy.calls == 2  # compiled: used from now on
     reg.predict(Q[:10])
     assert spy.calls == 2  # but not for calls smaller than a chunk
-    # Other configurations keep their own account; user kernels and other algorithms never.
+    # Other configurations keep their own account; user kernels and compute="eager" never.
     NadarayaWatsonRegressor(bandwidth=0.8).fit(X, np.column_stack([y, y])).predict(Q)
     NadarayaWatsonRegressor(_UserGaussian(), bandwidth=0.8).fit(X, y).predict(Q)
-    NadarayaWatsonRegressor(bandwidth=0.8, algorithm="brute").fit(X, y).predict(Q)
+    NadarayaWatsonRegressor(bandwidth=0.8, compute="eager").fit(X, y).predict(Q)
     assert spy.calls == 2
     # A first call that is estimated to take longer than a compile compiles at once.
     monkeypatch.setattr(_compiled, "_EAGER_RATE", 1.0)
@@ -220,7 +225,7 @@ def test_compile_failure(monkeypatch, compile_, message):
     monkeypatch.setattr(_compiled, "_compiled", {})
     monkeypatch.setattr(torch, "compile", compile_)
     X, y, _, Q = _data()
-    forced = NadarayaWatsonRegressor(bandwidth=0.8, algorithm="compiled").fit(X, y)
+    forced = NadarayaWatsonRegressor(bandwidth=0.8, compute="compiled").fit(X, y)
     with pytest.raises(_compiled.CompileError, match=message):
         forced.predict(Q)
     with pytest.raises(_compiled.CompileError, match=message):  # remembered, not retried
@@ -291,14 +296,14 @@ def test_a_redefined_kernel_class_is_compiled_anew(monkeypatch):
         def log_profile_sq(self, u2):
             return -0.5 * u2
 
-    NadarayaWatsonRegressor(Bump(), bandwidth=0.5, algorithm="compiled").fit(X, y).predict(Q)
+    NadarayaWatsonRegressor(Bump(), bandwidth=0.5, compute="compiled").fit(X, y).predict(Q)
 
     class Bump(Kernel):  # the cell edited and run again
         def log_profile_sq(self, u2):
             return -2.0 * u2 * u2
 
-    got = NadarayaWatsonRegressor(Bump(), bandwidth=0.5, algorithm="compiled").fit(X, y)
-    expected = NadarayaWatsonRegressor(Bump(), bandwidth=0.5, algorithm="brute").fit(X, y)
+    got = NadarayaWatsonRegressor(Bump(), bandwidth=0.5, compute="compiled").fit(X, y)
+    expected = NadarayaWatsonRegressor(Bump(), bandwidth=0.5, compute="eager").fit(X, y)
     assert_allclose(got.predict(Q), expected.predict(Q), rtol=1e-12)
     assert len(_compiled._compiled) == 2
 

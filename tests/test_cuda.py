@@ -45,7 +45,7 @@ def test_cuda_paths_agree_with_the_cpu(params):
 def test_cuda_compiled_path_agrees_with_the_cpu(kernel):
     # Inductor generates Triton code here (C++ on the CPU).
     X, y, w, Q = _data()
-    params = {"kernel": kernel, "bandwidth": 0.05, "algorithm": "compiled"}
+    params = {"kernel": kernel, "bandwidth": 0.05, "compute": "compiled"}
     for dtype, tolerance in ((np.float64, 1e-10), (np.float32, 1e-4)):
         cpu = NadarayaWatsonRegressor(**params).fit(X.astype(dtype), y, w)
         gpu = NadarayaWatsonRegressor(**params, device="cuda").fit(X.astype(dtype), y, w)

@@ -53,7 +53,7 @@ def test_switching_paths_changes_nothing(kernel):
         assert abs(attention - outputs[0][1]).max() < 1e-12
         assert attention.nnz == outputs[0][1].nnz
     # The compiled dense loop (predictions only: attention maps are computed eagerly).
-    compiled = NadarayaWatsonRegressor(kernel, bandwidth=0.05, algorithm="compiled")
+    compiled = NadarayaWatsonRegressor(kernel, bandwidth=0.05, compute="compiled")
     assert_allclose(compiled.fit(X, y, sample_weight=w).predict(Q), outputs[0][0], rtol=1e-12)
 
 
@@ -101,8 +101,8 @@ def test_cell_list_cannot_find_k_nearest():
         NadarayaWatsonRegressor(n_neighbors=3, algorithm="cell_list").fit(X, y)
 
 
-@pytest.mark.parametrize("algorithm", ["cell_list", "compiled"])
-def test_incompatible_parameters_are_refused_before_the_bandwidth_search(algorithm, monkeypatch):
+@pytest.mark.parametrize("params", [{"algorithm": "cell_list"}, {"compute": "compiled"}])
+def test_incompatible_parameters_are_refused_before_the_bandwidth_search(params, monkeypatch):
     from sklearn_nw import LeaveOneOutBandwidth
 
     def no_search(*args, **kwargs):
@@ -110,8 +110,8 @@ def test_incompatible_parameters_are_refused_before_the_bandwidth_search(algorit
 
     monkeypatch.setattr(LeaveOneOutBandwidth, "select", no_search)
     X, y, _, _ = _data()
-    with pytest.raises(ValueError, match=f"{algorithm}.*n_neighbors"):
-        NadarayaWatsonRegressor(bandwidth="loo", n_neighbors=3, algorithm=algorithm).fit(X, y)
+    with pytest.raises(ValueError, match=f"{next(iter(params.values()))}.*n_neighbors"):
+        NadarayaWatsonRegressor(bandwidth="loo", n_neighbors=3, **params).fit(X, y)
 
 
 @pytest.mark.parametrize("algorithm", ["kd_tree", "cell_list"])

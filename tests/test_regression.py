@@ -613,7 +613,7 @@ def _nearest_targets(Q, X, y):
 
 @pytest.mark.parametrize("h", [1e-160, 1e-300, 5e-324])
 @pytest.mark.parametrize("params", [
-    {}, {"kernel": "exponential"}, {"algorithm": "compiled"}, {"n_neighbors": 3},
+    {}, {"kernel": "exponential"}, {"compute": "compiled"}, {"n_neighbors": 3},
     {"kernel": "epanechnikov"}, {"kernel": "epanechnikov", "algorithm": "kd_tree"},
     {"kernel": "tophat", "n_neighbors": 5},
 ])
