@@ -5,8 +5,10 @@ from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase
+from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
 
 
+@fill_doc(parameters=entries(PARAMETERS), attributes=entries(ATTRIBUTES))
 class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
     r"""Nadaraya-Watson kernel classification: attention pooling of one-hot labels.
 
@@ -15,80 +17,15 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
 
     Parameters
     ----------
-    kernel : str, Kernel or callable, default="gaussian"
-        A name from :data:`sklearn_nw.kernels.KERNELS`, a
-        :class:`~sklearn_nw.kernels.Kernel`, or a function mapping a torch tensor of scaled
-        distances ``u >= 0`` to non-negative weights.
-    bandwidth : float, array-like of shape (n_features,) or {"scott", "silverman"}, default="scott"
-        The bandwidth h, one per feature, or a rule of thumb computed from the weighted
-        training data.
-    n_neighbors : int, default=None
-        Restrict each query's attention to its ``n_neighbors`` nearest training points (in
-        the scaled metric, found with scikit-learn's neighbour search); None attends to all
-        of them. For the Gaussian, the error against full attention is the attention mass
-        beyond the k-th neighbour, renormalised away.
-    algorithm : {"auto", "brute", "kd_tree", "ball_tree", "cell_list"}, default="auto"
-        How neighbours are found, as in :class:`~sklearn.neighbors.KNeighborsRegressor`.
-        For a compact kernel and ``n_neighbors=None``, only the training points inside the
-        support are visited: a tree's radius search, or ``"cell_list"``: the points binned
-        into cubes a fraction of the support wide (on the three widest coordinates), each
-        block of queries computed densely against the cubes around it. ``"auto"`` uses the
-        cell list up to 3 dimensions and a k-d tree up to 15, from 5,000 training points,
-        and the dense sums over every training point otherwise (and always with
-        ``compute="compiled"``). ``"brute"`` always uses the dense sums.
-    compute : {"auto", "eager", "compiled"}, default="auto"
-        How the dense sums are computed. ``"eager"``: torch operations on blocks of
-        queries. ``"compiled"``: one loop that :func:`torch.compile` fuses (distance,
-        kernel weight and weighted sums of each query-key pair, no block of weights in
-        memory), compiled once per process for each kernel, dtype, device and number of
-        features or outputs (seconds), then faster than the eager engine; it raises where
-        compiling fails, and refuses ``n_neighbors``, a tree or cell-list ``algorithm`` and
-        ``metric="precomputed"``, which restrict attention. ``"auto"``: a configuration of
-        a compilable kernel (``Kernel.compilable``: the named kernels) with up to 16
-        features is compiled once the eager engine has spent about a compile's time on it
-        (5 s, this call's estimated time included), and used for calls of at least 256
-        queries after that; if compiling fails (no C++ compiler) it warns and stays eager.
-        Attention maps and leave-one-out sums are always eager.
-    metric : {"euclidean", "precomputed"}, default="euclidean"
-        ``"precomputed"``: ``X`` holds distances instead of features, as in
-        :class:`~sklearn.neighbors.KNeighborsRegressor`: an (n_samples, n_samples) matrix in
-        ``fit`` and (n_queries, n_samples_fit) in ``predict``, dense, or a sparse neighbour
-        graph whose stored entries (explicit zeros included) are each row's candidates,
-        e.g. from :class:`~sklearn.neighbors.KNeighborsTransformer` or an approximate
-        search in a pipeline. ``bandwidth`` must then be a number in the distances' units;
-        ``n_neighbors`` picks the nearest stored entries (each row must store that many
-        units of sample weight); attention is returned sparse.
-    device : str, default="cpu"
-        Torch device: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"`` or ``"auto"``.
+%(parameters)s
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
         The class labels, sorted.
-    bandwidth_ : ndarray of shape (n_features,)
-        The bandwidth used.
-    kernel_ : Kernel
-        The resolved kernel.
-    device_ : str
-        The resolved device.
-    X_fit_ : ndarray of shape (n_samples_fit, n_features)
-        Training inputs, float64 or float32 as given.
     y_fit_ : ndarray of shape (n_samples_fit,)
         Training labels encoded as indices into ``classes_``.
-    neighbors_ : NearestNeighbors or None
-        Neighbour index of the scaled training points of positive weight, when attention
-        is restricted to neighbours.
-    neighbor_rows_ : ndarray of shape (n_indexed,) or None
-        Rows of ``X_fit_`` that ``neighbors_`` indexes.
-    sample_weight_ : ndarray of shape (n_samples_fit,)
-        Frequency weights of the training points (ones when none were given).
-    attention_weights_ : ndarray or scipy.sparse.csr_array of shape \
-            (n_samples_fit, n_samples_fit)
-        Leave-one-out attention of the training set on itself, computed when read.
-    n_features_in_ : int
-        Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during fit, when X has string feature names.
+%(attributes)s
 
     See Also
     --------

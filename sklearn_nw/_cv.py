@@ -23,6 +23,7 @@ from sklearn.utils.metadata_routing import (
 
 from . import _losses
 from ._classification import NadarayaWatsonClassifier
+from ._docs import ATTRIBUTES, entries
 from ._engine import resolve_device
 from ._engine_loo import loo_grid_pool
 from ._regression import NadarayaWatsonRegressor
@@ -316,6 +317,11 @@ _SHARED_DOC = r"""
         splitter the per-split scores and timings of GridSearchCV.
 """
 
+# The plain estimators' fitted attributes that the CV estimators share.
+_FITTED = entries(ATTRIBUTES, "kernel_", "device_", "X_fit_", "neighbors_", "neighbor_rows_",
+                  "sample_weight_", "attention_weights_", "n_features_in_",
+                  "feature_names_in_")
+
 
 class NadarayaWatsonRegressorCV(_BandwidthSearchMixin, NadarayaWatsonRegressor):
     __doc__ = (
@@ -326,7 +332,12 @@ class NadarayaWatsonRegressorCV(_BandwidthSearchMixin, NadarayaWatsonRegressor):
     ``bandwidth=bandwidth_``.
 """
         + _SHARED_DOC.format(loss="mean squared error")
+        + """    y_fit_ : ndarray of shape (n_samples_fit,) or (n_samples_fit, n_outputs)
+        Training targets, float64.
+"""
+        + _FITTED
         + """
+
     See Also
     --------
     NadarayaWatsonRegressor : With a fixed, rule-of-thumb or learned bandwidth.
@@ -402,9 +413,13 @@ class NadarayaWatsonClassifierCV(_BandwidthSearchMixin, NadarayaWatsonClassifier
     :class:`NadarayaWatsonClassifier` with ``bandwidth=bandwidth_``.
 """
         + _SHARED_DOC.format(loss="log-loss")
-        + """
-    classes_ : ndarray of shape (n_classes,)
+        + """    classes_ : ndarray of shape (n_classes,)
         The class labels.
+    y_fit_ : ndarray of shape (n_samples_fit,)
+        Training labels encoded as indices into ``classes_``.
+"""
+        + _FITTED
+        + """
 
     See Also
     --------
