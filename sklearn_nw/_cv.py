@@ -8,7 +8,13 @@ from typing import ClassVar
 
 import numpy as np
 from sklearn import get_config
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    RegressorMixin,
+    _fit_context,
+    is_classifier,
+)
 from sklearn.metrics import check_scoring, get_scorer, get_scorer_names
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils import Bunch
@@ -87,6 +93,44 @@ class _BandwidthSearchMixin:
         self.algorithm = algorithm
         self.compute = compute
         self.device = device
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, **params):
+        """Choose the bandwidth from the grid, then store the training data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Targets; for the classifier, class labels of shape (n_samples,), of any type
+            ``numpy.unique`` can sort.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative frequency weights: an integer weight equals repeating the row.
+            Without metadata routing they also go to the scorer when it takes
+            ``sample_weight``; with routing, to the scorer and the splitter when they
+            request them.
+        **params : dict
+            Metadata for the scorer and the splitter, e.g. ``groups`` for
+            :class:`~sklearn.model_selection.GroupKFold`.
+
+            Only available if ``enable_metadata_routing=True``, which can be set by using
+            ``sklearn.set_config(enable_metadata_routing=True)``. See
+            :ref:`Metadata Routing User Guide <metadata_routing>` for more details.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Notes
+        -----
+        With ``cv=None`` the sample weights are frequency weights of the leave-one-out
+        predictions and weigh the default score; with a splitter they weigh each split's
+        fit, and its score when the scorer takes them. So the chosen bandwidth may differ
+        between the two, as for :class:`~sklearn.linear_model.RidgeCV`.
+        """
+        return self._fit_search(X, y, sample_weight, params, classifier=is_classifier(self))
 
     def _fit_search(self, X, y, sample_weight, params, *, classifier):
         """``fit`` of the CV estimators: route the metadata, then the plain estimators' fit,
@@ -359,43 +403,6 @@ class NadarayaWatsonRegressorCV(_BandwidthSearchMixin, NadarayaWatsonRegressor):
     _default_scoring = "r2"
     _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonRegressor)
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, **params):
-        """Choose the bandwidth from the grid, then store the training data.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training inputs.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Targets.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative frequency weights: an integer weight equals repeating the row.
-            Without metadata routing they also go to the scorer when it takes
-            ``sample_weight``; with routing, to the scorer and the splitter when they
-            request them.
-        **params : dict
-            Metadata for the scorer and the splitter, e.g. ``groups`` for
-            :class:`~sklearn.model_selection.GroupKFold`.
-
-            Only available if ``enable_metadata_routing=True``, which can be set by using
-            ``sklearn.set_config(enable_metadata_routing=True)``. See
-            :ref:`Metadata Routing User Guide <metadata_routing>` for more details.
-
-        Returns
-        -------
-        self : NadarayaWatsonRegressorCV
-            The fitted estimator.
-
-        Notes
-        -----
-        With ``cv=None`` the sample weights are frequency weights of the leave-one-out
-        predictions and weigh the default score; with a splitter they weigh each split's
-        fit, and its score when the scorer takes them. So the chosen bandwidth may differ
-        between the two, as for :class:`~sklearn.linear_model.RidgeCV`.
-        """
-        return self._fit_search(X, y, sample_weight, params, classifier=False)
-
     def _targets(self):
         return self.y_fit_
 
@@ -430,43 +437,6 @@ class NadarayaWatsonClassifierCV(_BandwidthSearchMixin, NadarayaWatsonClassifier
     _plain_class = NadarayaWatsonClassifier
     _default_scoring = "accuracy"
     _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonClassifier)
-
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, **params):
-        """Choose the bandwidth from the grid, then store the training data.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training inputs.
-        y : array-like of shape (n_samples,)
-            Class labels, of any type ``numpy.unique`` can sort.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative frequency weights: an integer weight equals repeating the row.
-            Without metadata routing they also go to the scorer when it takes
-            ``sample_weight``; with routing, to the scorer and the splitter when they
-            request them.
-        **params : dict
-            Metadata for the scorer and the splitter, e.g. ``groups`` for
-            :class:`~sklearn.model_selection.GroupKFold`.
-
-            Only available if ``enable_metadata_routing=True``, which can be set by using
-            ``sklearn.set_config(enable_metadata_routing=True)``. See
-            :ref:`Metadata Routing User Guide <metadata_routing>` for more details.
-
-        Returns
-        -------
-        self : NadarayaWatsonClassifierCV
-            The fitted estimator.
-
-        Notes
-        -----
-        With ``cv=None`` the sample weights are frequency weights of the leave-one-out
-        predictions and weigh the default score; with a splitter they weigh each split's
-        fit, and its score when the scorer takes them. So the chosen bandwidth may differ
-        between the two, as for :class:`~sklearn.linear_model.RidgeCV`.
-        """
-        return self._fit_search(X, y, sample_weight, params, classifier=True)
 
     def _targets(self):
         return self.classes_[self.y_fit_]
