@@ -273,10 +273,9 @@ def make_compact_problem(n, n_queries, seed=0):
 def _tree_used(model):
     """The search the fitted model's predict uses: a cell list, sklearn's tree, or the
     dense engine."""
-    neighbors = getattr(model, "neighbors_", None)
-    if neighbors is None:
-        return "dense"
-    return getattr(neighbors, "_fit_method", "cell_list")
+    if model.route_ in ("dense", "cell_list"):
+        return model.route_
+    return model.key_set_.index._fit_method
 
 
 def section_compact(n=1_000_000, n_queries=10_000, repeats=2):

@@ -39,6 +39,7 @@ import json
 import time
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -66,15 +67,21 @@ KNN_NEIGHBOURS = (1, 2, 3, 5, 8, 12, 20, 30, 50, 80)
 GRID = np.geomspace(1 / 8, 8, 25)  # the CV estimators' default multiples
 
 
-def _problem(X, y, w, semantics):
-    """Keys, values, log weights and self log weights of leave-one-out, as float64 tensors:
-    the distinct inputs each leaving itself out, or the rows each keeping w - 1."""
+def _leave_one_out(X, y, w, semantics):
+    """The leave-one-out set: the distinct inputs each leaving itself out, or the rows each
+    keeping w - 1."""
     if semantics == "location":
-        loo = leave_one_out_set(X, y[:, None], w)
-        parts = (loo.X, loo.values, loo.log_weight, loo.self_log_weight)
-    else:
-        with np.errstate(divide="ignore"):
-            parts = (X, y[:, None], np.log(w), np.log(np.maximum(w - 1.0, 0.0)))
+        return leave_one_out_set(X, y[:, None], w)
+    with np.errstate(divide="ignore"):
+        return SimpleNamespace(X=X, values=y[:, None], log_weight=np.log(w),
+                               self_log_weight=np.log(np.maximum(w - 1.0, 0.0)))
+
+
+def _problem(X, y, w, semantics):
+    """Keys, values, log weights and self log weights of leave-one-out, as float64
+    tensors."""
+    loo = _leave_one_out(X, y, w, semantics)
+    parts = (loo.X, loo.values, loo.log_weight, loo.self_log_weight)
     return [torch.tensor(np.asarray(p), dtype=torch.float64) for p in parts]
 
 
@@ -83,12 +90,11 @@ def learned_bandwidth(X, y, w, semantics):
     regressor pools them)."""
     offset = np.average(y, weights=w)
     scale = np.abs(y - offset).max() or 1.0
-    x, v, log_w, self_log_w = _problem(X, (y - offset) / scale, w, semantics)
+    loo = _leave_one_out(X, (y - offset) / scale, w, semantics)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = LeaveOneOutBandwidth(random_state=0).select(
-            x, v, log_w, self_log_w, Gaussian(), loss="squared_error",
-            h_start=search_reference(X, w))
+            loo, Gaussian(), loss="squared_error", h_start=search_reference(X, w))
     return result.bandwidth
 
 

@@ -104,7 +104,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)
-        proba, attention = self._pool(X, self._values(), return_attention=return_attention)
+        proba, attention = self._pool(X, return_attention=return_attention)
         proba /= proba.sum(axis=1, keepdims=True)
         return (proba, attention) if return_attention else proba
 

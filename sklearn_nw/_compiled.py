@@ -13,13 +13,18 @@ device, number of coordinates and of value columns) is compiled once per process
 the number of keys is a dynamic dimension and the number of queries is fixed by padding the
 last chunk, so new data of the same configuration never recompiles. Each configuration gets its own copy
 of the function's code object: torch caches compiled graphs per code object, with a small
-limit on their number, past which it would silently run the function eagerly.
+limit on their number, past which it would silently run the function eagerly. What has
+been compiled, and the eager time that ``compute="auto"`` weighs against compiling, live in
+one :class:`CompilePolicy` per process (a test installs its own with :func:`using_policy`).
 """
 
+import contextlib
+import contextvars
 import math
 import pickle
 import threading
 import types
+import warnings
 
 import torch
 
@@ -28,7 +33,7 @@ import torch
 # multiprocessors.
 _CHUNK = {"cpu": 256}
 _GPU_CHUNK = 8192
-# algorithm="auto" compiles a configuration once the eager engine has spent about as long
+# compute="auto" compiles a configuration once the eager engine has spent about as long
 # on it as compiling takes (rent or buy: never much more than twice the better choice's
 # time). Measured on 2 cores: 4 to 6 s to compile (1 to 2 s from Inductor's disk cache);
 # before a configuration's first eager call is timed, its rate is taken as the Gaussian's,
@@ -42,11 +47,6 @@ AUTO_MAX_COORDS = 16
 # Above this many value columns the weighted sums are one matrix product of the weights
 # (stored per chunk), instead of one fused reduction per column.
 _MAX_FUSED_COLUMNS = 16
-
-_lock = threading.Lock()
-_compiled = {}  # configuration -> [compiled function, has run], or the exception raised
-_eager = {}  # configuration -> (seconds, query-key pairs) computed eagerly under "auto"
-
 
 def _make_chunk_sums(kernel, gaussian_coef, floor, fused_columns):
     """The function that Inductor compiles, for one kernel; its arguments are tensors only,
@@ -77,32 +77,6 @@ def _make_chunk_sums(kernel, gaussian_coef, floor, fused_columns):
         return torch.stack([(w * v1t[c]).sum(1) for c in range(v1t.shape[0])], dim=1)
 
     return chunk_sums
-
-
-def _compiled_sums(kernel, key):
-    """The compiled chunk function of one configuration ``key`` (built on first use) and
-    whether it has run successfully."""
-    with _lock:
-        if key not in _compiled:
-            dtype, n_columns = key[1], key[4]
-            function = _make_chunk_sums(
-                kernel, kernel.quadratic_coef, math.log(torch.finfo(dtype).tiny) + 10.0,
-                n_columns <= _MAX_FUSED_COLUMNS,
-            )
-            # A code object of its own: torch caches compiled graphs per code object, and
-            # past a few of them runs the function eagerly without saying so.
-            code = function.__code__.replace(co_name=f"chunk_sums_{len(_compiled)}")
-            function = types.FunctionType(code, function.__globals__, code.co_name, None,
-                                          function.__closure__)
-            try:  # torch.compile itself refuses unsupported Pythons and platforms
-                _compiled[key] = [torch.compile(function), False]
-            except Exception as exc:
-                _compiled[key] = error = _compile_error(kernel, key, exc)
-                raise error from exc
-        entry = _compiled[key]
-    if isinstance(entry, Exception):
-        raise entry
-    return entry
 
 
 def _compile_error(kernel, key, exc):
@@ -166,80 +140,160 @@ def config_key(kernel, dtype, device, n_coords, n_columns):
     return _kernel_key(kernel), dtype, torch.device(device).type, n_coords, n_columns
 
 
-def auto_compiled(key, n_queries, pairs):
-    """Whether ``algorithm="auto"`` computes a dense call of configuration ``key`` with
-    the compiled loop: once it is compiled, for calls that fill a chunk; before, when the
-    eager time spent on the configuration (:func:`record_eager`) and this call's, estimated
-    from the configuration's eager rate, reach the time a compile takes. Never after
-    compiling failed."""
-    with _lock:
-        entry = _compiled.get(key)
-        if isinstance(entry, Exception):
-            return False
-        if entry is not None and entry[1]:
-            return n_queries >= _CHUNK.get(key[2], _GPU_CHUNK)
-        seconds, counted = _eager.get(key, (0.0, 0))
-        rate = seconds / counted if counted else _EAGER_RATE
-    return seconds + rate * pairs >= _COMPILE_SECONDS
-
-
-def record_eager(key, pairs, seconds):
-    """Count an eager call of ``pairs`` query-key pairs that took ``seconds``."""
-    with _lock:
-        spent, counted = _eager.get(key, (0.0, 0))
-        _eager[key] = (spent + seconds, counted + pairs)
-
-
 class CompileError(RuntimeError):
     """torch.compile could not build the fused kernel (no C++ compiler, no Triton, ...)."""
 
 
-def fused_sums(qs, xs, key_term, v1t, kernel):
-    """Weighted sums ``(n_q, t + 1)`` of all keys for every query, in compiled chunks.
+
+
+class CompilePolicy:
+    """What the compiled loop has built and what the eager engine has spent: the caches
+    and the timing account behind ``compute="auto"``, in one object.
+
+    The estimators use the process's policy (:func:`current_policy`); a test, or a
+    benchmark that wants a fresh process's behaviour, installs its own with
+    :func:`using_policy`.
 
     Parameters
     ----------
-    qs : Tensor (n_q, r)
-        Scaled queries (centred and divided by the bandwidths, like the keys).
-    xs : Tensor (n, r)
-        Scaled keys.
-    key_term : Tensor (n,)
-        Log weights minus their maximum (Gaussian family), else the weights divided by
-        their maximum.
-    v1t : Tensor (t + 1, n)
-        Values with a ones row appended, transposed.
-    kernel : Kernel
-
-    Raises
-    ------
-    CompileError
-        If compilation fails; the configuration is then never tried again.
+    compile_seconds : float
+        What a compile is taken to cost: ``"auto"`` compiles a configuration once the
+        eager engine has spent about this long on it (rent or buy: never much more than
+        twice the better choice's time).
+    eager_rate : float
+        Seconds per query-key pair assumed for a configuration's eager calls before one
+        is timed.
+    compile : callable
+        :func:`torch.compile`, or a stand-in.
     """
-    device, dtype = qs.device, qs.dtype
-    n_columns = v1t.shape[0]
-    key = config_key(kernel, dtype, device, qs.shape[1], n_columns)
-    entry = _compiled_sums(kernel, key)
-    function = entry[0]
-    chunk = _CHUNK.get(device.type, _GPU_CHUNK)
-    xs_t = xs.T.contiguous()  # (r, n): consecutive keys are adjacent, for vector loads
-    n_q = qs.shape[0]
-    out = qs.new_empty(n_q, n_columns)
-    for s in range(0, n_q, chunk):
-        block = qs[s : s + chunk]
-        if len(block) < chunk:  # padded: one compiled shape serves every call
-            block = torch.cat([block, block.new_zeros(chunk - len(block), block.shape[1])])
-        try:
-            if s == 0:  # the number of keys is dynamic: new data, no recompile
-                for tensor, dim in ((xs_t, 1), (key_term, 0), (v1t, 1)):
-                    torch._dynamo.maybe_mark_dynamic(tensor, dim)
-            sums = function(block, xs_t, key_term, v1t)
-        except Exception as exc:  # whatever the compiler stack raises, on the first run
-            if entry[1]:
-                raise
-            error = _compile_error(kernel, key, exc)
-            with _lock:
-                _compiled[key] = error
-            raise error from exc
-        entry[1] = True
-        out[s : s + chunk] = sums[: n_q - s]
-    return out
+
+    def __init__(self, compile_seconds=_COMPILE_SECONDS, eager_rate=_EAGER_RATE,
+                 compile=None):
+        self.compile_seconds = compile_seconds
+        self.eager_rate = eager_rate
+        self.compile = compile
+        self._lock = threading.Lock()
+        self.compiled = {}  # configuration -> [compiled function, has run], or the error
+        self.eager = {}  # configuration -> (seconds, query-key pairs) computed eagerly
+
+    def chooses(self, key, n_queries, pairs):
+        """Whether ``compute="auto"`` computes a dense call of configuration ``key`` on the
+        compiled loop: once it is compiled, for calls that fill a chunk; before, when the
+        eager time spent on the configuration (:meth:`record_eager`) and this call's,
+        estimated from the configuration's eager rate, reach the time a compile takes.
+        Never after compiling failed."""
+        with self._lock:
+            entry = self.compiled.get(key)
+            if isinstance(entry, Exception):
+                return False
+            if entry is not None and entry[1]:
+                return n_queries >= _CHUNK.get(key[2], _GPU_CHUNK)
+            seconds, counted = self.eager.get(key, (0.0, 0))
+            rate = seconds / counted if counted else self.eager_rate
+        return seconds + rate * pairs >= self.compile_seconds
+
+    def record_eager(self, key, pairs, seconds):
+        """Count an eager call of ``pairs`` query-key pairs that took ``seconds``."""
+        with self._lock:
+            spent, counted = self.eager.get(key, (0.0, 0))
+            self.eager[key] = (spent + seconds, counted + pairs)
+
+    @staticmethod
+    def warn_fallback(exc):
+        """Say that "auto" computes eagerly because compiling failed."""
+        warnings.warn(f"{exc}; computing on the eager engine instead.", UserWarning)
+
+    def _function(self, kernel, key):
+        """The compiled chunk function of one configuration ``key`` (built on first use)
+        and whether it has run successfully."""
+        with self._lock:
+            if key not in self.compiled:
+                dtype, n_columns = key[1], key[4]
+                function = _make_chunk_sums(
+                    kernel, kernel.quadratic_coef, math.log(torch.finfo(dtype).tiny) + 10.0,
+                    n_columns <= _MAX_FUSED_COLUMNS,
+                )
+                # A code object of its own: torch caches compiled graphs per code object,
+                # and past a few of them runs the function eagerly without saying so.
+                code = function.__code__.replace(co_name=f"chunk_sums_{len(self.compiled)}")
+                function = types.FunctionType(code, function.__globals__, code.co_name, None,
+                                              function.__closure__)
+                compile_ = self.compile or torch.compile
+                try:  # torch.compile itself refuses unsupported Pythons and platforms
+                    self.compiled[key] = [compile_(function), False]
+                except Exception as exc:
+                    self.compiled[key] = error = _compile_error(kernel, key, exc)
+                    raise error from exc
+            entry = self.compiled[key]
+        if isinstance(entry, Exception):
+            raise entry
+        return entry
+
+    def sums(self, qs, xs, key_term, v1t, kernel):
+        """Weighted sums ``(n_q, t + 1)`` of all keys for every query, in compiled chunks.
+
+        Parameters
+        ----------
+        qs : Tensor (n_q, r)
+            Scaled queries (centred and divided by the bandwidths, like the keys).
+        xs : Tensor (n, r)
+            Scaled keys.
+        key_term : Tensor (n,)
+            Log weights minus their maximum (Gaussian family), else the weights divided by
+            their maximum.
+        v1t : Tensor (t + 1, n)
+            Values with a ones row appended, transposed.
+        kernel : Kernel
+
+        Raises
+        ------
+        CompileError
+            If compilation fails; the configuration is then never tried again.
+        """
+        device, dtype = qs.device, qs.dtype
+        n_columns = v1t.shape[0]
+        key = config_key(kernel, dtype, device, qs.shape[1], n_columns)
+        entry = self._function(kernel, key)
+        function = entry[0]
+        chunk = _CHUNK.get(device.type, _GPU_CHUNK)
+        xs_t = xs.T.contiguous()  # (r, n): consecutive keys are adjacent, for vector loads
+        n_q = qs.shape[0]
+        out = qs.new_empty(n_q, n_columns)
+        for s in range(0, n_q, chunk):
+            block = qs[s : s + chunk]
+            if len(block) < chunk:  # padded: one compiled shape serves every call
+                block = torch.cat([block, block.new_zeros(chunk - len(block), block.shape[1])])
+            try:
+                if s == 0:  # the number of keys is dynamic: new data, no recompile
+                    for tensor, dim in ((xs_t, 1), (key_term, 0), (v1t, 1)):
+                        torch._dynamo.maybe_mark_dynamic(tensor, dim)
+                sums = function(block, xs_t, key_term, v1t)
+            except Exception as exc:  # whatever the compiler stack raises, on the first run
+                if entry[1]:
+                    raise
+                error = _compile_error(kernel, key, exc)
+                with self._lock:
+                    self.compiled[key] = error
+                raise error from exc
+            entry[1] = True
+            out[s : s + chunk] = sums[: n_q - s]
+        return out
+
+
+_PROCESS_POLICY = CompilePolicy()
+_policy = contextvars.ContextVar("sklearn_nw_compile_policy", default=_PROCESS_POLICY)
+
+
+def current_policy():
+    """The compile policy in force: the process's, unless :func:`using_policy` set one."""
+    return _policy.get()
+
+
+@contextlib.contextmanager
+def using_policy(policy):
+    """Compute under ``policy`` (a :class:`CompilePolicy`) inside the block."""
+    token = _policy.set(policy)
+    try:
+        yield policy
+    finally:
+        _policy.reset(token)

@@ -27,13 +27,10 @@ from sklearn.utils.metadata_routing import (
     process_routing,
 )
 
-from . import _losses
 from ._classification import NadarayaWatsonClassifier
 from ._docs import ATTRIBUTES, entries
-from ._engine import resolve_device
-from ._engine_loo import loo_grid_pool
 from ._regression import NadarayaWatsonRegressor
-from .bandwidth import search_reference
+from .bandwidth import LeaveOneOutGrid, search_reference
 
 # Multiples of Scott's rule in the default grid.
 _DEFAULT_GRID = (1 / 8, 8)
@@ -234,23 +231,21 @@ class _BandwidthSearchMixin:
         """Exact leave-one-out scores of every grid point, in one pass over the data: to
         rank them, and as reported (the default loss in the targets' unit)."""
         loo = self._leave_one_out_set(values, "cv=None")
-        tensor = self._tensor_maker(resolve_device(self.device_))
-        pooled = loo_grid_pool(
-            tensor(loo.X), tensor(loo.values), tensor(grid), self.kernel_,
-            tensor(loo.log_weight), tensor(loo.self_log_weight),
+        score = None
+        if self.scoring is not None:
+            scorer, score_params = self._loo_scorer()
+
+            def score(pooled):  # (L, t) at the distinct inputs
+                predictions = self._loo_predictions(loo.expand(pooled))
+                return scorer(predictions, self.X_fit_, y, **score_params)
+
+        result = LeaveOneOutGrid(grid, score=score).select(
+            loo, self.kernel_, loss=loss, dtype=self.X_fit_.dtype, device=self.device_,
             working_memory=get_config()["working_memory"],
-        ).double()  # (G, L, t) at the L distinct inputs
+        )
         if self.scoring is None:
-            per_location = _losses.per_row(loss, pooled, pooled.new_tensor(loo.values))  # (G, L)
-            weight = pooled.new_tensor(loo.weight)  # (L,)
-            mean = ((per_location * weight).sum(1) / weight.sum()).cpu().numpy()  # (G,)
-            return -mean, -self._loss_over_rows(mean, loo)
-        scorer, score_params = self._loo_scorer()
-        pooled = loo.expand(pooled.cpu().numpy())  # (G, n, t) at the training rows
-        scores = np.array([
-            scorer(self._loo_predictions(p), self.X_fit_, y, **score_params) for p in pooled
-        ])
-        return scores, scores
+            return result.scores, -self._loss_over_rows(result.loss, loo)
+        return result.scores, result.scores
 
     def _search_params(self):
         """The metadata for GridSearchCV's fit: as passed to ``fit``, with the validated
@@ -362,7 +357,7 @@ _SHARED_DOC = r"""
 """
 
 # The plain estimators' fitted attributes that the CV estimators share.
-_FITTED = entries(ATTRIBUTES, "kernel_", "device_", "X_fit_", "neighbors_", "neighbor_rows_",
+_FITTED = entries(ATTRIBUTES, "kernel_", "device_", "X_fit_", "route_", "key_set_",
                   "sample_weight_", "attention_weights_", "n_features_in_",
                   "feature_names_in_")
 

@@ -92,13 +92,19 @@ ATTRIBUTES = {
     "X_fit_": """\
     X_fit_ : ndarray of shape (n_samples_fit, n_features)
         Training inputs (the keys), float64 or float32 as given.""",
-    "neighbors_": """\
-    neighbors_ : NearestNeighbors, CellList or None
-        Neighbour index of the scaled training points of positive weight, when attention
-        is restricted to neighbours.""",
-    "neighbor_rows_": """\
-    neighbor_rows_ : ndarray of shape (n_indexed,) or None
-        Rows of ``X_fit_`` that ``neighbors_`` indexes.""",
+    "route_": """\
+    route_ : {"dense", "cell_list", "radius", "k_nearest", "precomputed"}
+        The route that ``predict`` takes, resolved once at fit from ``kernel``,
+        ``n_neighbors``, ``algorithm``, ``compute`` and ``metric``: sums over every training
+        point (``"dense"``); a compact kernel's support, searched on a cell list or by a
+        tree (``"radius"``); the ``n_neighbors`` nearest points; or the stored
+        precomputed distances.""",
+    "key_set_": """\
+    key_set_ : KeySet
+        The training points as attention sees them, built at fit: weights, the pooled
+        values, the metric and the search index of ``route_`` (``key_set_.index``: a
+        scikit-learn :class:`~sklearn.neighbors.NearestNeighbors`, a cell list, or None),
+        numpy arrays at rest.""",
     "sample_weight_": """\
     sample_weight_ : ndarray of shape (n_samples_fit,)
         Frequency weights of the training points (ones when none were given).""",

@@ -14,7 +14,7 @@ key in reach) is recomputed on the *careful path*: exact differences instead of 
 nearest-neighbour limit when everything else underflows, and, if no key has positive kernel
 weight, the nearest key(s) as fallback.
 
-The same module holds pooling over given neighbour lists (k nearest, or inside a compact
+The same module holds pooling over given candidate lists (k nearest, or inside a compact
 kernel's support), in CSR layout; the leave-one-out sums live in
 :mod:`sklearn_nw._engine_loo`.
 """
@@ -342,18 +342,17 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
     return PoolResult(out, attention, n_fallback)
 
 
-def fused_pool(q, x, v, h, kernel, *, log_w=None, working_memory=1024):
+def fused_pool(q, x, v, h, kernel, *, policy, log_w=None, working_memory=1024):
     """:func:`attention_pool` without attention or leave-one-out, the sums computed by
-    the compiled fused loop of :mod:`sklearn_nw._compiled` (no ``(chunk, n)`` block is
-    stored). Rows whose sums underflow are redone on the careful path, as there.
+    the compiled fused loop of ``policy`` (a :class:`sklearn_nw._compiled.CompilePolicy`,
+    which builds and keeps it; no ``(chunk, n)`` block is stored). Rows whose sums
+    underflow are redone on the careful path, as there.
 
     Raises
     ------
     sklearn_nw._compiled.CompileError
         If torch.compile cannot build the loop here.
     """
-    from ._compiled import fused_sums  # imports torch's compiler stack on first use
-
     problem = _Problem(x, v, h, kernel, log_w, None, working_memory)
     positive = problem.log_w[problem.positive]
     key_term = problem.log_w - positive.max()  # (n,) <= 0, -inf for zero weight
@@ -361,7 +360,7 @@ def fused_pool(q, x, v, h, kernel, *, log_w=None, working_memory=1024):
         key_term = key_term.exp()
     qs = problem.scale(q)  # (n_q, r)
     with _compute_settings():
-        num_den = fused_sums(qs, problem.xs, key_term, problem.v1t, kernel)  # (n_q, t + 1)
+        num_den = policy.sums(qs, problem.xs, key_term, problem.v1t, kernel)  # (n_q, t + 1)
         total = num_den[:, -1]
         tiny = math.sqrt(torch.finfo(q.dtype).tiny)
         redo = torch.nonzero(~(total > tiny))[:, 0]  # underflowed, empty or NaN
@@ -375,7 +374,7 @@ def fused_pool(q, x, v, h, kernel, *, log_w=None, working_memory=1024):
     return PoolResult(num_den[:, :-1] / num_den[:, -1:], None, n_fallback)
 
 
-# -- neighbour-restricted sums ---------------------------------------------------------------
+# -- sums restricted to candidate keys ---------------------------------------------------------------
 
 
 def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memory=1024):
@@ -439,7 +438,7 @@ def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memor
     return out, empty, attention
 
 
-def neighbour_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
+def candidate_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
                    return_attention=False):
     """Nadaraya-Watson pooling over given candidate keys (a k-nearest or radius graph).
 
@@ -489,7 +488,7 @@ def neighbour_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
         pick = torch.cat([torch.arange(a, b, device=d2.device)
                           for a, b in zip(starts.tolist(), stops.tolist())])  # (nnz_r,)
         sub_indptr = torch.cat([indptr.new_zeros(1), (stops - starts).cumsum(0)])
-        sub = _neighbour_pool_careful(d2[pick], dist[pick], indices[pick], sub_indptr, v,
+        sub = _candidate_pool_careful(d2[pick], dist[pick], indices[pick], sub_indptr, v,
                                       kernel, None if log_w is None else log_w[pick],
                                       return_attention)
         num[rows], den[rows] = sub.out, 1.0
@@ -499,8 +498,8 @@ def neighbour_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
     return PoolResult(num / den[:, None], attention, n_fallback)
 
 
-def _neighbour_pool_careful(d2, dist, indices, indptr, v, kernel, log_w, return_attention):
-    """:func:`neighbour_pool` with a max pass per row and the nearest-key fallback (by
+def _candidate_pool_careful(d2, dist, indices, indptr, v, kernel, log_w, return_attention):
+    """:func:`candidate_pool` with a max pass per row and the nearest-key fallback (by
     ``dist``)."""
     n_q = indptr.shape[0] - 1
     counts = indptr[1:] - indptr[:-1]  # (n_q,)

@@ -12,7 +12,6 @@ import math
 
 import torch
 
-from . import _losses
 from ._engine import (
     _CACHE_BYTES,
     _N_TEMPORARIES,
@@ -23,6 +22,7 @@ from ._engine import (
     exp_,
     transform,
 )
+from ._losses import get_loss
 
 # MiB of (rows, keys, coordinates) differences for the exact recomputation of a few rows.
 _EXACT_MIB = 16
@@ -60,13 +60,14 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     x : Tensor (n, d)
         Training inputs: the keys and, through ``rows``, the queries.
     v : Tensor (n, t)
-        Targets for ``loss="squared_error"``; one-hot labels for ``loss="log_loss"``.
+        Targets for the squared error; one-hot labels (class frequencies) for the log-loss.
     h : Tensor (d,) or (d, r)
         Bandwidths or projection, possibly requiring grad.
     kernel : Kernel
     log_w, self_log_w : Tensor (n,)
         Log sample weights, and the log weight each point keeps on itself.
-    loss : {"squared_error", "log_loss"}
+    loss : SquaredError or LogLoss
+        A loss of :mod:`sklearn_nw._losses`, or its name.
     rows : Tensor (m,), optional
         Training rows used as queries (a minibatch); all rows when None.
     working_memory : float
@@ -79,6 +80,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     -------
     loss : float
     """
+    loss = get_loss(loss)
     n = x.shape[0]
     rows = torch.arange(n, device=x.device) if rows is None else rows
     w_rows = log_w[rows].exp()  # (m,)
@@ -104,7 +106,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
             logits = _loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk)  # (b, n)
             log_a = torch.log_softmax(logits, dim=1)  # (b, n)
             pooled = log_a.exp() @ v  # (b, t)
-            per_row = _losses.per_row(loss, pooled, v[chunk])  # (b,)
+            per_row = loss.per_row(pooled, v[chunk])  # (b,)
             part = (w_rows[s : s + step] * per_row).sum() / total
             if backward:
                 part.backward()
@@ -122,6 +124,7 @@ def loo_loss_neighbours(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neigh
     k nearest, say); every row must be among its own candidates. Small (m, k) blocks, so
     plain autograd.
     """
+    loss = get_loss(loss)
     centre = x.mean(0)
     qs = transform(x[rows], centre, h)  # (m, r)
     ks = transform(x[neighbours], centre, h)  # (m, k, r)
@@ -136,7 +139,7 @@ def loo_loss_neighbours(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neigh
         logits = torch.where(empty[:, None], nearest, logits)
     with torch.set_grad_enabled(backward):
         pooled = (torch.softmax(logits, dim=1)[:, :, None] * v[neighbours]).sum(1)  # (m, t)
-        per_row = _losses.per_row(loss, pooled, v[rows])  # (m,)
+        per_row = loss.per_row(pooled, v[rows])  # (m,)
         w = log_w[rows].exp()  # (m,)
         value = (w * per_row).sum() / w.sum()
     if backward:
@@ -208,8 +211,8 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
             continue
         target = v[chunk]  # (b, t)
         w = weights[s : s + step, None]  # (b, 1)
-        value += float((w[:, 0] * _losses.per_row(loss, pred, target)).sum())
-        g = w * _losses.gradient(loss, pred, target)  # (b, t)
+        value += float((w[:, 0] * loss.per_row(pred, target)).sum())
+        g = w * loss.gradient(pred, target)  # (b, t)
         if not need_grad:
             continue
         gz = g / z  # (b, t)

@@ -9,7 +9,6 @@ import numpy as np
 import torch
 from sklearn.neighbors import KDTree
 
-from . import _losses
 from ._engine import transform
 from ._engine_loo import loo_grid_pool, loo_loss, loo_loss_neighbours
 
@@ -118,7 +117,7 @@ class Objective:
 
     def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory):
         self.x, self.v, self.log_w, self.self_log_w = x, v, log_w, self_log_w
-        self.kernel, self.kind, self.working_memory = kernel, loss, working_memory
+        self.kernel, self.loss_function, self.working_memory = kernel, loss, working_memory
         w = log_w.exp()[:, None]  # (n, 1)
         mean = (w * v).sum(0) / w.sum()  # (t,)
         # The weighted variance of the targets (Gini impurity for one-hot labels).
@@ -126,12 +125,12 @@ class Objective:
 
     def loss(self, metric, rows, backward=False):
         return loo_loss(self.x, self.v, metric, self.kernel, self.log_w, self.self_log_w,
-                        loss=self.kind, rows=rows, working_memory=self.working_memory,
+                        loss=self.loss_function, rows=rows, working_memory=self.working_memory,
                         backward=backward)
 
     def loss_neighbours(self, metric, rows, neighbours, backward=False):
         return loo_loss_neighbours(self.x, self.v, metric, self.kernel, self.log_w,
-                                   self.self_log_w, loss=self.kind, rows=rows,
+                                   self.self_log_w, loss=self.loss_function, rows=rows,
                                    neighbours=neighbours, backward=backward)
 
     def per_row(self, hs, rows):
@@ -141,7 +140,7 @@ class Objective:
         hs = torch.as_tensor(hs, dtype=x.dtype, device=x.device)
         pooled = loo_grid_pool(x, v, hs, self.kernel, log_w, self_log_w, rows=rows,
                                working_memory=self.working_memory)  # (G, m, t)
-        return _losses.per_row(self.kind, pooled.double(), self.v[rows].double())  # (G, m)
+        return self.loss_function.per_row(pooled.double(), self.v[rows].double())  # (G, m)
 
     def grid(self, hs, rows):
         """Leave-one-out losses (G,) of bandwidth vectors ``hs`` (G, d), in one pass."""

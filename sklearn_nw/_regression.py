@@ -139,7 +139,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)
-        out, attention = self._pool(X, self._values(), return_attention=return_attention)
+        out, attention = self._pool(X, return_attention=return_attention)
         out = self._unscale(out)
         y_pred = out if self.y_fit_.ndim == 2 else out[:, 0]
         return (y_pred, attention) if return_attention else y_pred

@@ -19,6 +19,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ._engine_loo import loo_grid_pool
 from ._loo_objective import (
     LOG_LIMIT,
     LogProgress,
@@ -29,6 +30,7 @@ from ._loo_objective import (
     parametrise,
     refine_without_gradient,
 )
+from ._losses import get_loss
 
 __all__ = [
     "RULES_OF_THUMB",
@@ -300,20 +302,23 @@ class LeaveOneOutBandwidth(BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
-    def select(self, x, v, log_w, self_log_w, kernel, *, loss, h_start, working_memory=1024):
-        """Learn the bandwidth on training tensors.
+    def select(self, loo, kernel, *, loss, h_start, dtype=np.float64, device="cpu",
+               working_memory=1024):
+        """Learn the bandwidth on a training set as leave-one-out sees it.
 
         Parameters
         ----------
-        x : Tensor (n, d)
-        v : Tensor (n, t)
-            Targets, or one-hot labels for ``loss="log_loss"``.
-        log_w, self_log_w : Tensor (n,)
-            Log sample weights, and the log weight each point keeps on itself.
+        loo : LeaveOneOutSet
+            The distinct training inputs, their weights and values (targets, or class
+            frequencies for ``loss="log_loss"``); see :mod:`sklearn_nw._leave_one_out`.
         kernel : Kernel
-        loss : {"squared_error", "log_loss"}
+        loss : {"squared_error", "log_loss"} or a loss of :mod:`sklearn_nw._losses`
         h_start : ndarray (d,)
             Scott's rule, the centre of the starting grid.
+        dtype : numpy dtype
+            The data's dtype: the inputs are rounded to it, then the descent runs in
+            float64.
+        device : str or torch.device
         working_memory : float
             MiB for chunked temporaries.
 
@@ -322,10 +327,14 @@ class LeaveOneOutBandwidth(BaseEstimator):
         result : LeaveOneOutResult
         """
         self._validate_params()
+        loss = get_loss(loss)
+        device = torch.device(device)
         # The descent runs in float64 (float32 data too): line searches need the loss to
         # better than float32's 1e-7 (MPS has no float64).
-        dtype = torch.float32 if x.device.type == "mps" else torch.float64
-        x, v, log_w, self_log_w = (t.to(dtype) for t in (x, v, log_w, self_log_w))
+        descent_dtype = torch.float32 if device.type == "mps" else torch.float64
+        x, v, log_w, self_log_w = (
+            torch.as_tensor(np.asarray(a, dtype=dtype), device=device).to(descent_dtype)
+            for a in (loo.X, loo.values, loo.log_weight, loo.self_log_weight))
         n, d = x.shape
         w = log_w.exp()
         # Leave-one-out needs weight besides one unit of a point's own: two positive rows,
@@ -555,6 +564,69 @@ class LeaveOneOutBandwidth(BaseEstimator):
         if progress is not None:
             progress.close()
         return np.asarray(curve), converged
+
+
+class GridResult(NamedTuple):
+    """What :meth:`LeaveOneOutGrid.select` found."""
+
+    bandwidth: np.ndarray  # (d,) the best grid point (the first on ties)
+    index: int  # its row in the grid
+    scores: np.ndarray  # (G,) the score of each grid point, higher is better
+    loss: np.ndarray  # (G,) weighted mean leave-one-out loss at the distinct inputs
+
+
+class LeaveOneOutGrid:
+    """Bandwidth chosen from a grid by its exact leave-one-out loss or score.
+
+    The strategy behind the CV estimators' ``cv=None``; it shares :meth:`select` with
+    :class:`LeaveOneOutBandwidth`. Every grid point is scored in one pass over the
+    distance blocks (the distances are computed once and shared by all bandwidths).
+
+    Parameters
+    ----------
+    grid : ndarray of shape (G, d)
+        Bandwidth vectors.
+    score : callable, default=None
+        ``score(pooled)`` of the leave-one-out predictions (L, t) at the distinct inputs,
+        higher is better; None scores by the negative weighted mean loss.
+    """
+
+    def __init__(self, grid, score=None):
+        self.grid = grid
+        self.score = score
+
+    def select(self, loo, kernel, *, loss, h_start=None, dtype=np.float64, device="cpu",
+               working_memory=1024):
+        """Score every grid point on a training set as leave-one-out sees it.
+
+        Parameters are those of :meth:`LeaveOneOutBandwidth.select` (``h_start`` is not
+        used: the grid is given).
+
+        Returns
+        -------
+        result : GridResult
+        """
+        loss = get_loss(loss)
+        device = torch.device(device)
+        torch_dtype = torch.float32 if np.dtype(dtype) == np.float32 else torch.float64
+
+        def tensor(a):
+            return torch.as_tensor(np.asarray(a), dtype=torch_dtype, device=device)
+
+        pooled = loo_grid_pool(
+            tensor(loo.X), tensor(loo.values), tensor(self.grid), kernel,
+            tensor(loo.log_weight), tensor(loo.self_log_weight), working_memory=working_memory,
+        ).double()  # (G, L, t) at the L distinct inputs
+        per_location = loss.per_row(pooled, pooled.new_tensor(loo.values))  # (G, L)
+        weight = pooled.new_tensor(loo.weight)  # (L,)
+        mean_loss = ((per_location * weight).sum(1) / weight.sum()).cpu().numpy()  # (G,)
+        if self.score is None:
+            scores = -mean_loss
+        else:
+            scores = np.array([self.score(p) for p in pooled.cpu().numpy()], dtype=np.float64)
+        best = int(np.argmax(scores))
+        return GridResult(np.asarray(self.grid, dtype=np.float64)[best], best, scores,
+                          mean_loss)
 
 
 # Full-batch L-BFGS up to this many samples; minibatches of _MINIBATCH queries above, each

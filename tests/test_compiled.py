@@ -16,9 +16,9 @@ from sklearn_nw import (
     EmptyNeighborhoodWarning,
     NadarayaWatsonClassifier,
     NadarayaWatsonRegressor,
-    _base,
     _compiled,
 )
+from sklearn_nw._compiled import CompilePolicy, using_policy
 from sklearn_nw.bandwidth import LeaveOneOutBandwidth
 from sklearn_nw.kernels import Kernel
 
@@ -66,10 +66,9 @@ def test_classifier_probabilities(kernel):
         assert np.array_equal(proba == 0, expected == 0) and (expected == 0).any()
 
 
-def test_memory_is_bounded_by_the_chunk(monkeypatch):
+def test_memory_is_bounded_by_the_chunk():
     # Run the function eagerly instead of compiling it, recording what it is given: blocks
     # of exactly one chunk of queries (the last one padded), and results of that size only.
-    monkeypatch.setattr(_compiled, "_compiled", {})
     shapes = []
 
     def recording(function):
@@ -81,14 +80,14 @@ def test_memory_is_bounded_by_the_chunk(monkeypatch):
 
         return call
 
-    monkeypatch.setattr(torch, "compile", recording)
     X, y, w, _ = _data()
     chunk = _compiled._CHUNK["cpu"]
     Q = np.random.default_rng(2).normal(size=(2 * chunk + 7, 2))
     h = np.array([0.9, 1.3])
     reg = NadarayaWatsonRegressor(bandwidth=h, compute="compiled").fit(X, y, sample_weight=w)
-    assert_allclose(reg.predict(Q), nw_predict(Q, X, y, h, PROFILES["gaussian"], w),
-                    rtol=1e-12)
+    with using_policy(CompilePolicy(compile=recording)):
+        assert_allclose(reg.predict(Q), nw_predict(Q, X, y, h, PROFILES["gaussian"], w),
+                        rtol=1e-12)
     assert shapes == [((chunk, 2), (2, len(X)), (chunk, 2))] * 3
 
 
@@ -156,25 +155,23 @@ class _UserGaussian(Kernel):
         return -0.5 * u2
 
 
-class _Spy:
-    """Counts the calls of the compiled path from the estimators."""
+class _CountingPolicy(CompilePolicy):
+    """A compile policy that counts the calls of the compiled loop."""
 
-    def __init__(self, monkeypatch):
-        self.calls = 0
-        original = _base.fused_pool
+    calls = 0
 
-        def spy(*args, **kwargs):
-            self.calls += 1
-            return original(*args, **kwargs)
-
-        monkeypatch.setattr(_base, "fused_pool", spy)
+    def sums(self, *args, **kwargs):
+        self.calls += 1
+        return super().sums(*args, **kwargs)
 
 
-def test_auto_compiles_once_eager_time_reaches_the_compile_time(monkeypatch):
-    monkeypatch.setattr(_compiled, "_compiled", {})
-    monkeypatch.setattr(_compiled, "_eager", {})
-    monkeypatch.setattr(_compiled, "_COMPILE_SECONDS", 1e9)
-    spy = _Spy(monkeypatch)
+def test_auto_compiles_once_eager_time_reaches_the_compile_time():
+    policy = _CountingPolicy(compile_seconds=1e9)
+    with using_policy(policy):
+        _check_auto_compiles(policy, spy=policy)
+
+
+def _check_auto_compiles(policy, spy):
     X, y, w, _ = _data()
     chunk = _compiled._CHUNK["cpu"]
     Q = np.random.default_rng(1).normal(size=(chunk, 2))
@@ -184,10 +181,10 @@ def test_auto_compiles_once_eager_time_reaches_the_compile_time(monkeypatch):
     assert spy.calls == 0
     # Each eager call of the configuration is counted: its time and its pairs.
     key = _compiled.config_key(reg.kernel_, torch.float64, "cpu", 2, 2)
-    seconds, pairs = _compiled._eager[key]
+    seconds, pairs = policy.eager[key]
     assert pairs == 2 * chunk * len(X) and seconds > 0
     # Once that time, and the next call's at the same rate, reaches a compile's: compiled.
-    monkeypatch.setattr(_compiled, "_COMPILE_SECONDS", 1.5 * seconds)
+    policy.compile_seconds = 1.5 * seconds
     assert_allclose(reg.predict(Q), expected, rtol=1e-12)
     assert spy.calls == 1
     reg.predict(Q)
@@ -200,7 +197,7 @@ def test_auto_compiles_once_eager_time_reaches_the_compile_time(monkeypatch):
     NadarayaWatsonRegressor(bandwidth=0.8, compute="eager").fit(X, y).predict(Q)
     assert spy.calls == 2
     # A first call that is estimated to take longer than a compile compiles at once.
-    monkeypatch.setattr(_compiled, "_EAGER_RATE", 1.0)
+    policy.eager_rate = 1.0
     NadarayaWatsonRegressor(bandwidth=0.8).fit(X, np.column_stack([y, y, y])).predict(Q)
     assert spy.calls == 3
 
@@ -221,24 +218,22 @@ def _refusing(function):
 
 @pytest.mark.parametrize("compile_, message", [(_broken, "no C.. compiler"),
                                                (_refusing, "Dynamo is not supported")])
-def test_compile_failure(monkeypatch, compile_, message):
-    monkeypatch.setattr(_compiled, "_compiled", {})
-    monkeypatch.setattr(torch, "compile", compile_)
+def test_compile_failure(compile_, message):
     X, y, _, Q = _data()
     forced = NadarayaWatsonRegressor(bandwidth=0.8, compute="compiled").fit(X, y)
-    with pytest.raises(_compiled.CompileError, match=message):
-        forced.predict(Q)
-    with pytest.raises(_compiled.CompileError, match=message):  # remembered, not retried
-        forced.predict(Q)
+    with using_policy(CompilePolicy(compile=compile_)):
+        with pytest.raises(_compiled.CompileError, match=message):
+            forced.predict(Q)
+        with pytest.raises(_compiled.CompileError, match=message):  # remembered, not retried
+            forced.predict(Q)
     # "auto" warns once and stays on the eager engine.
-    monkeypatch.setattr(_compiled, "_compiled", {})
-    monkeypatch.setattr(_compiled, "_COMPILE_SECONDS", 0.0)
     auto = NadarayaWatsonRegressor(bandwidth=0.8).fit(X, y)
-    with pytest.warns(UserWarning, match="eager engine"):
-        got = auto.predict(Q)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert_allclose(auto.predict(Q), got)
+    with using_policy(CompilePolicy(compile_seconds=0.0, compile=compile_)):
+        with pytest.warns(UserWarning, match="eager engine"):
+            got = auto.predict(Q)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert_allclose(auto.predict(Q), got)
     assert_allclose(got, nw_predict(Q, X, y, [0.8, 0.8], PROFILES["gaussian"]), rtol=1e-12)
 
 
@@ -286,10 +281,14 @@ def test_config_key_follows_the_class_and_the_parameters_not_the_repr():
     hash(key(_Scaled(2.0, table)))  # a dictionary key
 
 
-def test_a_redefined_kernel_class_is_compiled_anew(monkeypatch):
+def test_a_redefined_kernel_class_is_compiled_anew():
     # A notebook cell that defines a kernel class, edited and run again: the same name and
     # repr, another profile. The second fit must not run the first class's compiled loop.
-    monkeypatch.setattr(_compiled, "_compiled", {})
+    with using_policy(CompilePolicy()) as policy:
+        _check_redefined_kernel(policy)
+
+
+def _check_redefined_kernel(policy):
     X, y, _, Q = _data(n=20, d=1, n_queries=5)
 
     class Bump(Kernel):
@@ -305,7 +304,7 @@ def test_a_redefined_kernel_class_is_compiled_anew(monkeypatch):
     got = NadarayaWatsonRegressor(Bump(), bandwidth=0.5, compute="compiled").fit(X, y)
     expected = NadarayaWatsonRegressor(Bump(), bandwidth=0.5, compute="eager").fit(X, y)
     assert_allclose(got.predict(Q), expected.predict(Q), rtol=1e-12)
-    assert len(_compiled._compiled) == 2
+    assert len(policy.compiled) == 2
 
 
 class _CompilableUserGaussian(_UserGaussian):
@@ -315,9 +314,8 @@ class _CompilableUserGaussian(_UserGaussian):
 def test_whether_auto_may_compile_is_a_kernel_capability():
     X, y, _, _ = _data()
     device = torch.device("cpu")
-    values = y[:, None]
     for kernel, expected in [("gaussian", True), ("tricube", True), (_UserGaussian(), False),
                              (_CompilableUserGaussian(), True),
                              (lambda u: torch.exp(-u), False)]:
         reg = NadarayaWatsonRegressor(kernel, bandwidth=0.8).fit(X, y)
-        assert (reg._compile_key(device, values) is not None) == expected, kernel
+        assert (reg.key_set_._compile_key(device) is not None) == expected, kernel

@@ -34,7 +34,7 @@ def test_tree_search_agrees_with_the_oracle(kernel, algorithm):
     h = np.array([0.2, 0.3])
     reg = NadarayaWatsonRegressor(kernel, bandwidth=h, algorithm=algorithm)
     reg.fit(X, y, sample_weight=w)
-    assert reg.neighbors_ is not None
+    assert reg.route_ != "dense"
     assert_allclose(reg.predict(Q), nw_predict(Q, X, y, h, PROFILES[kernel], w), rtol=1e-10)
 
 
@@ -46,7 +46,7 @@ def test_switching_paths_changes_nothing(kernel):
         reg = NadarayaWatsonRegressor(kernel, bandwidth=0.05, algorithm=algorithm)
         outputs.append(reg.fit(X, y, sample_weight=w).predict(Q, return_attention=True))
     # "auto" searches the cells of a compact kernel's support from 5,000 points in 2-D.
-    assert isinstance(NadarayaWatsonRegressor(kernel, bandwidth=0.05).fit(X, y).neighbors_,
+    assert isinstance(NadarayaWatsonRegressor(kernel, bandwidth=0.05).fit(X, y).key_set_.index,
                       CellList)
     for pred, attention in outputs[1:]:
         assert_allclose(pred, outputs[0][0], rtol=1e-12)
@@ -66,8 +66,8 @@ def test_cell_list_in_other_dimensions(d):
     h = np.full(d, 0.15)
     reg = NadarayaWatsonRegressor("biweight", bandwidth=h, algorithm="cell_list")
     reg.fit(X, y, sample_weight=w)
-    assert isinstance(reg.neighbors_, CellList)
-    assert_allclose(reg.neighbors_.axes, np.arange(d)[-3:])
+    assert isinstance(reg.key_set_.index, CellList)
+    assert_allclose(reg.key_set_.index.axes, np.arange(d)[-3:])
     brute = NadarayaWatsonRegressor("biweight", bandwidth=h, algorithm="brute")
     brute.fit(X, y, sample_weight=w)
     with warnings.catch_warnings():
@@ -79,7 +79,7 @@ def test_cell_list_classifier_and_data_too_spread_for_cells():
     X, y, w, Q = _data(n=5000)
     labels = np.digitize(y, [0.3, 1.0])
     clf = NadarayaWatsonClassifier("epanechnikov", bandwidth=0.03).fit(X, labels, w)
-    assert isinstance(clf.neighbors_, CellList)
+    assert isinstance(clf.key_set_.index, CellList)
     brute = NadarayaWatsonClassifier("epanechnikov", bandwidth=0.03, algorithm="brute")
     brute.fit(X, labels, w)
     proba, attention = clf.predict_proba(Q, return_attention=True)
@@ -90,7 +90,7 @@ def test_cell_list_classifier_and_data_too_spread_for_cells():
     # an explicit cell list says why it cannot.
     X[0] = [1e9, 1e9]
     auto = NadarayaWatsonRegressor("epanechnikov", bandwidth=1e-5).fit(X, y)
-    assert isinstance(auto.neighbors_, NearestNeighbors)
+    assert isinstance(auto.key_set_.index, NearestNeighbors)
     with pytest.raises(ValueError, match="too many cells"):
         NadarayaWatsonRegressor("epanechnikov", bandwidth=1e-5, algorithm="cell_list").fit(X, y)
 

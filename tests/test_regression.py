@@ -538,6 +538,12 @@ def assert_same_state(est, shallow, deep):
             assert_array_equal(value, old, err_msg=key)
         elif isinstance(value, BaseEstimator):
             assert type(value) is type(old) and repr(value) == repr(old), key
+        elif type(value).__module__.startswith("sklearn_nw."):
+            # The fitted key set (and its cell list): every array and index as fitted.
+            assert_same_state(value, dict(vars(value)), vars(old))
+        elif isinstance(value, tuple):
+            for part, old_part in zip(value, old):
+                assert_array_equal(part, old_part, err_msg=key)
         else:
             assert value == old, key
 
@@ -687,12 +693,12 @@ def test_compact_attention_weights_come_from_the_neighbour_search(monkeypatch):
     y = X[:, 0]
     reg = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=0.01).fit(X, y)
     # No dense (chunk, n) block: the dense engine is never called.
-    from sklearn_nw import _base
+    from sklearn_nw import _keys
 
     def no_dense(*args, **kwargs):
         raise AssertionError("attention_weights_ of a compact kernel went to the dense engine")
 
-    monkeypatch.setattr(_base, "attention_pool", no_dense)
+    monkeypatch.setattr(_keys, "attention_pool", no_dense)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         A = reg.attention_weights_

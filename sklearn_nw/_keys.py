@@ -1,0 +1,673 @@
+"""The fitted key set: the training points as attention sees them, built once at fit.
+
+An estimator's ``fit`` resolves the kernel and the bandwidth, then builds one
+:class:`KeySet`: the keys (training inputs) with their weights, the values that attention
+pools, the metric, the *route* a prediction takes and the search index that route needs.
+``predict`` hands query arrays to :meth:`KeySet.pool`, which dispatches on the route
+through one table and returns numpy arrays; tensors exist only inside that call.
+
+The routes (the ``route_`` of a fitted estimator):
+
+``"dense"``
+    Sums over every key of positive weight: the eager engine in log space (a compact
+    kernel's profile evaluated directly), or the compiled loop of
+    :mod:`sklearn_nw._compiled`, chosen per call by ``compute`` and the compile policy.
+``"cell_list"``
+    A compact kernel's support, searched on a :class:`~sklearn_nw._cells.CellList`: each
+    block of queries is a dense problem against the cells around it.
+``"radius"``
+    A compact kernel's support, searched by scikit-learn's
+    :class:`~sklearn.neighbors.NearestNeighbors` (a k-d tree or a ball tree).
+``"k_nearest"``
+    The ``n_neighbors`` nearest keys (in units of sample weight), from
+    :class:`~sklearn.neighbors.NearestNeighbors`.
+``"precomputed"``
+    Each query row's stored distances (``metric="precomputed"``), or the nearest of them
+    with ``n_neighbors``.
+
+Everything is numpy at rest, so a fitted key set pickles without torch state; the keys are
+handed to torch without a copy where dtype and device allow.
+"""
+
+import contextlib
+import time
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from joblib import parallel_config
+from sklearn.neighbors import BallTree, KDTree, NearestNeighbors
+from sklearn.utils import gen_batches
+
+from ._cells import CellList
+from ._compiled import AUTO_MAX_COORDS, CompileError, config_key, current_policy
+from ._engine import attention_pool, candidate_pool, fused_pool, support_pool
+from ._leave_one_out import leave_one_out_set
+
+# Radius search for compact kernels from this many training points (algorithm="auto"): a
+# cell list up to _CELL_MAX_FEATURES dimensions, a tree up to _TREE_MAX_FEATURES.
+_TREE_MIN_SAMPLES = 5000
+_CELL_MAX_FEATURES = 3
+_TREE_MAX_FEATURES = 15
+# Queries are searched and pooled in chunks of this many.
+_CANDIDATE_CHUNK = 512
+# Calls with fewer queries search in the calling thread: the fitted search's joblib thread
+# pool, set up for every search, costs about 14 ms (measured on 2 cores), far more than
+# searching a few queries (a one-row predict on 10,000 points took 16 ms, 1.8 ms without).
+_PARALLEL_SEARCH_MIN = 1024
+
+ROUTES = ("dense", "cell_list", "radius", "k_nearest", "precomputed")
+
+
+def resolve_route(kernel, *, n_neighbors, algorithm, compute, precomputed, n_samples,
+                  n_coords):
+    """The route of a fit and the search algorithm it uses (None for none).
+
+    ``algorithm="auto"`` searches a compact kernel's support from ``_TREE_MIN_SAMPLES``
+    training points: on a cell list up to three coordinates, a k-d tree up to
+    ``_TREE_MAX_FEATURES``; below, or above, the dense sums are faster.
+    """
+    if precomputed:
+        return "precomputed", None
+    if n_neighbors is not None:
+        return "k_nearest", algorithm
+    if not kernel.is_compact or algorithm == "brute" or compute == "compiled":
+        return "dense", None
+    if algorithm == "auto":
+        if n_samples < _TREE_MIN_SAMPLES or n_coords > _TREE_MAX_FEATURES:
+            return "dense", None
+        algorithm = "cell_list" if n_coords <= _CELL_MAX_FEATURES else "kd_tree"
+    return ("cell_list" if algorithm == "cell_list" else "radius"), algorithm
+
+
+def _search_threads(n_queries):
+    """The joblib setting for a search of ``n_queries`` queries."""
+    if n_queries >= _PARALLEL_SEARCH_MIN:
+        return contextlib.nullcontext()
+    return parallel_config(backend="sequential")
+
+
+class Pooled(NamedTuple):
+    """What :meth:`KeySet.pool` returns."""
+
+    out: np.ndarray  # (n_q, t) pooled values, in the keys' dtype
+    attention: object  # None, an ndarray (n_q, n_keys) or a scipy.sparse CSR array
+    n_fallback: int  # queries with no key in reach, given their nearest key(s)
+
+
+class _Call(NamedTuple):
+    """The settings of one :meth:`KeySet.pool` call."""
+
+    device: torch.device
+    return_attention: bool
+    compute: str
+    working_memory: float
+
+
+class KeySet:
+    """The keys, weights, values, metric and search index of a fitted estimator.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n, d)
+        The keys: training inputs (float64 or float32, the dtype of every computation), or
+        for ``route="precomputed"`` the training distances.
+    sample_weight : ndarray of shape (n,)
+        Frequency weights; a key of zero weight never receives attention.
+    values : ndarray of shape (n, t)
+        What attention pools: scaled targets, or one-hot labels.
+    metric : ndarray of shape (d,) or (d, r)
+        Bandwidths, or a learned projection (distances ``||(q - x) @ metric||``); for
+        ``"precomputed"`` one number, the bandwidth in the distances' unit.
+    kernel : Kernel
+    route : str
+        One of :data:`ROUTES` (see :func:`resolve_route`).
+    algorithm : str or None
+        The search algorithm of the route (``"kd_tree"``, ``"ball_tree"``, ``"brute"``,
+        ``"cell_list"``, ``"auto"``).
+    n_neighbors : int or None
+        The k of ``"k_nearest"``, or of the nearest stored distances (``"precomputed"``).
+    exact_zeros : bool
+        Weights that underflow are exactly 0 (class probabilities); else they may be as
+        large as ``exp(log(tiny) + 10)``, negligible in a weighted mean.
+
+    Attributes
+    ----------
+    route : str
+        The route; a cell list on data too spread out for a grid falls back to
+        ``"radius"`` on a k-d tree when the route was chosen by ``algorithm="auto"``.
+    index : CellList, NearestNeighbors or None
+        The search index of the keys of positive weight, in the search space (the metric
+        divided by its largest bandwidth: distances there neither overflow nor lose their
+        order at bandwidths near the smallest float).
+    index_rows : ndarray of shape (n_indexed,) or None
+        The keys that ``index`` holds.
+    key_bandwidth : None
+        Room for a bandwidth per key (adaptive bandwidths); every key shares ``metric``.
+    """
+
+    def __init__(self, X, sample_weight, values, metric, kernel, *, route, algorithm=None,
+                 n_neighbors=None, exact_zeros=False, explicit_algorithm=False):
+        if route not in ROUTES:
+            raise ValueError(f"Unknown route {route!r}; expected one of {ROUTES}.")
+        self.X = X
+        self.dtype = X.dtype
+        self.sample_weight = sample_weight
+        self.values = np.asarray(values, dtype=self.dtype)
+        self.metric = np.asarray(metric, dtype=np.float64)
+        self.kernel = kernel
+        self.n_neighbors = n_neighbors
+        self.exact_zeros = exact_zeros
+        self.key_bandwidth = None
+        with np.errstate(divide="ignore"):
+            self.log_w = np.log(sample_weight).astype(self.dtype)  # (n,)
+        self.route, self.index, self.index_rows = route, None, None
+        self._support = None
+        if route == "precomputed":
+            self.search_scale = float(self.metric[0])
+            return
+        # The search space: the metric divided by its largest bandwidth (1 for a learned
+        # projection, whose distances do not overflow).
+        self.search_scale = 1.0 if self.metric.ndim == 2 else float(self.metric.max())
+        if route in ("cell_list", "radius", "k_nearest"):
+            self._build_index(algorithm, explicit_algorithm)
+        if kernel.is_compact and self.route in ("dense", "cell_list"):
+            self._support = self._support_keys()
+
+    # -- fit: the index and the compact kernels' keys ----------------------------------
+
+    def _build_index(self, algorithm, explicit):
+        # Only keys with positive weight can receive attention (zero weight = no row).
+        self.index_rows = np.flatnonzero(self.sample_weight > 0)
+        points = self.search_space(self.X[self.index_rows])
+        if self.route == "cell_list":
+            try:
+                self.index = CellList(points, self.kernel.support * self.search_scale)
+                return
+            except ValueError:
+                if explicit:
+                    raise
+                self.route, algorithm = "radius", "kd_tree"  # too spread out for a grid
+        # The search runs on as many threads as torch's operations (the trees release the
+        # GIL), instead of scikit-learn's default of one.
+        self.index = NearestNeighbors(algorithm=algorithm, n_jobs=torch.get_num_threads())
+        self.index.fit(points)
+
+    def _support_keys(self):
+        """The rows, scaled keys, centre and weighted values ``[w v, w]`` that a compact
+        kernel's direct evaluation uses: the keys of positive weight (in cell order on a
+        cell list), centred on their mean (the weights are translation invariant, and far
+        from the origin ``|q|^2 + |x|^2 - 2 q.x`` would lose the distances' precision
+        above three dimensions)."""
+        if self.route == "cell_list":
+            rows = self.index_rows[self.index.order]
+        else:
+            rows = np.flatnonzero(self.sample_weight > 0)
+        w = self.sample_weight[rows]
+        # Bandwidths near the smallest float overflow the scaled inputs: their queries find
+        # no weight and go to the careful path, which ranks distances without them.
+        with np.errstate(over="ignore", invalid="ignore"):
+            keys = self.scaled(self.X[rows])  # (n', r)
+            centre = keys.mean(0) if len(keys) else np.zeros(keys.shape[1])
+            keys = (keys - centre).astype(self.dtype)
+        wv1 = np.column_stack([w[:, None] * self.values[rows], w]).astype(self.dtype)
+        return rows, keys, centre, wv1
+
+    # -- the metric ------------------------------------------------------------------------
+
+    def scaled(self, X):
+        """Inputs in the kernel's metric: divided by the bandwidths, or projected."""
+        if self.metric.ndim == 2:
+            return np.asarray(X, dtype=np.float64) @ self.metric
+        return np.asarray(X, dtype=np.float64) / self.metric
+
+    def search_space(self, X):
+        """Inputs in the searches' space: :meth:`scaled` times ``search_scale``."""
+        if self.metric.ndim == 2:
+            return self.scaled(X)
+        return np.asarray(X, dtype=np.float64) / (self.metric / self.search_scale)
+
+    def _tensor(self, a, device):
+        """``a`` as a tensor in the keys' dtype: a view of it on the CPU when it has that
+        dtype and is writable (torch refuses read-only memory)."""
+        a = np.asarray(a)
+        if not a.flags.writeable:
+            return torch.tensor(a, dtype=_torch_dtype(self.dtype), device=device)
+        return torch.as_tensor(a, dtype=_torch_dtype(self.dtype), device=device)
+
+    # -- pooling ---------------------------------------------------------------------------
+
+    def pool(self, queries, *, return_attention=False, compute="auto", device="cpu",
+             working_memory=1024):
+        """Attention-weighted average of the values at ``queries``, by the route.
+
+        Parameters
+        ----------
+        queries : ndarray of shape (n_q, d)
+            In the keys' dtype (distances to the keys for ``"precomputed"``).
+        return_attention : bool
+            Also return the attention: dense, or CSR for compact kernels and restricted
+            routes.
+        compute : {"auto", "eager", "compiled"}
+            How the ``"dense"`` route computes its sums when no attention is asked for.
+        device : torch.device or str
+        working_memory : float
+            MiB that chunked temporaries may take.
+
+        Returns
+        -------
+        Pooled
+        """
+        call = _Call(torch.device(device), return_attention, compute, working_memory)
+        out, attention, n_fallback = _POOLS[self.route](self, queries, call)
+        return Pooled(out.cpu().numpy(),
+                      _numpy_attention(attention, queries.shape[0], self.X.shape[0]),
+                      n_fallback)
+
+    def _pool_dense(self, q, call):
+        """Sums over every key: compiled when ``compute`` says so (or "auto" and the
+        compile policy find it worth it), else eager."""
+        dense = not call.return_attention and call.compute != "eager"
+        policy = current_policy()
+        key = self._compile_key(call.device) if dense and call.compute == "auto" else None
+        pairs = q.shape[0] * self.X.shape[0]
+        if dense and (call.compute == "compiled"
+                      or key is not None and policy.chooses(key, q.shape[0], pairs)):
+            result = self._pool_compiled(q, call, policy)
+            if result is not None:
+                return result
+        start = time.perf_counter()
+        if self.kernel.is_compact:
+            result = self._pool_support(q, call)
+        else:
+            tensor = lambda a: self._tensor(a, call.device)  # noqa: E731
+            result = attention_pool(
+                tensor(q), tensor(self.X), tensor(self.values), tensor(self.metric),
+                self.kernel, log_w=tensor(self.log_w), return_attention=call.return_attention,
+                exact_zeros=self.exact_zeros, working_memory=call.working_memory,
+            )
+        if key is not None:  # what "auto" weighs against compiling
+            policy.record_eager(key, pairs, time.perf_counter() - start)
+        return result
+
+    def _compile_key(self, device):
+        """The compiled loop's configuration for "auto": compilable kernels, up to
+        ``AUTO_MAX_COORDS`` coordinates, not on MPS; else None (always eager)."""
+        n_coords = self.metric.shape[-1] if self.metric.ndim == 2 else self.X.shape[1]
+        if (not self.kernel.compilable or device.type == "mps"
+                or n_coords > AUTO_MAX_COORDS):
+            return None
+        return config_key(self.kernel, _torch_dtype(self.dtype), device, n_coords,
+                          self.values.shape[1] + 1)
+
+    def _pool_compiled(self, q, call, policy):
+        """Dense sums on the compiled loop; None where compiling failed under "auto" (the
+        policy warns), which leaves the call to the eager engine."""
+        tensor = lambda a: self._tensor(a, call.device)  # noqa: E731
+        try:
+            return fused_pool(tensor(q), tensor(self.X), tensor(self.values),
+                              tensor(self.metric), self.kernel, log_w=tensor(self.log_w),
+                              working_memory=call.working_memory, policy=policy)
+        except CompileError as exc:
+            if call.compute == "compiled":
+                raise
+            policy.warn_fallback(exc)
+            return None
+
+    def _pool_support(self, q, call):
+        """A compact kernel, weights evaluated directly: on a cell list, each block of
+        queries against the keys of the cells around it; else all queries against all
+        keys of positive weight. Queries with no key in reach are redone on the log-space
+        engine, for the nearest-key fallback."""
+        rows, keys, centre, wv1 = self._support
+        tensor = lambda a: self._tensor(a, call.device)  # noqa: E731
+        if self.route == "cell_list":
+            blocks = self.index.blocks(self.search_space(q))
+        else:
+            blocks = [(np.arange(len(q)), [(0, len(rows))])]
+        with np.errstate(over="ignore", invalid="ignore"):
+            qs_all = self.scaled(q) - centre  # (n_q, r)
+        xs, wv1 = tensor(keys), tensor(wv1)  # (n', r), (n', t + 1)
+        n_q, n_keys = q.shape[0], self.X.shape[0]
+        out = np.empty((n_q, self.values.shape[1]), dtype=self.dtype)
+        parts, lonely = [], []
+        for queries, runs in blocks:
+            if not runs:
+                lonely.append(queries)
+                continue
+            if len(runs) == 1:
+                block_xs, block_wv1 = xs[runs[0][0]:runs[0][1]], wv1[runs[0][0]:runs[0][1]]
+            else:
+                block_xs = torch.cat([xs[a:b] for a, b in runs])
+                block_wv1 = torch.cat([wv1[a:b] for a, b in runs])
+            block_out, empty, attention = support_pool(
+                tensor(qs_all[queries]), block_xs, block_wv1.T, self.kernel,
+                return_attention=call.return_attention, working_memory=call.working_memory,
+            )
+            out[queries] = block_out.cpu().numpy()
+            lonely.append(queries[empty.cpu().numpy()])
+            if call.return_attention:
+                found = np.concatenate([np.arange(a, b) for a, b in runs])
+                crow, col, val = (a.cpu().numpy() for a in attention)
+                parts.append((np.repeat(queries, np.diff(crow)), rows[found[col]], val))
+        lonely = np.concatenate(lonely)
+        n_fallback = 0
+        if len(lonely):
+            result = attention_pool(
+                tensor(q[lonely]), tensor(self.X), tensor(self.values), tensor(self.metric),
+                self.kernel, log_w=tensor(self.log_w), return_attention=call.return_attention,
+                exact_zeros=self.exact_zeros, working_memory=call.working_memory,
+            )
+            out[lonely] = result.out.cpu().numpy()
+            n_fallback = result.n_fallback
+            if call.return_attention:
+                crow, col, val = (a.cpu().numpy() for a in result.attention)
+                parts.append((np.repeat(lonely, np.diff(crow)), col, val))
+        attention = None
+        if call.return_attention:
+            q_rows, cols, vals = (np.concatenate(p) for p in zip(*parts))
+            attention = sp.csr_array((vals, (q_rows, cols)), shape=(n_q, n_keys))
+        return torch.from_numpy(out), attention, n_fallback
+
+    def _pool_searched(self, q, call):
+        """The k nearest keys, or those in a compact kernel's support, from the index."""
+        search_queries = self.search_space(q)
+        n_q = q.shape[0]
+
+        def candidates(rows):
+            return self._searched_candidates(search_queries[rows], n_q)
+
+        return self._pool_candidates(n_q, candidates, self.search_scale, call)
+
+    def _pool_stored(self, q, call):
+        """The stored entries of precomputed distances."""
+
+        def candidates(rows):
+            return self._stored_candidates(q, rows)
+
+        return self._pool_candidates(q.shape[0], candidates, self.search_scale, call)
+
+    def _pool_candidates(self, n_q, candidates, scale, call, values=None):
+        """Attention restricted to each query's candidates, in chunks of queries.
+
+        ``candidates(rows)`` gives, for a slice of query rows, the distances (``scale``
+        times the scaled ones), the keys and the counts per query of their candidates (CSR
+        layout), and the sample weight of each pair (None for unit weights).
+        """
+        device = call.device
+        tensor = lambda a: self._tensor(a, device)  # noqa: E731
+        values = tensor(self.values if values is None else values)
+
+        def index(a):
+            return torch.as_tensor(a, dtype=torch.long, device=device)
+
+        parts, offset = [], 0
+        for rows in gen_batches(n_q, _CANDIDATE_CHUNK):
+            dist, ind, counts, pair_w = candidates(rows)
+            indptr = np.concatenate([[0], np.cumsum(counts)])
+            with np.errstate(divide="ignore"):
+                pair_log_w = None if pair_w is None else tensor(np.log(pair_w))
+            part = candidate_pool(
+                tensor(dist), index(ind), index(indptr), values, self.kernel,
+                scale=scale, log_w=pair_log_w, return_attention=call.return_attention,
+            )
+            parts.append((part, offset))
+            offset += len(ind)
+        out = torch.cat([p.out for p, _ in parts])
+        attention = None
+        if call.return_attention:
+            indptr = torch.cat([parts[0][0].attention[0][:1]]
+                               + [p.attention[0][1:] + o for p, o in parts])
+            attention = (indptr, torch.cat([p.attention[1] for p, _ in parts]),
+                         torch.cat([p.attention[2] for p, _ in parts]))
+        return out, attention, sum(p.n_fallback for p, _ in parts)
+
+    # -- candidates ------------------------------------------------------------------------
+
+    def _searched_candidates(self, queries, n_total):
+        """Candidates from the index for ``queries`` in the search space: the k nearest,
+        or those in a compact kernel's support (a query with none in reach gets its
+        nearest key(s), every tie). ``n_total`` is the call's number of queries."""
+        with _search_threads(n_total):
+            if self.n_neighbors is not None:
+                dist, ind, pair_w = self._k_nearest_units(queries)
+                counts = np.full(len(queries), dist.shape[1])
+                return dist.ravel(), ind.ravel(), counts, pair_w.ravel()
+            radius = self.kernel.support * self.search_scale
+            dist, ind = self.index.radius_neighbors(queries, radius=radius,
+                                                    sort_results=False)
+        counts = np.array([len(i) for i in ind])
+        lonely = np.flatnonzero(counts == 0)
+        if len(lonely):
+            # No key in reach: the nearest ones, every tie (the pooling keeps those at the
+            # least distance and averages them, as the dense engine does).
+            with _search_threads(len(lonely)):
+                d1, _ = self.index.kneighbors(queries[lonely], n_neighbors=1)
+                radii = d1[:, 0] * (1.0 + 1e-9) + np.finfo(np.float64).tiny
+                tree = getattr(self.index, "_tree", None)
+                if tree is not None:  # one call with a radius per query
+                    i_l, d_l = tree.query_radius(queries[lonely], r=radii,
+                                                 return_distance=True)
+                else:
+                    d_l, i_l = zip(*(
+                        (dq[0], iq[0]) for dq, iq in (
+                            self.index.radius_neighbors(queries[q : q + 1], radius=r)
+                            for q, r in zip(lonely, radii))))
+            for j, q in enumerate(lonely):
+                dist[q], ind[q] = d_l[j], i_l[j]
+                counts[q] = len(i_l[j])
+        dist, ind = np.concatenate(dist), np.concatenate(ind)
+        if len(self.index_rows) < self.X.shape[0]:
+            ind = self.index_rows[ind]
+        unit_weights = bool(np.all(self.sample_weight == 1.0))
+        return dist, ind, counts, None if unit_weights else self.sample_weight[ind]
+
+    def _k_nearest_units(self, queries):
+        """The nearest keys holding ``n_neighbors`` units of sample weight.
+
+        Sample weights count as repeated rows: the k nearest of the repeated data are the
+        nearest keys until their weights add up to k, the last one only in part. Returns
+        distances, keys and the weight each pair keeps, all (b, m).
+        """
+        k, n_indexed = self.n_neighbors, len(self.index_rows)
+        m = min(k, n_indexed)
+        while True:
+            dist, ind = self.index.kneighbors(queries, n_neighbors=m)  # (b, m)
+            ind = self.index_rows[ind]
+            w = self.sample_weight[ind]  # (b, m)
+            cumulative = np.cumsum(w, axis=1)
+            if m == n_indexed or np.all(cumulative[:, -1] >= k):
+                break
+            m = min(2 * m, n_indexed)  # fractional weights: look further
+        return dist, ind, np.clip(k - (cumulative - w), 0.0, w)
+
+    def _stored_candidates(self, X, rows, *, leave_one_out=False):
+        """Candidates from a precomputed distance matrix: every stored entry of the rows
+        (all of a dense one), or the nearest holding ``n_neighbors`` units of weight. For
+        leave-one-out (X is the training graph) a row's own entry and its entries at
+        distance 0 get no weight."""
+        block = sp.csr_array(X[rows]) if sp.issparse(X) else None
+        if block is None:
+            n = X.shape[1]
+            dist = np.asarray(X[rows], dtype=np.float64).ravel()  # (b n,)
+            counts = np.full(len(dist) // n, n)
+            ind = np.tile(np.arange(n), len(counts))  # (b n,)
+        else:
+            counts = np.diff(block.indptr)
+            if np.any(counts == 0):
+                first = rows.start + int(np.flatnonzero(counts == 0)[0])
+                raise ValueError(
+                    f"Row {first} of the precomputed distances stores no neighbor: every "
+                    "query needs at least one stored distance."
+                )
+            dist, ind = block.data.astype(np.float64), block.indices
+        w = self.sample_weight[ind].copy()  # pair weights, same layout as dist
+        if leave_one_out:
+            # The point leaves with all the mass at its location: itself and every
+            # training point at distance 0 from it.
+            query = np.repeat(np.arange(rows.start, rows.start + len(counts)), counts)
+            w[(ind == query) | (dist == 0)] = 0.0
+        if self.n_neighbors is not None and not leave_one_out:
+            dist, ind, w, counts = _nearest_units(dist, ind, w, counts, self.n_neighbors,
+                                                  rows.start)
+        return dist.ravel(), ind.ravel(), counts, w.ravel()
+
+    # -- leave-one-out attention -----------------------------------------------------------
+
+    def leave_one_out_attention(self, *, device="cpu", working_memory=1024,
+                                estimator_name="attention_weights_"):
+        """Attention of the keys on each other, each key left out with all the mass at
+        its location: CSR for compact kernels and precomputed distances (a tree finds
+        each key's neighbours; no dense block is formed), else dense."""
+        call = _Call(torch.device(device), True, "eager", working_memory)
+        n = self.X.shape[0]
+        none = np.zeros((n, 0), dtype=self.dtype)
+        if self.route == "precomputed":
+            if np.count_nonzero(self.sample_weight) < 2:
+                raise ValueError(
+                    "attention_weights_ needs n_samples >= 2 with positive weight for "
+                    f"leave-one-out; got n_samples={n}."
+                )
+
+            def candidates(rows):
+                return self._stored_candidates(self.X, rows, leave_one_out=True)
+
+            _, attention, n_fallback = self._pool_candidates(n, candidates, self.search_scale,
+                                                             call, values=none)
+            return _numpy_attention(attention, n, n), n_fallback
+        loo = leave_one_out_set(self.X, none, self.sample_weight,
+                                estimator_name=estimator_name)
+        G = len(loo.weight)
+        values = np.zeros((G, 0), dtype=self.dtype)
+        if self.kernel.is_compact:
+            candidates = self._leave_one_out_candidates(loo, working_memory)
+            _, attention, n_fallback = self._pool_candidates(G, candidates, self.search_scale,
+                                                             call, values=values)
+        else:
+            tensor = lambda a: self._tensor(a, call.device)  # noqa: E731
+            _, attention, n_fallback = attention_pool(
+                tensor(loo.X), tensor(loo.X), tensor(values), tensor(self.metric),
+                self.kernel, log_w=tensor(loo.log_weight),
+                self_log_w=tensor(loo.self_log_weight), return_attention=True,
+                working_memory=working_memory,
+            )
+        return self._expand_attention(_numpy_attention(attention, G, G), loo), n_fallback
+
+    def _expand_attention(self, attention, loo):
+        """Attention between distinct inputs (G, G) as attention between keys (n, n): a
+        location's weight is shared by its keys in proportion to their own."""
+        n, w = len(loo.inverse), self.sample_weight
+        location_weight = loo.weight[loo.inverse]  # (n,)
+        share = np.divide(w, location_weight, out=np.zeros(n), where=location_weight > 0)
+        if not sp.issparse(attention):
+            rows = attention[np.ix_(loo.inverse, loo.inverse)] * share  # (n, n)
+            return rows.astype(self.dtype, copy=False)
+        spread = sp.csr_array((share, (loo.inverse, np.arange(n))), shape=(len(loo.weight), n))
+        rows = sp.csr_array(attention[loo.inverse, :] @ spread).astype(self.dtype)
+        rows.eliminate_zeros()
+        return rows
+
+    def _leave_one_out_candidates(self, loo, working_memory):
+        """Candidates for the leave-one-out attention of the distinct inputs of ``loo``
+        under a compact kernel: the other inputs inside the support, found by a tree, or
+        the nearest other one(s) where none is. Refuses, before storing them, more entries
+        of the expanded (n, n) attention than ``working_memory`` MiB hold."""
+        points = self.search_space(loo.X)  # (G, r)
+        positive = np.flatnonzero(loo.weight > 0)
+        Tree = KDTree if points.shape[1] <= _TREE_MAX_FEATURES else BallTree
+        tree = Tree(points[positive])
+        rows_per_input = np.bincount(loo.inverse, minlength=len(loo.weight))  # (G,)
+        budget = int(working_memory * 2**20) // (self.dtype.itemsize + 8)
+        stored = 0
+
+        def others(query_rows, radius):
+            """Indexed inputs within ``radius`` (one per query) of each query, itself out."""
+            ind, dist = tree.query_radius(points[query_rows], r=radius, return_distance=True)
+            ind = [positive[i] for i in ind]
+            keep = [i != q for i, q in zip(ind, query_rows)]
+            return [d[k] for d, k in zip(dist, keep)], [i[k] for i, k in zip(ind, keep)]
+
+        def candidates(rows):
+            nonlocal stored
+            query_rows = np.arange(rows.start, rows.stop)
+            dist, ind = others(query_rows, self.kernel.support * self.search_scale)
+            lonely = np.flatnonzero([len(i) == 0 for i in ind])
+            if len(lonely):
+                # None in reach: the nearest other input(s), every tie.
+                d, i = tree.query(points[query_rows[lonely]], k=min(2, len(positive)))
+                itself = positive[i[:, 0]] == query_rows[lonely]
+                d1 = np.where(itself, d[:, -1], d[:, 0])  # (l,)
+                radius = d1 * (1.0 + 1e-9) + np.finfo(np.float64).tiny
+                for j, dq, iq in zip(lonely, *others(query_rows[lonely], radius)):
+                    dist[j], ind[j] = dq, iq
+            stored += int(sum(rows_per_input[q] * rows_per_input[i].sum()
+                              for q, i in zip(query_rows, ind)))
+            if stored > budget:
+                raise ValueError(
+                    f"attention_weights_ would store more than {budget} nonzero weights "
+                    f"(the support of {self.kernel!r} holds many training points at "
+                    f"bandwidth {self.metric.tolist()}), more than scikit-learn's "
+                    f"working_memory of {working_memory} MiB. Raise the limit with "
+                    "sklearn.config_context(working_memory=...) or use a smaller bandwidth."
+                )
+            counts = np.array([len(i) for i in ind])
+            dist, ind = np.concatenate(dist), np.concatenate(ind)
+            return dist, ind, counts, loo.weight[ind]
+
+        return candidates
+
+
+# The one dispatch table: route -> how its queries are pooled.
+_POOLS = {
+    "dense": KeySet._pool_dense,
+    "cell_list": KeySet._pool_support,
+    "radius": KeySet._pool_searched,
+    "k_nearest": KeySet._pool_searched,
+    "precomputed": KeySet._pool_stored,
+}
+
+
+def _torch_dtype(dtype):
+    return torch.float32 if dtype == np.float32 else torch.float64
+
+
+def _numpy_attention(attention, n_rows, n_cols):
+    """Attention as numpy: None, a dense ndarray, or a CSR array without stored zeros."""
+    if attention is None:
+        return None
+    if isinstance(attention, tuple):
+        crow, col, val = (t.cpu().numpy() for t in attention)
+        attention = sp.csr_array((val, col, crow), shape=(n_rows, n_cols))
+    elif not sp.issparse(attention):
+        return attention.cpu().numpy()
+    attention.eliminate_zeros()
+    return attention
+
+
+def _nearest_units(dist, ind, w, counts, k, first_row):
+    """Per row (CSR layout), the nearest candidates holding ``k`` units of weight, the last
+    one only in part; returns them padded to one width (weight 0 on padding) and counts."""
+    b, width = len(counts), int(counts.max())
+    padded = np.full((b, width), np.inf)
+    padded_ind = np.zeros((b, width), dtype=ind.dtype)
+    padded_w = np.zeros((b, width))
+    column = np.arange(len(dist)) - np.repeat(np.cumsum(counts) - counts, counts)
+    row = np.repeat(np.arange(b), counts)
+    padded[row, column], padded_ind[row, column], padded_w[row, column] = dist, ind, w
+    order = np.argsort(padded, axis=1, kind="stable")
+    padded, padded_ind, padded_w = (np.take_along_axis(a, order, axis=1)
+                                    for a in (padded, padded_ind, padded_w))
+    cumulative = np.cumsum(padded_w, axis=1)
+    short = np.flatnonzero(cumulative[:, -1] < k)
+    if len(short):
+        raise ValueError(
+            f"n_neighbors={k} needs k units of sample weight among each row's stored "
+            f"distances; row {first_row + int(short[0])} of the precomputed graph holds "
+            f"{cumulative[short[0], -1]:g}. Store more neighbors per row or lower n_neighbors."
+        )
+    keep = np.clip(k - (cumulative - padded_w), 0.0, padded_w)  # (b, width)
+    m = int(np.max(width - np.argmax(keep[:, ::-1] > 0, axis=1)))  # past the last kept
+    padded, padded_ind, keep = padded[:, :m], padded_ind[:, :m], keep[:, :m]
+    padded = np.where(np.isfinite(padded), padded, 0.0)  # padding: weight 0 at distance 0
+    return padded, padded_ind, keep, np.full(b, m)
