@@ -4,7 +4,7 @@ What it measures
 ----------------
 Four sections (``--sections``), all in float64 on the CPU, in this process. Before any timing
 one small fit runs through each leave-one-out path (L-BFGS, minibatch Adam with KDTree
-neighbours, the one-pass grid of the CV estimators, and statsmodels' ``cv_ls``), so that
+neighbors, the one-pass grid of the CV estimators, and statsmodels' ``cv_ls``), so that
 one-time imports and first calls are not timed.
 
 1. ``loo``: n=1,000, d=2, Gaussian kernel, X uniform on [-2, 2]^2,
@@ -37,7 +37,7 @@ one-time imports and first calls are not timed.
    ones subsampled to ``--max-samples``). 5-fold cross-validation (shuffled, seed 0) of
    ``make_pipeline(StandardScaler(), NadarayaWatson...(bandwidth="loo"))`` against
    ``make_pipeline(StandardScaler(), KNeighbors...)`` tuned by an inner 5-fold GridSearchCV
-   over ``KNN_NEIGHBOURS`` x {"uniform", "distance"}, and, for regression data sets with at
+   over ``KNN_NEIGHBORS`` x {"uniform", "distance"}, and, for regression data sets with at
    most ``SM_MAX_N`` samples and ``SM_MAX_D`` features, statsmodels' ``KernelReg(reg_type=
    "lc", bw="cv_ls")`` on the standardised training folds. Scores: mean R^2 (regression) or
    accuracy (classification) over the outer folds. Targets: NW >= KNN on most data sets,
@@ -106,7 +106,7 @@ TIE = 5e-4  # section 4: scores this close (equal at the 3 decimals shown) count
 # bandwidth; b from about the data's width (x is uniform on [-2, 2]) to "feature ignored".
 ORACLE_A = 8
 ORACLE_B = (0.5, 2.0, 10.0, 1e3)
-KNN_NEIGHBOURS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
+KNN_NEIGHBORS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
 # statsmodels' cv_ls is a Nelder-Mead search over O(n^2 d) leave-one-out sums in Python.
 SM_MAX_N, SM_MAX_D = 500, 6
 N_FOLDS = 5
@@ -501,14 +501,14 @@ def markdown_cv(report):
 
 # -- 4. accuracy on real data -------------------------------------------------------------------
 def _knn_search(task, n_train):
-    """KNN in a scaling pipeline, tuned by an inner 5-fold grid search (neighbours up to the
+    """KNN in a scaling pipeline, tuned by an inner 5-fold grid search (neighbors up to the
     smallest inner training fold)."""
     regression = task == "regression"
     pipe = make_pipeline(StandardScaler(),
                          KNeighborsRegressor() if regression else KNeighborsClassifier())
     inner_train = n_train - -(-n_train // N_FOLDS)
     step = pipe.steps[-1][0]
-    grid = {f"{step}__n_neighbors": [k for k in KNN_NEIGHBOURS if k <= inner_train],
+    grid = {f"{step}__n_neighbors": [k for k in KNN_NEIGHBORS if k <= inner_train],
             f"{step}__weights": ["uniform", "distance"]}
     inner = (KFold if regression else StratifiedKFold)(N_FOLDS, shuffle=True, random_state=0)
     return GridSearchCV(pipe, grid, cv=inner)
@@ -563,7 +563,7 @@ def section_accuracy(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
         results.append(row)
     report = {"config": {"datasets": list(datasets), "max_samples": max_samples,
                          "folds": f"{N_FOLDS}-fold (Stratified)KFold, shuffled, seed {seed}",
-                         "knn_neighbours": list(KNN_NEIGHBOURS),
+                         "knn_neighbors": list(KNN_NEIGHBORS),
                          "statsmodels_limits": {"max_n": SM_MAX_N, "max_d": SM_MAX_D}},
               "results": results}
     ok = [r for r in results if r["status"] == "ok"]

@@ -23,7 +23,7 @@ Three sections (``--sections``), on the CPU.
    float64. Fit + predict (best of ``--repeats``) of ``NadarayaWatsonRegressor("epanechnikov",
    bandwidth=RADIUS)`` with ``algorithm="auto"`` (the cell list at this size and dimension),
    ``"kd_tree"`` and ``"ball_tree"``, against scikit-learn's ``RadiusNeighborsRegressor(radius=RADIUS,
-   weights=epanechnikov_weights)``, which gives each neighbour the same weight
+   weights=epanechnikov_weights)``, which gives each neighbor the same weight
    ``1 - (d / RADIUS)**2``. Targets: scikit-learn / sklearn_nw (auto) time >=
    ``COMPACT_SPEED_TARGET``; max |difference| of the predictions <= ``COMPACT_DIFF_TARGET``.
 3. ``knn``: n=``--n-knn`` training points, d=4, standard normal, float64, the Gaussian kernel at
@@ -251,8 +251,8 @@ def markdown_scaling(result):
 
 # -- 2. compact kernel, tree search --------------------------------------------------------
 def epanechnikov_weights(dist):
-    """scikit-learn neighbour weights ``1 - (d / RADIUS)**2`` for the distances it passes: a
-    2-d array (k neighbours) or an object array of per-query arrays (radius neighbours)."""
+    """scikit-learn neighbor weights ``1 - (d / RADIUS)**2`` for the distances it passes: a
+    2-d array (k neighbors) or an object array of per-query arrays (radius neighbors)."""
     dist = np.asarray(dist)
     if dist.dtype != object:
         return 1.0 - (dist / RADIUS) ** 2
@@ -338,7 +338,7 @@ def _fmt(value):
 
 def markdown_compact(result):
     c = result["config"]
-    lines = ["### 2. Compact kernel, neighbour search", "",
+    lines = ["### 2. Compact kernel, neighbor search", "",
              (f"{c['n_train']:,} training points uniform in [0, 1]^2, y = sin(6 x0) + x1, "
               f"Epanechnikov at bandwidth {c['bandwidth']}, {c['n_queries']:,} uniform "
               f"queries, float64; fit + predict, best of {c['repeats']}."), "",
@@ -522,7 +522,7 @@ def main(argv=None):
     parser.add_argument("--n-knn", type=int, default=20_000, help="section 3 samples")
     parser.add_argument("--n-knn-queries", type=int, default=2000, help="section 3 queries")
     parser.add_argument("--ks", type=int, nargs="+", default=list(KS),
-                        help="section 3 numbers of neighbours")
+                        help="section 3 numbers of neighbors")
     parser.add_argument("--n-kernels", type=int, default=20_000,
                         help="section 4 samples and queries")
     parser.add_argument("--repeats", type=int, default=2, help="sections 2 and 3")

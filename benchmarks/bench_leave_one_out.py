@@ -63,7 +63,7 @@ from sklearn_nw.kernels import Gaussian
 SECTIONS = ("randhie", "bootstrap", "weights")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SEMANTICS = ("location", "unit")
-KNN_NEIGHBOURS = (1, 2, 3, 5, 8, 12, 20, 30, 50, 80)
+KNN_NEIGHBORS = (1, 2, 3, 5, 8, 12, 20, 30, 50, 80)
 GRID = np.geomspace(1 / 8, 8, 25)  # the CV estimators' default multiples
 
 
@@ -121,7 +121,7 @@ def _randhie_scores(X, y, splits):
     share of test rows whose input appears in the training fold."""
     rows = {f"{kind} {s}": [] for kind in ("descent", "grid") for s in SEMANTICS}
     rows.update({"grid, shuffled 5-fold CV": [], "KNN tuned": [], "training mean": []})
-    repeated, seconds = [], {k: 0.0 for k in rows}
+    repeated, seconds = [], dict.fromkeys(rows, 0.0)
     for train, test in splits:
         w = np.ones(len(train))
         seen = {r.tobytes() for r in X[train]}
@@ -140,7 +140,7 @@ def _randhie_scores(X, y, splits):
         seconds["grid, shuffled 5-fold CV"] += time.perf_counter() - start
         start = time.perf_counter()
         knn = GridSearchCV(make_pipeline(StandardScaler(), KNeighborsRegressor()),
-                           {"kneighborsregressor__n_neighbors": KNN_NEIGHBOURS,
+                           {"kneighborsregressor__n_neighbors": KNN_NEIGHBORS,
                             "kneighborsregressor__weights": ["uniform", "distance"]}, cv=inner)
         rows["KNN tuned"].append(r2_score(y[test], knn.fit(X[train], y[train]).predict(X[test])))
         seconds["KNN tuned"] += time.perf_counter() - start

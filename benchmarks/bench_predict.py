@@ -19,7 +19,7 @@ peers computing the same prediction with the same h:
   loops around the extern matrix products); the compile (a first call on one chunk) is
   timed apart and excluded.
 - ``statsmodels``: ``KernelReg(reg_type="lc", bw=h).fit(Q)``, a Python loop over the queries.
-- ``knn``: scikit-learn's ``KNeighborsRegressor`` with every training point as a neighbour and
+- ``knn``: scikit-learn's ``KNeighborsRegressor`` with every training point as a neighbor and
   Gaussian weights on pre-scaled data.
 - ``pykeops``: a symbolic ``sumsoftmaxweight`` reduction on the CPU; the one-time compile
   (into a fresh build folder unless ``--keops-cached``) is timed apart and excluded.
@@ -201,7 +201,7 @@ def _knn(X, y, Q, h, keops_cold):
 
     def call():
         x, q = (a / h.astype(np.float32) for a in (X, Q))
-        # Every training point is a neighbour, weighted by the Gaussian of its scaled distance.
+        # Every training point is a neighbor, weighted by the Gaussian of its scaled distance.
         knn = KNeighborsRegressor(n_neighbors=len(x), weights=lambda u: np.exp(-0.5 * u**2))
         return knn.fit(x, y).predict(q)
 

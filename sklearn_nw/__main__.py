@@ -3,7 +3,7 @@
 Fits both estimators on data sets that scikit-learn ships (diabetes for regression; wine
 and breast cancer for classification), with the bandwidth chosen automatically (learned
 on the leave-one-out loss, an exact leave-one-out grid, Scott's rule), prints 5-fold
-cross-validated scores beside scikit-learn's k-nearest-neighbours baselines, and writes a
+cross-validated scores beside scikit-learn's k-nearest-neighbors baselines, and writes a
 heatmap of the attention of held-out diabetes patients on the training patients.
 """
 

@@ -75,7 +75,7 @@ class EmptyNeighborhoodWarning(UserWarning):
 
 class _NumberInterval(Interval):
     """scikit-learn's :class:`Interval` for numbers proper: a boolean is no count of
-    neighbours nor a width, and any real number (a ``Fraction``, which ``np.isnan``
+    neighbors nor a width, and any real number (a ``Fraction``, which ``np.isnan``
     refuses) is compared by its float value."""
 
     def is_satisfied_by(self, val):
@@ -132,12 +132,12 @@ class NadarayaWatsonBase(BaseEstimator):
             self,
             X,
             y,
-            accept_sparse="csr" if self.metric == "precomputed" else False,
+            accept_sparse="csr" if self._precomputed() else False,
             dtype=[xp.float64, xp.float32],
             multi_output=not classifier,
             y_numeric=not classifier,
         )
-        if self.metric == "precomputed":
+        if self._precomputed():
             _check_distances(X, square=True)
         if classifier:
             check_classification_targets(y)
@@ -154,6 +154,11 @@ class NadarayaWatsonBase(BaseEstimator):
         self._fit_keys(values)
         return self
 
+    def _precomputed(self):
+        """Whether X holds distances (``metric="precomputed"``). The CV estimators have
+        no ``metric``: their bandwidth grids live in feature space."""
+        return getattr(self, "metric", "euclidean") == "precomputed"
+
     def _check_parameter_combinations(self):
         """Refuse parameters that cannot go together before any long work (a bandwidth
         search, an index)."""
@@ -167,7 +172,7 @@ class NadarayaWatsonBase(BaseEstimator):
             restricted = [what for what, on in (
                 (f"n_neighbors={self.n_neighbors!r}", self.n_neighbors is not None),
                 (f"algorithm={self.algorithm!r}", self.algorithm not in ("auto", "brute")),
-                ("metric='precomputed'", self.metric == "precomputed")) if on]
+                ("metric='precomputed'", self._precomputed())) if on]
             if restricted:
                 raise ValueError(
                     "compute='compiled' computes the dense sums over every training point; "
@@ -180,7 +185,7 @@ class NadarayaWatsonBase(BaseEstimator):
         """Resolve the route (``route_``) and build the key set (``key_set_``) it pools
         over: the scaled training points, their weights, ``values`` and the search index
         of the route (a cell list, a tree, a k-nearest search)."""
-        precomputed = self.metric == "precomputed"
+        precomputed = self._precomputed()
         n_coords = (self.projection_.shape[1] if hasattr(self, "projection_")
                     else self.X_fit_.shape[1])
         route, algorithm = resolve_route(
@@ -203,7 +208,7 @@ class NadarayaWatsonBase(BaseEstimator):
         for stale in ("projection_", "n_iter_", "loss_curve_"):
             self.__dict__.pop(stale, None)
         X, w, bandwidth = self.X_fit_, self.sample_weight_, self.bandwidth
-        if self.metric == "precomputed":
+        if self._precomputed():
             if isinstance(bandwidth, (str, LeaveOneOutBandwidth)):
                 raise ValueError(
                     f"metric='precomputed' needs a numeric bandwidth, in the units of the "
@@ -255,7 +260,7 @@ class NadarayaWatsonBase(BaseEstimator):
 
     def _validate_predict_data(self, X):
         xp, _ = get_namespace(X)
-        precomputed = self.metric == "precomputed"
+        precomputed = self.route_ == "precomputed"
         X = validate_data(self, X, reset=False, dtype=[xp.float64, xp.float32],
                           accept_sparse="csr" if precomputed else False)
         if precomputed:
@@ -308,8 +313,8 @@ class NadarayaWatsonBase(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         # metric="precomputed" takes (n_queries, n_samples_fit) distances, dense or a
-        # sparse neighbour graph: non-negative.
-        precomputed = self.metric == "precomputed"
+        # sparse neighbor graph: non-negative.
+        precomputed = self._precomputed()
         tags.input_tags.pairwise = tags.input_tags.sparse = precomputed
         tags.input_tags.positive_only = precomputed
         return tags
@@ -346,7 +351,7 @@ class NadarayaWatsonBase(BaseEstimator):
         leave-one-out prediction of point i: point i is left out with all the mass at its
         location (every training row with the same input; for precomputed distances, every
         stored distance of 0), so those entries are zero, and rows sum to 1. Computed when
-        read (it is not stored), in chunks; compact kernels find each point's neighbours
+        read (it is not stored), in chunks; compact kernels find each point's neighbors
         with a tree and never form a dense block. Refused when the dense matrix, or the
         sparse one's entries, would exceed scikit-learn's ``working_memory``. It attends to
         every training point, also when ``n_neighbors`` restricts the attention of
@@ -354,7 +359,7 @@ class NadarayaWatsonBase(BaseEstimator):
         """
         check_is_fitted(self)
         n = self.X_fit_.shape[0]
-        if self.metric != "precomputed" and not self.kernel_.is_compact:
+        if self.route_ != "precomputed" and not self.kernel_.is_compact:
             self._check_dense_attention(n, "attention_weights_")
         attention, n_fallback = self.key_set_.leave_one_out_attention(
             device=self._compute_device(), working_memory=get_config()["working_memory"],

@@ -5,7 +5,7 @@ Every point within ``radius`` of a query lies in the ``(2 r + 1)**d`` cells arou
 query's own cell when cells have side ``radius / r``. Sorting the points by cell makes the
 cells that differ only in the last coordinate one contiguous run, so a query's candidates
 are ``(2 r + 1)**(d - 1)`` slices of the sorted points, found by binary search. Queries of
-neighbouring cells share their candidates: they are grouped into blocks, each a dense
+neighboring cells share their candidates: they are grouped into blocks, each a dense
 (queries x candidates) problem for the attention engine, which zeroes the candidates
 outside the kernel's support. Candidates cost about ``(2 r + 1)**d / (r**d * ball volume)``
 times the points in reach (2x for d=2, r=2); unlike a tree there is no per-pair traversal.
@@ -55,7 +55,7 @@ class CellList:
         self.sorted_ids = ids[self.order]  # (n,)
 
     def _query_cells(self, queries):
-        """Cell coordinates (m, d) of queries, clipped so that their neighbourhoods stay
+        """Cell coordinates (m, d) of queries, clipped so that their neighborhoods stay
         inside the grid (a clipped query is out of reach of every point anyway)."""
         with np.errstate(over="ignore", invalid="ignore"):
             cells = np.floor(np.asarray(queries, dtype=np.float64)[:, self.axes] / self.side)
@@ -76,7 +76,7 @@ class CellList:
         prefixes, lasts = np.divmod(cell_ids, last)  # runs share all but the last coordinate
         prefix_shape = self.shape[:-1]
         strides = [int(np.prod(prefix_shape[k + 1:])) for k in range(len(prefix_shape))]
-        # The flat cell number of each neighbouring run's first cell, less the prefix's.
+        # The flat cell number of each neighboring run's first cell, less the prefix's.
         steps = np.array([int(np.dot(o, strides)) * last for o in itertools.product(
             range(-self.reach, self.reach + 1), repeat=len(prefix_shape))])  # (runs,)
 

@@ -30,7 +30,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
     See Also
     --------
     NadarayaWatsonRegressor : Attention pooling of real-valued targets.
-    sklearn.neighbors.KNeighborsClassifier : Votes among the k nearest neighbours.
+    sklearn.neighbors.KNeighborsClassifier : Votes among the k nearest neighbors.
 
     Notes
     -----

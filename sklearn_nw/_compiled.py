@@ -181,19 +181,27 @@ class CompilePolicy:
         compiled loop: once it is compiled, for calls that fill a chunk; before, when the
         eager time spent on the configuration (:meth:`record_eager`) and this call's,
         estimated from the configuration's eager rate, reach the time a compile takes.
-        Never after compiling failed."""
+        Never after compiling failed, and never for calls smaller than a chunk (the
+        loop's unit of work, to which the last chunk is padded): their eager time is not
+        counted either (:meth:`record_eager`)."""
+        if n_queries < _CHUNK.get(key[2], _GPU_CHUNK):
+            return False
         with self._lock:
             entry = self.compiled.get(key)
             if isinstance(entry, Exception):
                 return False
             if entry is not None and entry[1]:
-                return n_queries >= _CHUNK.get(key[2], _GPU_CHUNK)
+                return True
             seconds, counted = self.eager.get(key, (0.0, 0))
             rate = seconds / counted if counted else self.eager_rate
         return seconds + rate * pairs >= self.compile_seconds
 
-    def record_eager(self, key, pairs, seconds):
-        """Count an eager call of ``pairs`` query-key pairs that took ``seconds``."""
+    def record_eager(self, key, n_queries, pairs, seconds):
+        """Count an eager call of ``n_queries`` queries and ``pairs`` query-key pairs that
+        took ``seconds``: what compiling would have saved, for calls the compiled loop
+        serves."""
+        if n_queries < _CHUNK.get(key[2], _GPU_CHUNK):
+            return
         with self._lock:
             spent, counted = self.eager.get(key, (0.0, 0))
             self.eager[key] = (spent + seconds, counted + pairs)

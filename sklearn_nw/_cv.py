@@ -77,9 +77,6 @@ class _BandwidthSearchMixin:
     ``score`` and the splitter's ``split``.
     """
 
-    # Bandwidth grids live in feature space: no precomputed distances.
-    metric = "euclidean"
-
     def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
                  n_neighbors=None, algorithm="auto", compute="auto", device="cpu"):
         self.bandwidths = bandwidths

@@ -21,12 +21,12 @@ PARAMETERS = {
     "n_neighbors": """\
     n_neighbors : int, default=None
         Restrict each query's attention to its ``n_neighbors`` nearest training points (in
-        the scaled metric, found with scikit-learn's neighbour search); None attends to all
+        the scaled metric, found with scikit-learn's neighbor search); None attends to all
         of them. For the Gaussian, the error against full attention is the attention mass
-        beyond the k-th neighbour, renormalised away.""",
+        beyond the k-th neighbor, renormalised away.""",
     "algorithm": """\
     algorithm : {"auto", "brute", "kd_tree", "ball_tree", "cell_list"}, default="auto"
-        How neighbours are found, as in :class:`~sklearn.neighbors.KNeighborsRegressor`.
+        How neighbors are found, as in :class:`~sklearn.neighbors.KNeighborsRegressor`.
         For a compact kernel and ``n_neighbors=None``, only the training points inside the
         support are visited: a tree's radius search, or ``"cell_list"``: the points binned
         into cubes a fraction of the support wide (on the three widest coordinates), each
@@ -52,7 +52,7 @@ PARAMETERS = {
     metric : {"euclidean", "precomputed"}, default="euclidean"
         ``"precomputed"``: ``X`` holds distances instead of features, as in
         :class:`~sklearn.neighbors.KNeighborsRegressor`: an (n_samples, n_samples) matrix in
-        ``fit`` and (n_queries, n_samples_fit) in ``predict``, dense, or a sparse neighbour
+        ``fit`` and (n_queries, n_samples_fit) in ``predict``, dense, or a sparse neighbor
         graph whose stored entries (explicit zeros included) are each row's candidates,
         e.g. from :class:`~sklearn.neighbors.KNeighborsTransformer` or an approximate
         search in a pipeline. ``bandwidth`` must then be a number in the distances' units;

@@ -11,7 +11,7 @@ Only ``(chunk, n)`` blocks of logits ever exist. A row whose logits all underflo
 far from every key, a tiny bandwidth) or whose kernel mass is zero (a compact kernel with no
 key in reach) is recomputed on the *careful path*: exact differences instead of the
 ``|q|^2 + |x|^2 - 2 q.x`` expansion, a max-subtracted softmax, which is the
-nearest-neighbour limit when everything else underflows, and, if no key has positive kernel
+nearest-neighbor limit when everything else underflows, and, if no key has positive kernel
 weight, the nearest key(s) as fallback.
 
 The same module holds pooling over given candidate lists (k nearest, or inside a compact
@@ -170,31 +170,51 @@ def _augmented_sq_dist(qs, xs, refine=False, out=None):
     return d2
 
 
+class KeyTensors(NamedTuple):
+    """What every call with the same keys, values, bandwidths and kernel shares
+    (:func:`prepare_keys`): computed once, e.g. at fit, and handed to each call."""
+
+    centre: torch.Tensor  # (d,) the mean of the keys that carry weight
+    xs: torch.Tensor  # (n, r) scaled, centred keys
+    log_w: torch.Tensor  # (n,) log weights (zeros for none)
+    v1t: torch.Tensor  # (t + 1, n) values and a ones row
+    b_fused: object  # (n, r + 2) fused Gaussian-family key side, or None
+
+
+def prepare_keys(x, v, h, kernel, log_w=None):
+    """The :class:`KeyTensors` of keys ``x`` (n, d), values ``v`` (n, t), bandwidths or
+    projection ``h`` and log weights ``log_w`` (n,) under ``kernel``."""
+    # Centre on the keys that carry weight: far zero-weight rows would cost precision.
+    centre = x.mean(0) if log_w is None else x[torch.isfinite(log_w)].mean(0)  # (d,)
+    xs = transform(x, centre, h)  # (n, r)
+    n = x.shape[0]
+    log_w = x.new_zeros(n) if log_w is None else log_w  # (n,)
+    # (t + 1, n): values and a ones column, transposed: BLAS is much faster at
+    # v1t @ weights.T than at weights @ v1 for few outputs.
+    v1t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()
+    b_fused = None
+    c = kernel.quadratic_coef
+    if c is not None:
+        # Fused Gaussian logits: a @ b.T = -c |q - x|^2 + log_w - max(log_w) <= 0.
+        shift = log_w[torch.isfinite(log_w)].max()
+        bias = -c * (xs * xs).sum(1) + (log_w - shift)  # (n,)
+        b_fused = torch.cat([xs, xs.new_ones(n, 1), bias[:, None]], dim=1)  # (n, r + 2)
+    return KeyTensors(centre, xs, log_w, v1t, b_fused)
+
+
 class _Problem:
     """Scaled keys, values and weights shared by every chunk of one call."""
 
-    def __init__(self, x, v, h, kernel, log_w, self_log_w, working_memory):
-        # Centre on the keys that carry weight: far zero-weight rows would cost precision.
-        self.centre = x.mean(0) if log_w is None else x[torch.isfinite(log_w)].mean(0)  # (d,)
+    def __init__(self, x, v, h, kernel, log_w, self_log_w, working_memory, keys=None):
+        keys = prepare_keys(x, v, h, kernel, log_w) if keys is None else keys
+        self.centre, self.xs, self.log_w, self.v1t, self.b_fused = keys
         self.x, self.h = x, h
-        self.xs = transform(x, self.centre, h)  # (n, r)
         self._xs_unit = None
         self.kernel = kernel
-        n = x.shape[0]
-        self.log_w = x.new_zeros(n) if log_w is None else log_w  # (n,)
         # log of the self weight left after removing one unit (leave-one-out), or None.
         self.self_log_w = self_log_w
-        # (t + 1, n): values and a ones column, transposed: BLAS is much faster at
-        # v1t @ weights.T than at weights @ v1 for few outputs.
-        self.v1t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()
         self.working_memory = working_memory
         self.positive = torch.isfinite(self.log_w)  # (n,) keys that can receive attention
-        c = kernel.quadratic_coef
-        if c is not None:
-            # Fused Gaussian logits: a @ b.T = -c |q - x|^2 + log_w - max(log_w) <= 0.
-            shift = self.log_w[self.positive].max()
-            bias = -c * (self.xs * self.xs).sum(1) + (self.log_w - shift)  # (n,)
-            self.b_fused = torch.cat([self.xs, self.xs.new_ones(n, 1), bias[:, None]], dim=1)  # (n, d + 2)
 
     def scale(self, q):
         return transform(q, self.centre, self.h)
@@ -263,7 +283,8 @@ class _Problem:
 
 
 def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
-                   return_attention=False, exact_zeros=False, working_memory=1024):
+                   return_attention=False, exact_zeros=False, working_memory=1024,
+                   keys=None):
     """Nadaraya-Watson pooling of values ``v`` at queries ``q`` with keys ``x``.
 
     Parameters
@@ -290,9 +311,11 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
         not a probability that must be 0 (see :func:`exp_`).
     working_memory : float
         MiB that the ``(chunk, n)`` temporaries may take.
+    keys : KeyTensors, optional
+        :func:`prepare_keys` of ``x, v, h, kernel, log_w``, computed once for many calls.
     """
     n_q, n = q.shape[0], x.shape[0]
-    problem = _Problem(x, v, h, kernel, log_w, self_log_w, working_memory)
+    problem = _Problem(x, v, h, kernel, log_w, self_log_w, working_memory, keys)
     out = q.new_empty(n_q, v.shape[1])  # (n_q, t)
     sparse = return_attention and kernel.is_compact
     dense_att = q.new_empty(n_q, n) if return_attention and not sparse else None  # (n_q, n)
@@ -342,18 +365,19 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
     return PoolResult(out, attention, n_fallback)
 
 
-def fused_pool(q, x, v, h, kernel, *, policy, log_w=None, working_memory=1024):
+def fused_pool(q, x, v, h, kernel, *, policy, log_w=None, working_memory=1024, keys=None):
     """:func:`attention_pool` without attention or leave-one-out, the sums computed by
     the compiled fused loop of ``policy`` (a :class:`sklearn_nw._compiled.CompilePolicy`,
     which builds and keeps it; no ``(chunk, n)`` block is stored). Rows whose sums
-    underflow are redone on the careful path, as there.
+    underflow are redone on the careful path, as there. ``keys`` is as in
+    :func:`attention_pool`.
 
     Raises
     ------
     sklearn_nw._compiled.CompileError
         If torch.compile cannot build the loop here.
     """
-    problem = _Problem(x, v, h, kernel, log_w, None, working_memory)
+    problem = _Problem(x, v, h, kernel, log_w, None, working_memory, keys)
     positive = problem.log_w[problem.positive]
     key_term = problem.log_w - positive.max()  # (n,) <= 0, -inf for zero weight
     if kernel.quadratic_coef is None:

@@ -1,7 +1,7 @@
 """Leave-one-out sums of the Nadaraya-Watson engine. Torch only.
 
 The loss of learned bandwidths (and its gradient, by autograd or written out for the
-Gaussian), the same loss against given neighbour lists, and the leave-one-out predictions of
+Gaussian), the same loss against given neighbor lists, and the leave-one-out predictions of
 a whole grid of bandwidths in one pass. Notation as in :mod:`sklearn_nw._engine`; query i is
 training point i, which keeps ``self_log_w[i]`` on itself: the estimators pose
 leave-one-out on their distinct inputs, each leaving itself out entirely (``-inf``; see
@@ -116,29 +116,29 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     return value
 
 
-def loo_loss_neighbours(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighbours,
+def loo_loss_neighbors(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighbors,
                         backward=False):
-    """:func:`loo_loss` with each query's keys restricted to candidate neighbours.
+    """:func:`loo_loss` with each query's keys restricted to candidate neighbors.
 
-    ``neighbours`` (m, k) indexes the keys each query row of ``rows`` (m,) attends to (its
+    ``neighbors`` (m, k) indexes the keys each query row of ``rows`` (m,) attends to (its
     k nearest, say); every row must be among its own candidates. Small (m, k) blocks, so
     plain autograd.
     """
     loss = get_loss(loss)
     centre = x.mean(0)
     qs = transform(x[rows], centre, h)  # (m, r)
-    ks = transform(x[neighbours], centre, h)  # (m, k, r)
+    ks = transform(x[neighbors], centre, h)  # (m, k, r)
     d2 = ((qs[:, None, :] - ks) ** 2).sum(-1)  # (m, k)
-    is_self = neighbours == rows[:, None]  # (m, k)
-    logits = torch.where(is_self, self_log_w[rows][:, None], log_w[neighbours])  # (m, k)
+    is_self = neighbors == rows[:, None]  # (m, k)
+    logits = torch.where(is_self, self_log_w[rows][:, None], log_w[neighbors])  # (m, k)
     logits = logits + kernel.log_profile_sq(torch.where(is_self, 0.0, d2))
     empty = torch.isneginf(logits.detach().amax(1))  # (m,)
     if bool(empty.any()):
-        d2e = d2.detach().masked_fill(is_self | torch.isneginf(log_w[neighbours]), math.inf)
-        nearest = torch.where(d2e == d2e.amin(1, keepdim=True), log_w[neighbours], -math.inf)
+        d2e = d2.detach().masked_fill(is_self | torch.isneginf(log_w[neighbors]), math.inf)
+        nearest = torch.where(d2e == d2e.amin(1, keepdim=True), log_w[neighbors], -math.inf)
         logits = torch.where(empty[:, None], nearest, logits)
     with torch.set_grad_enabled(backward):
-        pooled = (torch.softmax(logits, dim=1)[:, :, None] * v[neighbours]).sum(1)  # (m, t)
+        pooled = (torch.softmax(logits, dim=1)[:, :, None] * v[neighbors]).sum(1)  # (m, t)
         per_row = loss.per_row(pooled, v[rows])  # (m,)
         w = log_w[rows].exp()  # (m,)
         value = (w * per_row).sum() / w.sum()

@@ -42,7 +42,14 @@ from sklearn.utils import gen_batches
 
 from ._cells import CellList
 from ._compiled import AUTO_MAX_COORDS, CompileError, config_key, current_policy
-from ._engine import attention_pool, candidate_pool, fused_pool, support_pool
+from ._engine import (
+    KeyTensors,
+    attention_pool,
+    candidate_pool,
+    fused_pool,
+    prepare_keys,
+    support_pool,
+)
 from ._leave_one_out import leave_one_out_set
 
 # Radius search for compact kernels from this many training points (algorithm="auto"): a
@@ -174,6 +181,7 @@ class KeySet:
             self._build_index(algorithm, explicit_algorithm)
         if kernel.is_compact and self.route in ("dense", "cell_list"):
             self._support = self._support_keys()
+        self._dense = self._dense_keys() if self.route == "dense" else None
 
     # -- fit: the index and the compact kernels' keys ----------------------------------
 
@@ -213,6 +221,18 @@ class KeySet:
             keys = (keys - centre).astype(self.dtype)
         wv1 = np.column_stack([w[:, None] * self.values[rows], w]).astype(self.dtype)
         return rows, keys, centre, wv1
+
+    def _dense_keys(self):
+        """The engine's per-key tensors of the dense sums (:func:`_engine.prepare_keys`),
+        computed once on the CPU and kept as numpy."""
+        tensor = lambda a: self._tensor(a, "cpu")
+        keys = prepare_keys(tensor(self.X), tensor(self.values), tensor(self.metric),
+                            self.kernel, tensor(self.log_w))
+        return KeyTensors(*(None if t is None else t.numpy() for t in keys))
+
+    def _dense_tensors(self, device):
+        return KeyTensors(*(None if a is None else torch.as_tensor(a, device=device)
+                            for a in self._dense))
 
     # -- the metric ------------------------------------------------------------------------
 
@@ -281,14 +301,15 @@ class KeySet:
         if self.kernel.is_compact:
             result = self._pool_support(q, call)
         else:
-            tensor = lambda a: self._tensor(a, call.device)  # noqa: E731
+            tensor = lambda a: self._tensor(a, call.device)
             result = attention_pool(
                 tensor(q), tensor(self.X), tensor(self.values), tensor(self.metric),
                 self.kernel, log_w=tensor(self.log_w), return_attention=call.return_attention,
                 exact_zeros=self.exact_zeros, working_memory=call.working_memory,
+                keys=self._dense_tensors(call.device),
             )
         if key is not None:  # what "auto" weighs against compiling
-            policy.record_eager(key, pairs, time.perf_counter() - start)
+            policy.record_eager(key, q.shape[0], pairs, time.perf_counter() - start)
         return result
 
     def _compile_key(self, device):
@@ -304,11 +325,12 @@ class KeySet:
     def _pool_compiled(self, q, call, policy):
         """Dense sums on the compiled loop; None where compiling failed under "auto" (the
         policy warns), which leaves the call to the eager engine."""
-        tensor = lambda a: self._tensor(a, call.device)  # noqa: E731
+        tensor = lambda a: self._tensor(a, call.device)
         try:
             return fused_pool(tensor(q), tensor(self.X), tensor(self.values),
                               tensor(self.metric), self.kernel, log_w=tensor(self.log_w),
-                              working_memory=call.working_memory, policy=policy)
+                              working_memory=call.working_memory, policy=policy,
+                              keys=self._dense_tensors(call.device))
         except CompileError as exc:
             if call.compute == "compiled":
                 raise
@@ -321,7 +343,7 @@ class KeySet:
         keys of positive weight. Queries with no key in reach are redone on the log-space
         engine, for the nearest-key fallback."""
         rows, keys, centre, wv1 = self._support
-        tensor = lambda a: self._tensor(a, call.device)  # noqa: E731
+        tensor = lambda a: self._tensor(a, call.device)
         if self.route == "cell_list":
             blocks = self.index.blocks(self.search_space(q))
         else:
@@ -396,7 +418,7 @@ class KeySet:
         layout), and the sample weight of each pair (None for unit weights).
         """
         device = call.device
-        tensor = lambda a: self._tensor(a, device)  # noqa: E731
+        tensor = lambda a: self._tensor(a, device)
         values = tensor(self.values if values is None else values)
 
         def index(a):
@@ -519,7 +541,7 @@ class KeySet:
                                 estimator_name="attention_weights_"):
         """Attention of the keys on each other, each key left out with all the mass at
         its location: CSR for compact kernels and precomputed distances (a tree finds
-        each key's neighbours; no dense block is formed), else dense."""
+        each key's neighbors; no dense block is formed), else dense."""
         call = _Call(torch.device(device), True, "eager", working_memory)
         n = self.X.shape[0]
         none = np.zeros((n, 0), dtype=self.dtype)
@@ -545,7 +567,7 @@ class KeySet:
             _, attention, n_fallback = self._pool_candidates(G, candidates, self.search_scale,
                                                              call, values=values)
         else:
-            tensor = lambda a: self._tensor(a, call.device)  # noqa: E731
+            tensor = lambda a: self._tensor(a, call.device)
             _, attention, n_fallback = attention_pool(
                 tensor(loo.X), tensor(loo.X), tensor(values), tensor(self.metric),
                 self.kernel, log_w=tensor(loo.log_weight),

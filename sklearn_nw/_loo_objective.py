@@ -1,6 +1,6 @@
 """The leave-one-out objective of :class:`~sklearn_nw.bandwidth.LeaveOneOutBandwidth` and
 the pieces of its descent: the coordinate sweep of its start, the parametrisations of the
-three forms, the neighbour search of minibatches, and progress by logging."""
+three forms, the neighbor search of minibatches, and progress by logging."""
 
 import logging
 import sys
@@ -10,7 +10,7 @@ import torch
 from sklearn.neighbors import KDTree
 
 from ._engine import transform
-from ._engine_loo import loo_grid_pool, loo_loss, loo_loss_neighbours
+from ._engine_loo import loo_grid_pool, loo_loss, loo_loss_neighbors
 
 logger = logging.getLogger("sklearn_nw.bandwidth")
 
@@ -96,14 +96,14 @@ def parametrise(form, h, n_components):
     return projection.requires_grad_(), lambda theta: theta
 
 
-class NeighbourSearch:
+class NeighborSearch:
     """k-nearest training points in the scaled metric, from scikit-learn's KDTree."""
 
     def __init__(self, x, metric):
         self.xs = transform(x, x.mean(0), metric).cpu().numpy()  # (n, r)
         self.tree = KDTree(self.xs)
 
-    def neighbours(self, rows, k):
+    def neighbors(self, rows, k):
         """Indices (m, k) of the k nearest keys of each row, the row itself among them."""
         rows_np = rows.cpu().numpy()
         idx = self.tree.query(self.xs[rows_np], k=k, return_distance=False)  # (m, k)
@@ -128,10 +128,10 @@ class Objective:
                         loss=self.loss_function, rows=rows, working_memory=self.working_memory,
                         backward=backward)
 
-    def loss_neighbours(self, metric, rows, neighbours, backward=False):
-        return loo_loss_neighbours(self.x, self.v, metric, self.kernel, self.log_w,
+    def loss_neighbors(self, metric, rows, neighbors, backward=False):
+        return loo_loss_neighbors(self.x, self.v, metric, self.kernel, self.log_w,
                                    self.self_log_w, loss=self.loss_function, rows=rows,
-                                   neighbours=neighbours, backward=backward)
+                                   neighbors=neighbors, backward=backward)
 
     def per_row(self, hs, rows):
         """Leave-one-out losses (G, m) of each of ``rows`` with bandwidth vectors ``hs``

@@ -29,7 +29,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
     See Also
     --------
     NadarayaWatsonClassifier : The same attention pooling of one-hot class labels.
-    sklearn.neighbors.KNeighborsRegressor : Averages over the k nearest neighbours.
+    sklearn.neighbors.KNeighborsRegressor : Averages over the k nearest neighbors.
     sklearn.neighbors.RadiusNeighborsRegressor : Averages over a fixed radius.
 
     Notes
@@ -43,7 +43,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         + \log w_i\big),
 
     computed in log space and in chunks of queries, so far queries and tiny bandwidths reach
-    the nearest-neighbour limit instead of 0/0. With a compact kernel, a query with no
+    the nearest-neighbor limit instead of 0/0. With a compact kernel, a query with no
     training point inside the support gets the value of its nearest training point(s) and
     an :class:`~sklearn_nw.EmptyNeighborhoodWarning`. float32 input is computed in float32,
     anything else in float64. The targets are pooled centred on their weighted mean and

@@ -23,7 +23,7 @@ from ._engine_loo import loo_grid_pool
 from ._loo_objective import (
     LOG_LIMIT,
     LogProgress,
-    NeighbourSearch,
+    NeighborSearch,
     Objective,
     coordinate_sweep,
     has_gradient,
@@ -442,7 +442,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         returns the choice (as a tensor like ``h``) and its loss."""
         per_row = objective.per_row(torch.stack([h, h.new_tensor(h_reference)]), rows)
         w = objective.log_w[rows].double().exp()  # (m,)
-        loss, loss_reference = (float(l) for l in (per_row @ w) / w.sum())
+        loss, loss_reference = (float(value) for value in (per_row @ w) / w.sum())
         if self.selection == "min":
             keep = loss <= loss_reference
         else:
@@ -535,7 +535,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         optimizer = torch.optim.Adam([theta], lr=self.learning_rate)
         window = max(5, min(20, self.max_iter // 5))
         curve, progress, converged = [], self._progress(), False
-        k = _NEIGHBOURS if self.n_neighbors == "auto" else self.n_neighbors
+        k = _NEIGHBORS if self.n_neighbors == "auto" else self.n_neighbors
         k = None if k is None or k >= objective.x.shape[0] else k
         for step in range(self.max_iter):
             pick = torch.randint(len(positive), (min(batch, len(positive)),),
@@ -545,10 +545,10 @@ class LeaveOneOutBandwidth(BaseEstimator):
             if k is None:
                 curve.append(objective.loss(to_metric(theta), rows, backward=True))
             else:
-                if step % _REFRESH == 0:  # the neighbour search follows the moving metric
-                    search = NeighbourSearch(objective.x, to_metric(theta).detach())
-                curve.append(objective.loss_neighbours(
-                    to_metric(theta), rows, search.neighbours(rows, k), backward=True))
+                if step % _REFRESH == 0:  # the neighbor search follows the moving metric
+                    search = NeighborSearch(objective.x, to_metric(theta).detach())
+                curve.append(objective.loss_neighbors(
+                    to_metric(theta), rows, search.neighbors(rows, k), backward=True))
             optimizer.step()
             with torch.no_grad():
                 theta.clamp_(min=-LOG_LIMIT, max=LOG_LIMIT)
@@ -630,11 +630,11 @@ class LeaveOneOutGrid:
 
 
 # Full-batch L-BFGS up to this many samples; minibatches of _MINIBATCH queries above, each
-# against its _NEIGHBOURS nearest keys (the tree rebuilt every _REFRESH steps), with the grid
+# against its _NEIGHBORS nearest keys (the tree rebuilt every _REFRESH steps), with the grid
 # and the final comparisons exact on _EVAL_ROWS random queries.
 _FULL_BATCH_MAX = 4096
 _MINIBATCH = 256
-_NEIGHBOURS = 256
+_NEIGHBORS = 256
 _REFRESH = 10
 _EVAL_ROWS = 512
 

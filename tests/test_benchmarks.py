@@ -352,7 +352,7 @@ def test_engine_knn_section_measures_the_error_against_full_attention(tiny_engin
         assert r["time_s"] == min(r["times_s"]) > 0 and r["fit_time_s"] > 0
         assert 0 <= r["mean_abs_err"] <= r["max_abs_err"]
         assert 0 <= r["mean_mass_outside"] <= r["max_mass_outside"] <= 1
-    # Every training point as a neighbour is the exact model.
+    # Every training point as a neighbor is the exact model.
     assert rows[-1]["max_abs_err"] < 1e-10 and rows[-1]["max_mass_outside"] < 1e-10
 
 

@@ -1,7 +1,6 @@
 """NadarayaWatsonClassifier against the loop oracle's weighted class frequencies; attention,
 numerics and integration with scikit-learn."""
 
-import copy
 import pickle
 import warnings
 
@@ -11,8 +10,8 @@ import pytest
 import scipy.sparse as sp
 import sklearn
 from _oracle import COMPACT, PROFILES, nearest_index, nw_class_proba, nw_weights
+from _state import assert_same_state, snapshot
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -163,7 +162,7 @@ def test_far_query_gets_nearest_class():
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "linear"])
-def test_tiny_bandwidth_is_nearest_neighbour(kernel):
+def test_tiny_bandwidth_is_nearest_neighbor(kernel):
     X, labels, Q, _ = make_data(seed=6)
     clf = NadarayaWatsonClassifier(kernel=kernel, bandwidth=1e-12).fit(X, labels)
     with warnings.catch_warnings():
@@ -179,7 +178,7 @@ def test_query_outside_every_support_warns_and_gets_nearest_class():
     with pytest.warns(EmptyNeighborhoodWarning, match="1 of 2 queries"):
         proba = clf.predict_proba(Q)
     assert np.all(np.isfinite(proba))
-    expected_far = (CLASSES == labels[nearest_index(Q[1], X)]).astype(float)
+    expected_far = (labels[nearest_index(Q[1], X)] == CLASSES).astype(float)
     assert_allclose(proba[1], expected_far)
     assert_allclose(proba[:1], nw_class_proba(Q[:1], X, labels, CLASSES, 0.5, PROFILES["triweight"]),
                     rtol=1e-10)
@@ -307,19 +306,10 @@ def test_user_arrays_not_modified_and_not_shared():
 def test_predict_does_not_change_the_estimator():
     X, labels, Q, w = make_data(seed=16)
     clf = NadarayaWatsonClassifier(kernel="epanechnikov", bandwidth=H).fit(X, labels, sample_weight=w)
-    shallow = dict(vars(clf))
-    deep = {key: copy.deepcopy(value) for key, value in shallow.items()}
+    shallow, deep = snapshot(clf)
     clf.predict(Q)
     clf.predict_proba(Q, return_attention=True)
     clf.predict_log_proba(Q)
     clf.score(Q, clf.predict(Q))
     _ = clf.attention_weights_
-    assert vars(clf).keys() == shallow.keys()
-    for key, value in vars(clf).items():
-        assert value is shallow[key], key
-        if isinstance(value, np.ndarray):
-            assert_array_equal(value, deep[key], err_msg=key)
-        elif isinstance(value, BaseEstimator):
-            assert repr(value) == repr(deep[key]), key
-        else:
-            assert value == deep[key], key
+    assert_same_state(clf, shallow, deep)

@@ -71,7 +71,7 @@ def test_profile_matches_textbook_formula(name):
     np.testing.assert_allclose(kernel.profile(u).numpy(), expected, rtol=1e-12, atol=1e-14)
     from_log = torch.exp(kernel.log_profile_sq(u * u)).numpy()
     np.testing.assert_allclose(from_log, expected, rtol=1e-12, atol=1e-14)
-    # The direct profile of squared distances (the compact kernels' neighbour path).
+    # The direct profile of squared distances (the compact kernels' neighbor path).
     direct = kernel.profile_sq(u * u).numpy()
     np.testing.assert_allclose(direct, expected, rtol=1e-12, atol=1e-14)
     if name in COMPACT:

@@ -43,7 +43,7 @@ def _refit_loo_predictions(make, X, y, w, method="predict", leave="location"):
         if leave == "unit":
             w_i[i] -= min(w_i[i], 1.0)
         else:
-            w_i[(X == X[i]).all(1)] = 0.0
+            w_i[(X[i] == X).all(1)] = 0.0
         keep = w_i > 0
         model = make().fit(X[keep], y[keep], sample_weight=w_i[keep])
         preds.append(getattr(model, method)(X[i : i + 1])[0])
@@ -149,7 +149,7 @@ def test_irrelevant_feature_gets_large_bandwidth():
 
 def test_one_se_rule_keeps_the_reference_when_classes_separate():
     # Standardised wine: per-feature bandwidths can make every left-out point's nearest
-    # neighbour decide its class with certainty, a leave-one-out log-loss of 0 reached by
+    # neighbor decide its class with certainty, a leave-one-out log-loss of 0 reached by
     # shrinking bandwidths without end. "min" takes it; "one_se" keeps the reference,
     # Scott's rule times one factor, whose loss is positive.
     X, y = load_wine(return_X_y=True)

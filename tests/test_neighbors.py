@@ -1,4 +1,4 @@
-"""Attention restricted to neighbours: tree search for compact kernels, k-nearest attention."""
+"""Attention restricted to neighbors: tree search for compact kernels, k-nearest attention."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""metric="precomputed": distance matrices and sparse neighbour graphs instead of features."""
+"""metric="precomputed": distance matrices and sparse neighbor graphs instead of features."""
 
 import warnings
 
@@ -56,7 +56,7 @@ def test_k_nearest_graph_equals_the_euclidean_k_nearest(estimator):
                     getattr(euclidean, method)(Q), rtol=1e-12, atol=1e-15)
 
 
-def test_pipeline_with_a_neighbours_transformer():
+def test_pipeline_with_a_neighbors_transformer():
     # The KNeighborsTransformer pattern: any (approximate) search that emits a sparse
     # distance graph plugs in front of the estimator.
     X, y, _, Q = _data()

@@ -193,7 +193,7 @@ def test_leave_one_out_equals_explicit_refits(problem):
     reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, y)
     loo = dense(reg.attention_weights_) @ y
     for i in range(len(X)):
-        keep = ~(X == X[i]).all(1)  # the point and every copy of it
+        keep = ~(X[i] == X).all(1)  # the point and every copy of it
         refit = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X[keep], y[keep])
         assert_allclose(loo[i], refit.predict(X[i : i + 1])[0], rtol=RTOL,
                         atol=RTOL * (1.0 + np.abs(y).max()))

@@ -1,7 +1,6 @@
 """NadarayaWatsonRegressor against a slow loop oracle and statsmodels; attention, numerics and
 integration with scikit-learn's pipelines, searches, metadata routing and pickling."""
 
-import copy
 import pickle
 import warnings
 
@@ -12,8 +11,8 @@ import scipy.sparse as sp
 import sklearn
 import torch
 from _oracle import COMPACT, PROFILES, nearest_index, nw_predict, nw_weights
+from _state import assert_same_state, snapshot
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
 from sklearn.pipeline import make_pipeline
@@ -259,7 +258,7 @@ def test_far_query_gets_nearest_target_gaussian():
 def test_far_query_exponential_kernel_is_finite_and_exact():
     # exp(-u) underflows for every key, but the weight ratios exp(u_k - u_j) do not vanish
     # (they tend to a softmax of the projections on the query's direction): the answer is
-    # not the nearest neighbour but the max-shifted ratios, computed here directly.
+    # not the nearest neighbor but the max-shifted ratios, computed here directly.
     rng = np.random.default_rng(13)
     X = rng.normal(size=(20, 2))
     y = rng.normal(size=20)
@@ -274,7 +273,7 @@ def test_far_query_exponential_kernel_is_finite_and_exact():
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "exponential", "epanechnikov", "tophat"])
-def test_tiny_bandwidth_is_nearest_neighbour(kernel):
+def test_tiny_bandwidth_is_nearest_neighbor(kernel):
     rng = np.random.default_rng(14)
     X = rng.normal(size=(25, 2))
     y = rng.normal(size=25)
@@ -522,37 +521,11 @@ def test_fitted_model_does_not_share_user_arrays():
     assert_array_equal(reg.predict(Q), before)
 
 
-def _state(est):
-    return {key: copy.deepcopy(value) for key, value in vars(est).items()}
-
-
-def assert_same_state(est, shallow, deep):
-    """``vars(est)`` holds the same objects as ``shallow``, with the same contents as ``deep``."""
-    now = vars(est)
-    assert now.keys() == shallow.keys()
-    for key, value in now.items():
-        assert value is shallow[key], key
-        old = deep[key]
-        if isinstance(value, np.ndarray):
-            assert value.dtype == old.dtype, key
-            assert_array_equal(value, old, err_msg=key)
-        elif isinstance(value, BaseEstimator):
-            assert type(value) is type(old) and repr(value) == repr(old), key
-        elif type(value).__module__.startswith("sklearn_nw."):
-            # The fitted key set (and its cell list): every array and index as fitted.
-            assert_same_state(value, dict(vars(value)), vars(old))
-        elif isinstance(value, tuple):
-            for part, old_part in zip(value, old):
-                assert_array_equal(part, old_part, err_msg=key)
-        else:
-            assert value == old, key
-
-
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
 def test_predict_does_not_change_the_estimator(kernel):
     X, Y, Q, w = make_data(seed=28)
     reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=H).fit(X, Y, sample_weight=w)
-    shallow, deep = dict(vars(reg)), _state(reg)
+    shallow, deep = snapshot(reg)
     reg.predict(Q)
     reg.predict(Q, return_attention=True)
     reg.score(Q, np.column_stack([Q[:, 0], Q[:, 1]]))
@@ -623,7 +596,7 @@ def _nearest_targets(Q, X, y):
     {"kernel": "epanechnikov"}, {"kernel": "epanechnikov", "algorithm": "kd_tree"},
     {"kernel": "tophat", "n_neighbors": 5},
 ])
-def test_tiny_bandwidths_reach_the_nearest_neighbour_limit(h, params):
+def test_tiny_bandwidths_reach_the_nearest_neighbor_limit(h, params):
     rng = np.random.default_rng(40)
     X, y, Q = rng.uniform(size=(40, 2)), rng.normal(size=40), rng.uniform(size=(7, 2))
     reg = NadarayaWatsonRegressor(bandwidth=h, **params).fit(X, y)
@@ -687,7 +660,7 @@ def test_predict_refuses_a_dense_attention_beyond_working_memory():
     assert sp.issparse(A)
 
 
-def test_compact_attention_weights_come_from_the_neighbour_search(monkeypatch):
+def test_compact_attention_weights_come_from_the_neighbor_search(monkeypatch):
     rng = np.random.default_rng(43)
     X = rng.uniform(size=(20000, 2))
     y = X[:, 0]
