@@ -1,0 +1,107 @@
+"""Switching routes changes nothing: every route a prediction can take gives the same
+predictions and attention, for both estimators.
+
+The route (``route_``) is resolved once at fit from ``algorithm``, ``n_neighbors``,
+``compute`` and ``metric``. Wherever two routes compute the same estimate -- a compact
+kernel's support found by a cell list, a tree or no search at all; the k nearest with k
+covering every training point; precomputed distances of the same points; the compiled
+loop -- they must agree to rounding.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.metrics import pairwise_distances
+
+from sklearn_nw import (
+    EmptyNeighborhoodWarning,
+    NadarayaWatsonClassifier,
+    NadarayaWatsonRegressor,
+)
+
+H = 0.15  # one bandwidth for every feature: precomputed distances take a scalar
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (600, 2))
+    y = np.sin(6 * X[:, 0]) + X[:, 1]
+    w = rng.integers(0, 3, len(X)).astype(float)  # zero weights included
+    Q = rng.uniform(-0.1, 1.1, (80, 2))
+    Q[0] = [3.0, 3.0]  # out of every support: the nearest-point fallback
+    return X, y, w, Q
+
+
+def _routes(kernel, n_units):
+    """(parameters, expected route) of every route that computes the full estimate."""
+    routes = [
+        ({"algorithm": "brute", "compute": "eager"}, "dense"),
+        ({"algorithm": "brute", "compute": "compiled"}, "dense"),
+        # k nearest with k = every unit of weight: every training point.
+        ({"n_neighbors": n_units, "algorithm": "brute"}, "k_nearest"),
+        ({"n_neighbors": n_units, "algorithm": "kd_tree"}, "k_nearest"),
+        ({"n_neighbors": n_units, "algorithm": "ball_tree"}, "k_nearest"),
+        ({"metric": "precomputed"}, "precomputed"),
+    ]
+    if kernel != "gaussian":  # a compact support: searched, or not
+        routes += [({"algorithm": "cell_list"}, "cell_list"),
+                   ({"algorithm": "kd_tree"}, "radius"),
+                   ({"algorithm": "ball_tree"}, "radius")]
+    return routes
+
+
+def _predict(Estimator, kernel, params, X, target, w, Q):
+    """Predictions (probabilities for the classifier) and the attention, where the route
+    returns it (the compiled loop computes no attention: its predictions alone)."""
+    precomputed = params.get("metric") == "precomputed"
+    est = Estimator(kernel, bandwidth=H, **params)
+    est.fit(pairwise_distances(X) if precomputed else X, target, sample_weight=w)
+    queries = pairwise_distances(Q, X) if precomputed else Q
+    method = est.predict_proba if Estimator is NadarayaWatsonClassifier else est.predict
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        if params.get("compute") == "compiled":
+            return est, method(queries), None
+        out, attention = method(queries, return_attention=True)
+    dense = attention.toarray() if hasattr(attention, "toarray") else attention
+    return est, out, dense
+
+
+@pytest.mark.parametrize("Estimator", [NadarayaWatsonRegressor, NadarayaWatsonClassifier])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_every_route_gives_the_same_numbers(Estimator, kernel):
+    X, y, w, Q = _data()
+    target = np.digitize(y, [0.3, 1.0]) if Estimator is NadarayaWatsonClassifier else y
+    results = {}
+    for params, route in _routes(kernel, int(w.sum())):
+        est, out, attention = _predict(Estimator, kernel, params, X, target, w, Q)
+        assert est.route_ == route, params
+        results[repr(params)] = (out, attention)
+    reference, reference_attention = results.pop(repr({"algorithm": "brute",
+                                                       "compute": "eager"}))
+    assert np.all(np.isfinite(reference))
+    for name, (out, attention) in results.items():
+        assert_allclose(out, reference, rtol=1e-12, atol=1e-14, err_msg=name)
+        if attention is not None:
+            assert_allclose(attention, reference_attention, rtol=1e-12, atol=1e-14,
+                            err_msg=name)
+
+
+def test_the_route_is_resolved_at_fit():
+    X, y, w, _ = _data()
+    big = np.random.default_rng(1).uniform(size=(6000, 2))
+    cases = [
+        (NadarayaWatsonRegressor(), X, "dense"),
+        (NadarayaWatsonRegressor("epanechnikov"), X, "dense"),  # small: no search pays
+        (NadarayaWatsonRegressor("epanechnikov", bandwidth=0.05), big, "cell_list"),
+        (NadarayaWatsonRegressor("epanechnikov", bandwidth=0.05, compute="compiled"), big,
+         "dense"),
+        (NadarayaWatsonRegressor(n_neighbors=5), X, "k_nearest"),
+        (NadarayaWatsonRegressor("tricube", algorithm="ball_tree"), X, "radius"),
+    ]
+    for est, data, route in cases:
+        est.fit(data, data[:, 0])
+        assert est.route_ == route, est
+        assert est.key_set_.route == route
