@@ -67,7 +67,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_predict import (
+from _common import (
     load_average,
     machine_info,
     machine_line,

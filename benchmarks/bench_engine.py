@@ -6,26 +6,26 @@ Three sections (``--sections``), on the CPU.
 
 1. ``scaling``: ``NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h,
    compute="eager").fit(X, y).predict(Q)`` (the eager engine: ``"auto"`` would compile
-   inside the largest call, see below) in float32 with ``n_queries = n_train = n`` for each of ``--sizes``
-   (default 1,000 to 100,000), d=4, standard normal data (``bench_predict.make_problem``),
+   inside the largest call, see below) in float32 with ``n_queries = n_train = n`` for each of
+   ``--sizes`` (default 1,000 to 100,000), d=4, standard normal data (``_common.make_problem``),
    one fixed h: Scott's rule of the largest training set. Each size runs in a fresh process
-   (``bench_predict.run_in_child``): the best of ``SMALL_REPEATS`` timed calls, then the peak
+   (``_common.run_in_child``): the best of ``SMALL_REPEATS`` timed calls, then the peak
    extra resident memory in a call of its own; the sizes from ``ONE_RUN_FROM`` on run once,
    timed and sampled together. Targets: the slope of log time against log (query-key pairs)
    over the sizes from ``--slope-from`` (default 10,000) is within ``SLOPE_TOLERANCE`` of 1
    (linear in n_queries x n_train); the largest size stays under ``MEMORY_TARGET_MB`` extra.
    The plot of time against pairs (log-log, with a line of slope 1) goes to bench_engine.png,
-   with the ``SCALING_PEERS`` of bench_predict timed the same way: the package's compiled
+   with the ``SCALING_PEERS`` of ``_common.PREPARE`` timed the same way: the package's compiled
    path (``compute="compiled"``, compile excluded) at every size, with the same two
    targets, and chunked eager torch and pykeops up to ``PEER_MAX_N``.
 2. ``compact``: ``--n-compact`` training points uniform in [0, 1]^2, ``y = sin(6 x0) + x1``,
    the Epanechnikov kernel at bandwidth ``RADIUS``, ``--n-compact-queries`` uniform queries,
    float64. Fit + predict (best of ``--repeats``) of ``NadarayaWatsonRegressor("epanechnikov",
    bandwidth=RADIUS)`` with ``algorithm="auto"`` (the cell list at this size and dimension),
-   ``"kd_tree"`` and ``"ball_tree"``, against scikit-learn's ``RadiusNeighborsRegressor(radius=RADIUS,
-   weights=epanechnikov_weights)``, which gives each neighbor the same weight
-   ``1 - (d / RADIUS)**2``. Targets: scikit-learn / sklearn_nw (auto) time >=
-   ``COMPACT_SPEED_TARGET``; max |difference| of the predictions <= ``COMPACT_DIFF_TARGET``.
+   ``"kd_tree"`` and ``"ball_tree"``, against scikit-learn's
+   ``RadiusNeighborsRegressor(radius=RADIUS, weights=epanechnikov_weights)``, which gives each
+   neighbor the same weight ``1 - (d / RADIUS)**2``. Targets: scikit-learn / sklearn_nw (auto)
+   time >= ``COMPACT_SPEED_TARGET``; max |difference| of the predictions <= ``COMPACT_DIFF_TARGET``.
 3. ``knn``: n=``--n-knn`` training points, d=4, standard normal, float64, the Gaussian kernel at
    Scott's bandwidth, ``--n-knn-queries`` queries. For each of ``--ks``, the predict time (best
    of ``--repeats``; the fit, which builds the tree, is timed apart) with ``n_neighbors=k``, the
@@ -46,7 +46,8 @@ fresh processes of section 1).
 
 Usage: ``python benchmarks/bench_engine.py [--sections S ...] [--sizes N ...] [--slope-from N]
 [--n-compact N] [--n-compact-queries M] [--n-knn N] [--n-knn-queries M] [--ks K ...]
-[--n-kernels N] [--repeats R] [--out-dir DIR] [--threads T]``; writes bench_engine.json, .md and .png.
+[--n-kernels N] [--repeats R] [--out-dir DIR] [--threads T]``; writes bench_engine.json, .md
+and .png.
 """
 
 import argparse
@@ -58,7 +59,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_predict import (
+from _common import (
     PeakRSS,
     load_average,
     machine_info,
@@ -89,7 +90,7 @@ KS = (10, 30, 100, 300, 1000)
 # COMPACT_WIDEN, so that (almost) every query has training points inside the support in d=8.
 KERNEL_NAMES = ("gaussian", "exponential", "epanechnikov", "tricube")
 COMPACT_WIDEN = 5.0
-# Section 1 also times these peers of bench_predict, up to this size, for the plot.
+# Section 1 also times these peers (_common.PREPARE), up to this size, for the plot.
 SCALING_PEERS = ("sklearn_nw_compiled", "chunked", "pykeops")
 OWN_PEERS = ("sklearn_nw_compiled",)  # the package's other path: every size
 PEER_MAX_N = 30_000

@@ -43,7 +43,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-from bench_predict import load_average, machine_info, machine_line
+from _common import load_average, machine_info, machine_line
 from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.model_selection import GridSearchCV, GroupKFold, KFold
 from sklearn.neighbors import KNeighborsRegressor

@@ -16,9 +16,9 @@ import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 # The module each peer needs; a peer whose module is missing must be reported as skipped.
-PEER_MODULES = {"sklearn_nw": "sklearn_nw", "sklearn_nw_compiled": "sklearn_nw", "textbook": "torch", "chunked": "torch",
-                "compiled": "torch", "statsmodels": "statsmodels", "knn": "sklearn",
-                "pykeops": "pykeops"}
+PEER_MODULES = {"sklearn_nw": "sklearn_nw", "sklearn_nw_compiled": "sklearn_nw",
+                "textbook": "torch", "chunked": "torch", "compiled": "torch",
+                "statsmodels": "statsmodels", "knn": "sklearn", "pykeops": "pykeops"}
 
 
 def _installed(module):
