@@ -462,6 +462,78 @@ def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memor
     return out, empty, attention
 
 
+def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
+    """:func:`support_pool` over each query's own candidates instead of one block shared
+    by a group of queries: for queries with few candidates, where a block per group would
+    cost more in overhead than in arithmetic. Pairs are processed in cache-sized chunks.
+
+    Parameters
+    ----------
+    qs : Tensor (b, r)
+        Scaled queries.
+    keys : Tensor (m, r + t + 1)
+        Scaled keys, then their sample-weighted values, then their weights: one row per
+        key, so that a candidate is one gather.
+    lo, hi : Tensor (b, s) long
+        The candidates of query i are the keys ``lo[i, j] <= k < hi[i, j]`` of its ``s``
+        slices: every key inside its support must be among them.
+    kernel : Kernel
+        A compact kernel.
+
+    Returns
+    -------
+    out, empty, attention
+        As in :func:`support_pool`; the attention's columns are keys.
+    """
+    b, r = qs.shape
+    t1 = keys.shape[1] - r
+    out = qs.new_empty(b, t1 - 1)  # (b, t)
+    empty = torch.zeros(b, dtype=torch.bool, device=qs.device)  # (b,)
+    lengths = hi - lo  # (b, s)
+    counts = lengths.sum(1)  # (b,)
+    # Pairs per chunk: their temporaries (a gathered key row, the query's coordinates, a
+    # weight, indices) stay in cache.
+    budget = max(1, 2 * _CACHE_BYTES // (qs.element_size() * (keys.shape[1] + r + 2) + 16))
+    ends = torch.cumsum(counts, 0)  # (b,)
+    ones = qs.new_ones(r)  # (r,) sums of squares as one matrix-vector product
+    parts = []
+    with _compute_settings():
+        s = 0
+        while s < b:
+            done = int(ends[s - 1]) if s else 0
+            c = int(torch.searchsorted(ends[s:], ends.new_tensor(done + budget), right=True))
+            c = max(1, c)
+            run = lengths[s:s + c].reshape(-1)  # (c s,)
+            n_pairs = int(counts[s:s + c].sum())
+            # Each slice's keys, one slice after the other: lo + 0, 1, ..., length - 1.
+            shift = lo[s:s + c].reshape(-1) - (torch.cumsum(run, 0) - run)  # (c s,)
+            ind = torch.repeat_interleave(shift, run) + torch.arange(n_pairs,
+                                                                     device=qs.device)  # (p,)
+            row = torch.repeat_interleave(torch.arange(c, device=qs.device),
+                                          counts[s:s + c])  # (p,)
+            gathered = keys[ind]  # (p, r + t + 1)
+            diff = gathered[:, :r] - qs[s:s + c][row]  # (p, r)
+            k = kernel.profile_sq_(torch.mv(diff.square_(), ones))  # (p,) weights
+            weighted = gathered[:, r:].mul_(k[:, None])  # (p, t + 1)
+            num_den = qs.new_zeros(c, t1).index_add_(0, row, weighted)  # (c, t + 1)
+            den = num_den[:, -1:]  # (c, 1)
+            empty[s:s + c] = ~(den[:, 0] > 0)
+            out[s:s + c] = num_den[:, :-1] / den
+            if return_attention:
+                k = weighted[:, -1].div_(torch.where(den > 0, den, 1.0)[row, 0])
+                nonzero = k != 0  # (p,)
+                kept = torch.zeros(c, dtype=torch.long, device=qs.device)
+                kept.index_add_(0, row[nonzero], torch.ones_like(row[nonzero]))
+                parts.append((kept, ind[nonzero], k[nonzero]))
+            s += c
+    attention = None
+    if return_attention:
+        counts, cols, vals = zip(*parts)
+        crow = torch.cat([counts[0].new_zeros(1), torch.cat(counts).cumsum(0)])  # (b + 1,)
+        attention = (crow, torch.cat(cols), torch.cat(vals))
+    return out, empty, attention
+
+
 def candidate_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
                    return_attention=False):
     """Nadaraya-Watson pooling over given candidate keys (a k-nearest or radius graph).

@@ -48,6 +48,7 @@ from ._engine import (
     candidate_pool,
     fused_pool,
     prepare_keys,
+    support_pairs_pool,
     support_pool,
 )
 from ._leave_one_out import leave_one_out_set
@@ -63,6 +64,10 @@ _CANDIDATE_CHUNK = 512
 # pool, set up for every search, costs about 14 ms (measured on 2 cores), far more than
 # searching a few queries (a one-row predict on 10,000 points took 16 ms, 1.8 ms without).
 _PARALLEL_SEARCH_MIN = 1024
+
+# A cell list's query with at most this many candidates is pooled over its own, as flat
+# pairs; queries with more share blocks of candidates (one dense problem per block).
+_PAIRS_MAX_CANDIDATES = 2048
 
 ROUTES = ("dense", "cell_list", "radius", "k_nearest", "precomputed")
 
@@ -188,7 +193,8 @@ class KeySet:
     def _build_index(self, algorithm, explicit):
         # Only keys with positive weight can receive attention (zero weight = no row).
         self.index_rows = np.flatnonzero(self.sample_weight > 0)
-        points = self.search_space(self.X[self.index_rows])
+        every = len(self.index_rows) == self.X.shape[0]
+        points = self.search_space(self.X if every else self.X[self.index_rows])
         if self.route == "cell_list":
             try:
                 self.index = CellList(points, self.kernel.support * self.search_scale)
@@ -203,8 +209,8 @@ class KeySet:
         self.index.fit(points)
 
     def _support_keys(self):
-        """The rows, scaled keys, centre and weighted values ``[w v, w]`` that a compact
-        kernel's direct evaluation uses: the keys of positive weight (in cell order on a
+        """The rows, key rows ``[scaled key, w v, w]`` and centre that a compact kernel's
+        direct evaluation uses: the keys of positive weight (in cell order on a
         cell list), centred on their mean (the weights are translation invariant, and far
         from the origin ``|q|^2 + |x|^2 - 2 q.x`` would lose the distances' precision
         above three dimensions)."""
@@ -218,9 +224,14 @@ class KeySet:
         with np.errstate(over="ignore", invalid="ignore"):
             keys = self.scaled(self.X[rows])  # (n', r)
             centre = keys.mean(0) if len(keys) else np.zeros(keys.shape[1])
-            keys = (keys - centre).astype(self.dtype)
-        wv1 = np.column_stack([w[:, None] * self.values[rows], w]).astype(self.dtype)
-        return rows, keys, centre, wv1
+            # One row per key: its coordinates, its weighted values and its weight,
+            # computed in float64 and rounded once to the keys' dtype.
+            r, t = keys.shape[1], self.values.shape[1]
+            key_rows = np.empty((len(rows), r + t + 1), dtype=self.dtype)
+            np.subtract(keys, centre, out=key_rows[:, :r], casting="same_kind")
+        np.multiply(w[:, None], self.values[rows], out=key_rows[:, r:-1], casting="same_kind")
+        key_rows[:, -1] = w
+        return rows, key_rows, centre
 
     def _dense_keys(self):
         """The engine's per-key tensors of the dense sums (:func:`_engine.prepare_keys`),
@@ -338,22 +349,35 @@ class KeySet:
             return None
 
     def _pool_support(self, q, call):
-        """A compact kernel, weights evaluated directly: on a cell list, each block of
-        queries against the keys of the cells around it; else all queries against all
-        keys of positive weight. Queries with no key in reach are redone on the log-space
-        engine, for the nearest-key fallback."""
-        rows, keys, centre, wv1 = self._support
-        tensor = lambda a: self._tensor(a, call.device)
-        if self.route == "cell_list":
-            blocks = self.index.blocks(self.search_space(q))
-        else:
-            blocks = [(np.arange(len(q)), [(0, len(rows))])]
+        """A compact kernel, weights evaluated directly: on a cell list, each query with
+        few candidates against its own, and blocks of the others against the keys of the
+        cells around them; else all queries against all keys of positive weight. Queries
+        with no key in reach are redone on the log-space engine, for the nearest-key
+        fallback."""
+        rows, key_rows, centre = self._support
+        tensor = lambda a: self._tensor(a, call.device)  # noqa: E731
         with np.errstate(over="ignore", invalid="ignore"):
             qs_all = self.scaled(q) - centre  # (n_q, r)
-        xs, wv1 = tensor(keys), tensor(wv1)  # (n', r), (n', t + 1)
+        key_rows = tensor(key_rows)  # (n', r + t + 1)
+        r = qs_all.shape[1]
+        xs, wv1 = key_rows[:, :r], key_rows[:, r:]  # (n', r), (n', t + 1)
         n_q, n_keys = q.shape[0], self.X.shape[0]
         out = np.empty((n_q, self.values.shape[1]), dtype=self.dtype)
         parts, lonely = [], []
+        if self.route == "cell_list":
+            search = self.search_space(q)  # (n_q, d)
+            lo, hi = self.index.runs(search)  # (n_q, runs)
+            n_candidates = (hi - lo).sum(1)  # (n_q,)
+            lonely.append(np.flatnonzero(n_candidates == 0))
+            few = np.flatnonzero((n_candidates > 0) & (n_candidates <= _PAIRS_MAX_CANDIDATES))
+            if len(few):
+                self._pool_pairs(few, lo[few], hi[few], qs_all, key_rows, call, out,
+                                 lonely, parts)
+            many = np.flatnonzero(n_candidates > _PAIRS_MAX_CANDIDATES)
+            blocks = (((many[queries], runs) for queries, runs in
+                       self.index.blocks(search[many])) if len(many) else ())
+        else:
+            blocks = [(np.arange(n_q), [(0, len(rows))])]
         for queries, runs in blocks:
             if not runs:
                 lonely.append(queries)
@@ -391,6 +415,24 @@ class KeySet:
             q_rows, cols, vals = (np.concatenate(p) for p in zip(*parts))
             attention = sp.csr_array((vals, (q_rows, cols)), shape=(n_q, n_keys))
         return torch.from_numpy(out), attention, n_fallback
+
+    def _pool_pairs(self, queries, lo, hi, qs_all, key_rows, call, out, lonely, parts):
+        """The cell list's queries with few candidates, each against its own: the slices
+        ``lo``, ``hi`` (f, runs) of the key rows in cell order."""
+        rows = self._support[0]
+
+        def index(a):
+            return torch.as_tensor(a, dtype=torch.long, device=call.device)
+
+        block_out, empty, attention = support_pairs_pool(
+            self._tensor(qs_all[queries], call.device), key_rows, index(lo), index(hi),
+            self.kernel, return_attention=call.return_attention,
+        )
+        out[queries] = block_out.cpu().numpy()
+        lonely.append(queries[empty.cpu().numpy()])
+        if call.return_attention:
+            crow, col, val = (a.cpu().numpy() for a in attention)
+            parts.append((np.repeat(queries, np.diff(crow)), rows[col], val))
 
     def _pool_searched(self, q, call):
         """The k nearest keys, or those in a compact kernel's support, from the index."""
