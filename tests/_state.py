@@ -25,11 +25,11 @@ def assert_same_state(est, shallow, deep):
             assert_array_equal(value, old, err_msg=key)
         elif isinstance(value, BaseEstimator):
             assert type(value) is type(old) and repr(value) == repr(old), key
-        elif type(value).__module__.startswith("sklearn_nw."):
-            assert_same_state(value, dict(vars(value)), vars(old))
-        elif isinstance(value, tuple):
+        elif isinstance(value, tuple):  # arrays (or None) of the key set
             assert len(value) == len(old), key
             for part, old_part in zip(value, old):
                 assert_array_equal(part, old_part, err_msg=key)
+        elif type(value).__module__.startswith("sklearn_nw."):
+            assert_same_state(value, dict(vars(value)), vars(old))
         else:
             assert value == old, key
