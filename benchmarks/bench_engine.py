@@ -276,7 +276,7 @@ def _tree_used(model):
     dense engine."""
     if model.route_ in ("dense", "cell_list"):
         return model.route_
-    return model.key_set_.index._fit_method
+    return model.key_set_.index.algorithm
 
 
 def section_compact(n=1_000_000, n_queries=10_000, repeats=2):

@@ -102,8 +102,8 @@ ATTRIBUTES = {
     "key_set_": """\
     key_set_ : KeySet
         The training points as attention sees them, built at fit: weights, the pooled
-        values, the metric and the search index of ``route_`` (``key_set_.index``: a
-        scikit-learn :class:`~sklearn.neighbors.NearestNeighbors`, a cell list, or None),
+        values, the metric and the search index of ``route_`` (``key_set_.index``: a cell
+        list, scikit-learn's k-d or ball tree or brute-force search, or None),
         numpy arrays at rest.""",
     "sample_weight_": """\
     sample_weight_ : ndarray of shape (n_samples_fit,)

@@ -17,10 +17,11 @@ The routes (the ``route_`` of a fitted estimator):
     block of queries is a dense problem against the cells around it.
 ``"radius"``
     A compact kernel's support, searched by scikit-learn's
-    :class:`~sklearn.neighbors.NearestNeighbors` (a k-d tree or a ball tree).
+    :class:`~sklearn.neighbors.KDTree` or :class:`~sklearn.neighbors.BallTree`
+    (:class:`TreeSearch`).
 ``"k_nearest"``
-    The ``n_neighbors`` nearest keys (in units of sample weight), from
-    :class:`~sklearn.neighbors.NearestNeighbors`.
+    The ``n_neighbors`` nearest keys (in units of sample weight), from a tree or a brute
+    force search (:class:`TreeSearch`).
 ``"precomputed"``
     Each query row's stored distances (``metric="precomputed"``), or the nearest of them
     with ``n_neighbors``.
@@ -29,8 +30,10 @@ Everything is numpy at rest, so a fitted key set pickles without torch state; th
 handed to torch without a copy where dtype and device allow.
 """
 
-import contextlib
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -60,10 +63,11 @@ _CELL_MAX_FEATURES = 3
 _TREE_MAX_FEATURES = 15
 # Queries are searched and pooled in chunks of this many.
 _CANDIDATE_CHUNK = 512
-# Calls with fewer queries search in the calling thread: the fitted search's joblib thread
-# pool, set up for every search, costs about 14 ms (measured on 2 cores), far more than
-# searching a few queries (a one-row predict on 10,000 points took 16 ms, 1.8 ms without).
-_PARALLEL_SEARCH_MIN = 1024
+# Searches of fewer queries run in the calling thread (handing a few queries to threads
+# costs more than it saves).
+_PARALLEL_SEARCH_MIN = 256
+# The trees' leaf size: scikit-learn's NearestNeighbors default.
+_LEAF_SIZE = 30
 
 # A cell list's query with at most this many candidates is pooled over its own, as flat
 # pairs; queries with more share blocks of candidates (one dense problem per block).
@@ -93,11 +97,78 @@ def resolve_route(kernel, *, n_neighbors, algorithm, compute, precomputed, n_sam
     return ("cell_list" if algorithm == "cell_list" else "radius"), algorithm
 
 
-def _search_threads(n_queries):
-    """The joblib setting for a search of ``n_queries`` queries."""
-    if n_queries >= _PARALLEL_SEARCH_MIN:
-        return contextlib.nullcontext()
-    return parallel_config(backend="sequential")
+_threads_lock = threading.Lock()
+_threads = None  # the searches' thread pool, started on first use and kept
+
+
+def _thread_pool():
+    global _threads
+    with _threads_lock:
+        if _threads is None:
+            _threads = ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+                                          thread_name_prefix="sklearn_nw_search")
+        return _threads
+
+
+class TreeSearch:
+    """Nearest and within-radius searches of points (n, d): scikit-learn's
+    :class:`~sklearn.neighbors.KDTree` or :class:`~sklearn.neighbors.BallTree` queried
+    directly, or a brute-force :class:`~sklearn.neighbors.NearestNeighbors`.
+
+    ``algorithm`` is resolved as :class:`~sklearn.neighbors.NearestNeighbors` resolves it
+    (``"auto"``: brute force above 15 dimensions or for tiny data, else a k-d tree). The
+    trees release the GIL: a search of ``_PARALLEL_SEARCH_MIN`` queries or more is split
+    over torch's number of threads, on one thread pool kept for the process (a pool set up
+    per call costs milliseconds, more than a small search).
+    """
+
+    def __init__(self, points, algorithm="auto"):
+        n, d = points.shape
+        if algorithm == "auto":
+            algorithm = "brute" if d > 15 or 5 >= n // 2 else "kd_tree"
+        self.algorithm = algorithm
+        if algorithm == "brute":
+            self.tree = None
+            self.brute = NearestNeighbors(algorithm="brute").fit(points)
+        else:
+            Tree = KDTree if algorithm == "kd_tree" else BallTree
+            self.tree = Tree(points, leaf_size=_LEAF_SIZE)
+
+    @staticmethod
+    def _in_parts(search, n_queries):
+        """``search(start, stop)`` over slices of the queries: in parallel when there are
+        enough of them, else at once; the results in order."""
+        n_threads = torch.get_num_threads()
+        if n_queries < _PARALLEL_SEARCH_MIN or n_threads == 1:
+            return [search(0, n_queries)]
+        bounds = np.linspace(0, n_queries, n_threads + 1).astype(int)
+        return list(_thread_pool().map(search, bounds[:-1], bounds[1:]))
+
+    def nearest(self, queries, k):
+        """Distances and indices (m, k) of each query's k nearest points, nearest first."""
+        if self.tree is None:
+            with parallel_config(backend="sequential"):
+                return self.brute.kneighbors(queries, n_neighbors=k)
+        parts = self._in_parts(lambda a, b: self.tree.query(queries[a:b], k=k), len(queries))
+        return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
+
+    def within(self, queries, radius):
+        """Distances and indices (object arrays of m arrays) of the points within
+        ``radius`` (a number, or one per query) of each query, in no particular order."""
+        radii = np.full(len(queries), radius, dtype=np.float64)  # (m,)
+        if self.tree is None:
+            dist, ind = np.empty(len(queries), dtype=object), np.empty(len(queries), dtype=object)
+            with parallel_config(backend="sequential"):
+                if np.ndim(radius) == 0:
+                    return self.brute.radius_neighbors(queries, radius=float(radius))
+                for j, (q, r) in enumerate(zip(queries, radii)):
+                    d, i = self.brute.radius_neighbors(q[None], radius=r)
+                    dist[j], ind[j] = d[0], i[0]
+            return dist, ind
+        parts = self._in_parts(
+            lambda a, b: self.tree.query_radius(queries[a:b], r=radii[a:b],
+                                                return_distance=True), len(queries))
+        return np.concatenate([p[1] for p in parts]), np.concatenate([p[0] for p in parts])
 
 
 class Pooled(NamedTuple):
@@ -149,7 +220,7 @@ class KeySet:
     route : str
         The route; a cell list on data too spread out for a grid falls back to
         ``"radius"`` on a k-d tree when the route was chosen by ``algorithm="auto"``.
-    index : CellList, NearestNeighbors or None
+    index : CellList, TreeSearch or None
         The search index of the keys of positive weight, in the search space (the metric
         divided by its largest bandwidth: distances there neither overflow nor lose their
         order at bandwidths near the smallest float).
@@ -203,10 +274,7 @@ class KeySet:
                 if explicit:
                     raise
                 self.route, algorithm = "radius", "kd_tree"  # too spread out for a grid
-        # The search runs on as many threads as torch's operations (the trees release the
-        # GIL), instead of scikit-learn's default of one.
-        self.index = NearestNeighbors(algorithm=algorithm, n_jobs=torch.get_num_threads())
-        self.index.fit(points)
+        self.index = TreeSearch(points, algorithm)
 
     def _support_keys(self):
         """The rows, key rows ``[scaled key, w v, w]`` and centre that a compact kernel's
@@ -440,7 +508,7 @@ class KeySet:
         n_q = q.shape[0]
 
         def candidates(rows):
-            return self._searched_candidates(search_queries[rows], n_q)
+            return self._searched_candidates(search_queries[rows])
 
         return self._pool_candidates(n_q, candidates, self.search_scale, call)
 
@@ -489,35 +557,23 @@ class KeySet:
 
     # -- candidates ------------------------------------------------------------------------
 
-    def _searched_candidates(self, queries, n_total):
+    def _searched_candidates(self, queries):
         """Candidates from the index for ``queries`` in the search space: the k nearest,
         or those in a compact kernel's support (a query with none in reach gets its
-        nearest key(s), every tie). ``n_total`` is the call's number of queries."""
-        with _search_threads(n_total):
-            if self.n_neighbors is not None:
-                dist, ind, pair_w = self._k_nearest_units(queries)
-                counts = np.full(len(queries), dist.shape[1])
-                return dist.ravel(), ind.ravel(), counts, pair_w.ravel()
-            radius = self.kernel.support * self.search_scale
-            dist, ind = self.index.radius_neighbors(queries, radius=radius,
-                                                    sort_results=False)
+        nearest key(s), every tie)."""
+        if self.n_neighbors is not None:
+            dist, ind, pair_w = self._k_nearest_units(queries)
+            counts = np.full(len(queries), dist.shape[1])
+            return dist.ravel(), ind.ravel(), counts, pair_w.ravel()
+        dist, ind = self.index.within(queries, self.kernel.support * self.search_scale)
         counts = np.array([len(i) for i in ind])
         lonely = np.flatnonzero(counts == 0)
         if len(lonely):
             # No key in reach: the nearest ones, every tie (the pooling keeps those at the
             # least distance and averages them, as the dense engine does).
-            with _search_threads(len(lonely)):
-                d1, _ = self.index.kneighbors(queries[lonely], n_neighbors=1)
-                radii = d1[:, 0] * (1.0 + 1e-9) + np.finfo(np.float64).tiny
-                tree = getattr(self.index, "_tree", None)
-                if tree is not None:  # one call with a radius per query
-                    i_l, d_l = tree.query_radius(queries[lonely], r=radii,
-                                                 return_distance=True)
-                else:
-                    d_l, i_l = zip(*(
-                        (dq[0], iq[0]) for dq, iq in (
-                            self.index.radius_neighbors(queries[q : q + 1], radius=r)
-                            for q, r in zip(lonely, radii))))
+            d1, _ = self.index.nearest(queries[lonely], 1)
+            radii = d1[:, 0] * (1.0 + 1e-9) + np.finfo(np.float64).tiny
+            d_l, i_l = self.index.within(queries[lonely], radii)
             for j, q in enumerate(lonely):
                 dist[q], ind[q] = d_l[j], i_l[j]
                 counts[q] = len(i_l[j])
@@ -537,7 +593,7 @@ class KeySet:
         k, n_indexed = self.n_neighbors, len(self.index_rows)
         m = min(k, n_indexed)
         while True:
-            dist, ind = self.index.kneighbors(queries, n_neighbors=m)  # (b, m)
+            dist, ind = self.index.nearest(queries, m)  # (b, m)
             ind = self.index_rows[ind]
             w = self.sample_weight[ind]  # (b, m)
             cumulative = np.cumsum(w, axis=1)

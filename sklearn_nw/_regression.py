@@ -92,6 +92,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
     def _fit_targets(self, y):
         self.y_fit_ = np.array(y, dtype=np.float64)
+        self._scaling = self._target_scaling()
         return self._values()
 
     def _target_scaling(self):
@@ -106,17 +107,17 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         return offset, (scale if 0 < scale < np.inf else 1.0)
 
     def _values(self):
-        offset, scale = self._target_scaling()
+        offset, scale = self._scaling
         return (self.y_fit_.reshape(len(self.y_fit_), -1) - offset) / scale
 
     def _unscale(self, pooled):
-        offset, scale = self._target_scaling()
+        offset, scale = self._scaling
         return pooled.astype(np.float64) * scale + offset
 
     def _loss_over_rows(self, loss, loo):
         # The squared error of the rows adds their spread within each distinct input.
         with np.errstate(over="ignore"):  # targets beyond 1e154: their squares overflow
-            return np.float64(self._target_scaling()[1]) ** 2 * (loss + loo.spread)
+            return np.float64(self._scaling[1]) ** 2 * (loss + loo.spread)
 
     def predict(self, X, return_attention=False):
         """Predict targets as the attention-weighted average of the training targets.

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from _oracle import PROFILES, nw_predict
 from numpy.testing import assert_allclose
-from sklearn.neighbors import NearestNeighbors
 
 from sklearn_nw import (
     EmptyNeighborhoodWarning,
@@ -90,7 +89,7 @@ def test_cell_list_classifier_and_data_too_spread_for_cells():
     # an explicit cell list says why it cannot.
     X[0] = [1e9, 1e9]
     auto = NadarayaWatsonRegressor("epanechnikov", bandwidth=1e-5).fit(X, y)
-    assert isinstance(auto.key_set_.index, NearestNeighbors)
+    assert auto.route_ == "radius" and auto.key_set_.index.algorithm == "kd_tree"
     with pytest.raises(ValueError, match="too many cells"):
         NadarayaWatsonRegressor("epanechnikov", bandwidth=1e-5, algorithm="cell_list").fit(X, y)
 
