@@ -10,9 +10,9 @@ instructions on the CPU, Triton on a GPU.
 
 Compiling takes seconds, so each configuration (kernel class and parameters, dtype,
 device, number of coordinates and of value columns) is compiled once per process and kept;
-the number of keys is a dynamic dimension and the number of queries is fixed by padding the
-last chunk, so new data of the same configuration never recompiles. Each configuration gets its own copy
-of the function's code object: torch caches compiled graphs per code object, with a small
+the numbers of keys and of queries are dynamic dimensions, so new data of the same
+configuration, or a call of another size, never recompiles. Each configuration gets its own
+copy of the function's code object: torch caches compiled graphs per code object, with a small
 limit on their number, past which it would silently run the function eagerly. What has
 been compiled, and the eager time that ``compute="auto"`` weighs against compiling, live in
 one :class:`CompilePolicy` per process (a test installs its own with :func:`using_policy`).
@@ -28,9 +28,9 @@ import warnings
 
 import torch
 
-# Queries per compiled call (the last chunk is padded to it). The CPU loop parallelises over
-# queries (128 to 512 measured the same on 2 cores); a GPU needs many more rows to fill its
-# multiprocessors.
+# Queries per compiled call. The CPU loop parallelises over queries (128 to 512 measured the
+# same on 2 cores); a GPU needs many more rows to fill its multiprocessors. compute="auto"
+# compiles for calls of at least one chunk.
 _CHUNK = {"cpu": 256}
 _GPU_CHUNK = 8192
 # compute="auto" compiles a configuration once the eager engine has spent about as long
@@ -181,9 +181,9 @@ class CompilePolicy:
         compiled loop: once it is compiled, for calls that fill a chunk; before, when the
         eager time spent on the configuration (:meth:`record_eager`) and this call's,
         estimated from the configuration's eager rate, reach the time a compile takes.
-        Never after compiling failed, and never for calls smaller than a chunk (the
-        loop's unit of work, to which the last chunk is padded): their eager time is not
-        counted either (:meth:`record_eager`)."""
+        Never after compiling failed, and never for calls smaller than a chunk, which the
+        eager engine computes faster than the loop's fixed cost per call (about 1 ms on 2
+        cores): their eager time is not counted either (:meth:`record_eager`)."""
         if n_queries < _CHUNK.get(key[2], _GPU_CHUNK):
             return False
         with self._lock:
@@ -269,12 +269,13 @@ class CompilePolicy:
         out = qs.new_empty(n_q, n_columns)
         for s in range(0, n_q, chunk):
             block = qs[s : s + chunk]
-            if len(block) < chunk:  # padded: one compiled shape serves every call
-                block = torch.cat([block, block.new_zeros(chunk - len(block), block.shape[1])])
+            if len(block) == 1:  # torch specialises dimensions of size 1: one more compile
+                block = torch.cat([block, block])
             try:
-                if s == 0:  # the number of keys is dynamic: new data, no recompile
-                    for tensor, dim in ((xs_t, 1), (key_term, 0), (v1t, 1)):
-                        torch._dynamo.maybe_mark_dynamic(tensor, dim)
+                # The numbers of keys and of queries are dynamic: new data, or a call of
+                # another size, does not recompile.
+                for tensor, dim in ((block, 0), (xs_t, 1), (key_term, 0), (v1t, 1)):
+                    torch._dynamo.maybe_mark_dynamic(tensor, dim)
                 sums = function(block, xs_t, key_term, v1t)
             except Exception as exc:  # whatever the compiler stack raises, on the first run
                 if entry[1]:

@@ -68,7 +68,7 @@ def test_classifier_probabilities(kernel):
 
 def test_memory_is_bounded_by_the_chunk():
     # Run the function eagerly instead of compiling it, recording what it is given: blocks
-    # of exactly one chunk of queries (the last one padded), and results of that size only.
+    # of at most one chunk of queries, and results of that size only.
     shapes = []
 
     def recording(function):
@@ -88,7 +88,13 @@ def test_memory_is_bounded_by_the_chunk():
     with using_policy(CompilePolicy(compile=recording)):
         assert_allclose(reg.predict(Q), nw_predict(Q, X, y, h, PROFILES["gaussian"], w),
                         rtol=1e-12)
-    assert shapes == [((chunk, 2), (2, len(X)), (chunk, 2))] * 3
+    assert shapes == [((chunk, 2), (2, len(X)), (chunk, 2))] * 2 + [((7, 2), (2, len(X)), (7, 2))]
+    # One query is sent as two: torch would compile again for a dimension of size 1.
+    shapes.clear()
+    with using_policy(CompilePolicy(compile=recording)):
+        assert_allclose(reg.predict(Q[:1]), nw_predict(Q[:1], X, y, h, PROFILES["gaussian"], w),
+                        rtol=1e-12)
+    assert shapes == [((2, 2), (2, len(X)), (2, 2))]
 
 
 def test_underflow_and_empty_support_take_the_careful_path():
@@ -226,7 +232,8 @@ def test_compile_failure(compile_, message):
             forced.predict(Q)
         with pytest.raises(_compiled.CompileError, match=message):  # remembered, not retried
             forced.predict(Q)
-    # "auto" warns once and stays on the eager engine.
+    # "auto" (which compiles for calls of a chunk or more) warns once and stays eager.
+    Q = np.random.default_rng(3).normal(size=(_compiled._CHUNK["cpu"], 2))
     auto = NadarayaWatsonRegressor(bandwidth=0.8).fit(X, y)
     with using_policy(CompilePolicy(compile_seconds=0.0, compile=compile_)):
         with pytest.warns(UserWarning, match="eager engine"):
