@@ -92,7 +92,8 @@ def _heatmap(output, device):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m sklearn_nw", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m sklearn_nw",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--output", default="nw_attention.png", help="heatmap PNG path")
     parser.add_argument("--device", default="cpu", help="torch device: cpu, cuda, mps, auto")
     args = parser.parse_args(argv)

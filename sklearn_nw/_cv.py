@@ -351,7 +351,7 @@ _SHARED_DOC = r"""
     cv_results_ : dict of ndarrays
         ``"bandwidth"`` (the grid), ``"mean_test_score"``, ``"rank_test_score"``, and with a
         splitter the per-split scores and timings of GridSearchCV.
-"""
+"""  # noqa: E501 (a numpydoc type line is one line)
 
 # The plain estimators' fitted attributes that the CV estimators share.
 _FITTED = entries(ATTRIBUTES, "kernel_", "device_", "X_fit_", "route_", "key_set_",

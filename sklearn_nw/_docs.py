@@ -17,7 +17,7 @@ PARAMETERS = {
         (:func:`~sklearn_nw.bandwidth.scott_bandwidth`,
         :func:`~sklearn_nw.bandwidth.silverman_bandwidth`); or learned on the
         leave-one-out loss (``"loo"``, or a :class:`~sklearn_nw.LeaveOneOutBandwidth` with
-        its options).""",
+        its options).""",  # noqa: E501 (a numpydoc type line is one line)
     "n_neighbors": """\
     n_neighbors : int, default=None
         Restrict each query's attention to its ``n_neighbors`` nearest training points (in

@@ -340,7 +340,8 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
             # Every logit is <= 0 (max-subtracted, or so by construction for the fused
             # Gaussian), so a row total above n is cancellation in |q|^2 + |x|^2 - 2 q.x.
             total = num_den[:, -1]  # (b,)
-            redo = ~((total > tiny) & (total <= 1.001 * n))  # (b,) underflowed, empty, NaN or overflowed
+            # (b,) underflowed, empty, NaN or overflowed
+            redo = ~((total > tiny) & (total <= 1.001 * n))
             if bool(redo.any()):
                 num_den[redo], careful, n_empty = problem.careful_sums(
                     q[s : s + step][redo], rows[redo])
@@ -398,7 +399,7 @@ def fused_pool(q, x, v, h, kernel, *, policy, log_w=None, working_memory=1024, k
     return PoolResult(num_den[:, :-1] / num_den[:, -1:], None, n_fallback)
 
 
-# -- sums restricted to candidate keys ---------------------------------------------------------------
+# -- sums restricted to candidate keys --------------------------------------------------
 
 
 def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memory=1024):

@@ -423,7 +423,7 @@ class KeySet:
         with no key in reach are redone on the log-space engine, for the nearest-key
         fallback."""
         rows, key_rows, centre = self._support
-        tensor = lambda a: self._tensor(a, call.device)  # noqa: E731
+        tensor = lambda a: self._tensor(a, call.device)
         with np.errstate(over="ignore", invalid="ignore"):
             qs_all = self.scaled(q) - centre  # (n_q, r)
         key_rows = tensor(key_rows)  # (n', r + t + 1)

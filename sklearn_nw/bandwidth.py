@@ -43,7 +43,8 @@ __all__ = [
 
 def _weighted_std(X, sample_weight):
     """Per-feature standard deviation with frequency weights (ddof=0)."""
-    w = np.ones(X.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    w = (np.ones(X.shape[0]) if sample_weight is None
+         else np.asarray(sample_weight, dtype=np.float64))
     X = np.asarray(X, dtype=np.float64)
     mean = np.average(X, axis=0, weights=w)
     var = np.average((X - mean) ** 2, axis=0, weights=w)
@@ -254,11 +255,12 @@ class LeaveOneOutBandwidth(BaseEstimator):
     selection : {"one_se", "min"}, default="one_se"
         How per-feature bandwidths (``form="diagonal"``, and the diagonal start of
         ``"full"``) compete with the one-parameter reference, Scott's rule times the best
-        factor of a fine exact grid (with two or more features). ``"min"`` keeps whichever has the lower leave-one-out
-        loss. ``"one_se"`` keeps the per-feature bandwidths only if they lower it by more than
-        one standard error of the per-sample differences (Breiman's one-standard-error
-        rule), and never when they fit every left-out point perfectly while the reference
-        does not (separable classes: the loss then falls as bandwidths shrink without end).
+        factor of a fine exact grid (with two or more features). ``"min"`` keeps whichever
+        has the lower leave-one-out loss. ``"one_se"`` keeps the per-feature bandwidths only
+        if they lower it by more than one standard error of the per-sample differences
+        (Breiman's one-standard-error rule), and never when they fit every left-out point
+        perfectly while the reference does not (separable classes: the loss then falls as
+        bandwidths shrink without end).
         With d bandwidths tuned on few samples the leave-one-out loss is optimistic; the
         rule keeps small samples from fitting its noise, and on large ones, where a
         difference is significant, it changes nothing.
@@ -383,8 +385,8 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 ConvergenceWarning,
             )
             h_scott = h_start if self.n_grid > 1 else h_best
-            return LeaveOneOutResult(h_scott, None, float(grid_loss[best]), grid_loss[best:best + 1],
-                                     1, grid, grid_loss)
+            return LeaveOneOutResult(h_scott, None, float(grid_loss[best]),
+                                     grid_loss[best:best + 1], 1, grid, grid_loss)
 
         best_loss = float(grid_loss[best])
         if self.form != "isotropic" and d > 1:

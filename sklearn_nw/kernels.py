@@ -431,7 +431,8 @@ def get_kernel(kernel, dtype=None):
             return KERNELS[kernel.lower()]()
         except KeyError:
             valid = ", ".join(sorted(KERNELS))
-            raise ValueError(f"Unknown kernel {kernel!r}. Valid kernel names are: {valid}.") from None
+            raise ValueError(
+                f"Unknown kernel {kernel!r}. Valid kernel names are: {valid}.") from None
     if isinstance(kernel, Kernel):
         kernel = clone(kernel)
         if isinstance(kernel, SymmetricBeta):
