@@ -18,8 +18,10 @@ $(VENV)/.%: $(VENV)/.torch setup.cfg pyproject.toml
 	$(PIP) install --quiet -e ".[$*]"
 	touch $@
 
-# SCIPY_ARRAY_API=1 makes scikit-learn run its array-API common checks instead of skipping.
+# ruff (configured in .ruff.toml) first; SCIPY_ARRAY_API=1 makes scikit-learn run its
+# array-API common checks instead of skipping them.
 test: $(VENV)/.test
+	$(PY) -m ruff check .
 	SCIPY_ARRAY_API=1 MPLBACKEND=Agg $(PY) -m pytest
 
 demo: $(VENV)/.demo
