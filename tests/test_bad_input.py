@@ -190,7 +190,9 @@ def test_bad_sample_weight(Estimator):
     X, y = make_data(Estimator)
     with pytest.raises(ValueError, match="Negative values in data passed to `sample_weight`"):
         Estimator().fit(X, y, sample_weight=with_value(np.ones(8), 4, -0.5))
-    with pytest.raises(ValueError, match="Sample weights must contain at least one non-zero number"):
+    with pytest.raises(
+        ValueError, match="Sample weights must contain at least one non-zero number"
+    ):
         Estimator().fit(X, y, sample_weight=np.zeros(8))
     with pytest.raises(ValueError, match=r"sample_weight.shape == \(7,\), expected \(8,\)"):
         Estimator().fit(X, y, sample_weight=np.ones(7))
@@ -203,7 +205,9 @@ def test_bad_sample_weight(Estimator):
 @pytest.mark.parametrize("device", ["cuda", "cuda:0"])
 def test_cuda_requested_without_cuda(Estimator, device):
     X, y = make_data(Estimator)
-    with pytest.raises(ValueError, match=f"device='{device}' was requested but CUDA is not available"):
+    with pytest.raises(
+        ValueError, match=f"device='{device}' was requested but CUDA is not available"
+    ):
         Estimator(device=device).fit(X, y)
 
 
@@ -212,7 +216,9 @@ def test_invalid_device(Estimator):
     X, y = make_data(Estimator)
     with pytest.raises(ValueError, match="device='nonsense' is not a valid torch device"):
         Estimator(device="nonsense").fit(X, y)
-    with pytest.raises(ValueError, match=r"The 'device' parameter of \w+ must be an instance of 'str'"):
+    with pytest.raises(
+        ValueError, match=r"The 'device' parameter of \w+ must be an instance of 'str'"
+    ):
         Estimator(device=0).fit(X, y)
 
 
@@ -227,7 +233,9 @@ def test_unfitted(Estimator):
     if Estimator is NadarayaWatsonClassifier:
         methods += ["predict_proba", "predict_log_proba"]
     for method in methods:
-        with pytest.raises(NotFittedError, match=f"This {Estimator.__name__} instance is not fitted yet"):
+        with pytest.raises(
+            NotFittedError, match=f"This {Estimator.__name__} instance is not fitted yet"
+        ):
             getattr(est, method)(X)
     with pytest.raises(NotFittedError):
         _ = est.attention_weights_

@@ -143,7 +143,9 @@ def test_estimator_with_constant_feature_is_not_degenerate():
     y = X[:, 0] ** 2
     reg = NadarayaWatsonRegressor(kernel="epanechnikov").fit(X, y)
     sigma, _ = weighted_sigma(X[:, :1])
-    assert_allclose(reg.bandwidth_, sigma[0] * factor(scott_bandwidth, 30, 2) * np.ones(2), rtol=1e-12)
+    assert_allclose(
+        reg.bandwidth_, sigma[0] * factor(scott_bandwidth, 30, 2) * np.ones(2), rtol=1e-12
+    )
     # A query a little off the constant value still sees its neighbors.
     Q = np.column_stack([X[:5, 0], np.full(5, 0.1 + 1e-6)])
     with warnings.catch_warnings():

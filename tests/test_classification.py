@@ -180,8 +180,10 @@ def test_query_outside_every_support_warns_and_gets_nearest_class():
     assert np.all(np.isfinite(proba))
     expected_far = (labels[nearest_index(Q[1], X)] == CLASSES).astype(float)
     assert_allclose(proba[1], expected_far)
-    assert_allclose(proba[:1], nw_class_proba(Q[:1], X, labels, CLASSES, 0.5, PROFILES["triweight"]),
-                    rtol=1e-10)
+    assert_allclose(
+        proba[:1], nw_class_proba(Q[:1], X, labels, CLASSES, 0.5, PROFILES["triweight"]),
+        rtol=1e-10,
+    )
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
@@ -219,7 +221,9 @@ def test_grid_search_in_pipeline_picks_the_best_grid_point():
         for kernel in kernels:
             pipe = make_pipeline(StandardScaler(),
                                  NadarayaWatsonClassifier(kernel=kernel, bandwidth=bandwidth))
-            scores[bandwidth, kernel] = cross_val_score(pipe, X, y, cv=cv, scoring="neg_log_loss").mean()
+            scores[bandwidth, kernel] = cross_val_score(
+                pipe, X, y, cv=cv, scoring="neg_log_loss"
+            ).mean()
     best = max(scores, key=scores.get)
     ranked = sorted(scores.values())
     assert ranked[-1] - ranked[-2] > 1e-6
@@ -250,7 +254,9 @@ def test_dataframe_sets_feature_names():
     clf = NadarayaWatsonClassifier(bandwidth=H).fit(pd.DataFrame(X, columns=["a", "b"]), labels)
     assert_array_equal(clf.feature_names_in_, ["a", "b"])
     proba = clf.predict_proba(pd.DataFrame(Q, columns=["a", "b"]))
-    assert_allclose(proba, nw_class_proba(Q, X, labels, CLASSES, H, PROFILES["gaussian"]), rtol=1e-10)
+    assert_allclose(
+        proba, nw_class_proba(Q, X, labels, CLASSES, H, PROFILES["gaussian"]), rtol=1e-10
+    )
     # pandas Series of labels
     clf = NadarayaWatsonClassifier(bandwidth=H).fit(X, pd.Series(labels))
     assert_array_equal(clf.classes_, CLASSES)
@@ -305,7 +311,9 @@ def test_user_arrays_not_modified_and_not_shared():
 
 def test_predict_does_not_change_the_estimator():
     X, labels, Q, w = make_data(seed=16)
-    clf = NadarayaWatsonClassifier(kernel="epanechnikov", bandwidth=H).fit(X, labels, sample_weight=w)
+    clf = NadarayaWatsonClassifier(kernel="epanechnikov", bandwidth=H).fit(
+        X, labels, sample_weight=w
+    )
     shallow, deep = snapshot(clf)
     clf.predict(Q)
     clf.predict_proba(Q, return_attention=True)

@@ -20,7 +20,8 @@ ESTIMATORS = [NadarayaWatsonRegressor, NadarayaWatsonClassifier, NadarayaWatsonR
 
 def _section(doc, title):
     """The entries (``name : type`` lines) of one numpydoc section."""
-    match = re.search(rf"^\s*{title}\n\s*-+\n(.*?)(?=^\s*\w[\w ]*\n\s*-+\n|\Z)", doc, re.MULTILINE | re.DOTALL)
+    pattern = rf"^\s*{title}\n\s*-+\n(.*?)(?=^\s*\w[\w ]*\n\s*-+\n|\Z)"
+    match = re.search(pattern, doc, re.MULTILINE | re.DOTALL)
     assert match, f"no {title} section"
     return set(re.findall(r"^ {4}(\w+) :", match.group(1), re.MULTILINE))
 

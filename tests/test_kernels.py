@@ -139,14 +139,18 @@ def test_support(name):
 
 
 def test_unknown_name_lists_valid_names():
-    with pytest.raises(ValueError, match="Unknown kernel 'gausian'. Valid kernel names are") as info:
+    with pytest.raises(
+        ValueError, match="Unknown kernel 'gausian'. Valid kernel names are"
+    ) as info:
         get_kernel("gausian")
     for name in KERNELS:
         assert name in str(info.value)
 
 
 def test_not_a_kernel_is_rejected():
-    with pytest.raises(TypeError, match="kernel must be a kernel name, a Kernel instance or a callable"):
+    with pytest.raises(
+        TypeError, match="kernel must be a kernel name, a Kernel instance or a callable"
+    ):
         get_kernel(3.0)
 
 
@@ -162,7 +166,9 @@ def test_symmetric_beta_matches_formula(power):
 @pytest.mark.parametrize("power, name", [(0, "tophat"), (1, "epanechnikov"), (2, "biweight"),
                                          (3, "triweight")])
 def test_symmetric_beta_special_cases(power, name):
-    np.testing.assert_allclose(SymmetricBeta(power=power)(U), FORMULAS[name], rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        SymmetricBeta(power=power)(U), FORMULAS[name], rtol=1e-12, atol=1e-14
+    )
     assert SymmetricBeta(power=power).support == 1.0
 
 
@@ -403,8 +409,14 @@ class RaisingProfile(Kernel):
         (NumpyLogProfile(), r"NumpyLogProfile\(\)\.log_profile_sq returned ndarray"),
         (NumpyProfile(), r"NumpyProfile\(\)\.profile returned ndarray"),
         (ScalarProfile(), r"ScalarProfile\(\)\.profile returned a tensor of shape \(\)"),
-        (Float32LogProfile(), r"returned a tensor of shape \(31,\) and torch\.float32 for a torch\.float64"),
-        (Float64LogProfile(), r"returned a tensor of shape \(31,\) and torch\.float64 for a torch\.float32"),
+        (
+            Float32LogProfile(),
+            r"returned a tensor of shape \(31,\) and torch\.float32 for a torch\.float64",
+        ),
+        (
+            Float64LogProfile(),
+            r"returned a tensor of shape \(31,\) and torch\.float64 for a torch\.float32",
+        ),
         (RaisingProfile(), r"RaisingProfile\(\)\.profile failed on a torch tensor.*boom"),
     ],
 )

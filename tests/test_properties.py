@@ -169,7 +169,9 @@ def test_translation_invariance(problem, shift):
     X, y, Q, kernel, h = problem
     shift = shift[: X.shape[1]]
     y_pred = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, y).predict(Q)
-    shifted = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X + shift, y).predict(Q + shift)
+    shifted = (
+        NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X + shift, y).predict(Q + shift)
+    )
     r = max(RTOL, 1e-9)
     assert_allclose(shifted, y_pred, rtol=r, atol=r * (1.0 + np.abs(y).max()))
 

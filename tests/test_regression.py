@@ -65,7 +65,9 @@ def test_matches_oracle_single_output_unit_weights(kernel):
 def test_matches_oracle_on_the_training_points(kernel):
     X, Y, _, w = make_data(seed=1)
     reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=H).fit(X, Y, sample_weight=w)
-    assert_allclose(reg.predict(X), nw_predict(X, X, Y, H, PROFILES[kernel], w), rtol=1e-10, atol=1e-12)
+    assert_allclose(
+        reg.predict(X), nw_predict(X, X, Y, H, PROFILES[kernel], w), rtol=1e-10, atol=1e-12
+    )
 
 
 def test_kinked_kernel_on_the_training_points_to_full_precision():
@@ -100,7 +102,8 @@ def test_many_small_chunks_match_oracle(kernel):
     # A tiny working memory forces one query row per chunk.
     X, Y, Q, w = make_data(seed=4)
     with sklearn.config_context(working_memory=1e-3):
-        got = NadarayaWatsonRegressor(kernel=kernel, bandwidth=H).fit(X, Y, sample_weight=w).predict(Q)
+        reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=H)
+        got = reg.fit(X, Y, sample_weight=w).predict(Q)
     assert_allclose(got, nw_predict(Q, X, Y, H, PROFILES[kernel], w), rtol=1e-10, atol=1e-12)
 
 
@@ -298,7 +301,9 @@ def test_large_offset_gives_same_predictions(kernel):
     h = np.array([1.2, 1.5])
     centred = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, y).predict(Q)
     offset = np.array([1e5, -1e5])
-    shifted = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X + offset, y).predict(Q + offset)
+    shifted = (
+        NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X + offset, y).predict(Q + offset)
+    )
     assert_allclose(shifted, centred, rtol=1e-9)
     assert_allclose(centred, nw_predict(Q, X, y, h, PROFILES[kernel]), rtol=1e-10)
 
@@ -384,7 +389,8 @@ def test_zero_weight_points_are_ignored():
     X, Y, Q, w = make_data(seed=19)
     w[::3] = 0.0
     keep = w > 0
-    got = NadarayaWatsonRegressor(kernel="triweight", bandwidth=H).fit(X, Y, sample_weight=w).predict(Q)
+    got = NadarayaWatsonRegressor(kernel="triweight", bandwidth=H).fit(
+        X, Y, sample_weight=w).predict(Q)
     expected = NadarayaWatsonRegressor(kernel="triweight", bandwidth=H).fit(
         X[keep], Y[keep], sample_weight=w[keep]).predict(Q)
     assert_allclose(got, expected, rtol=1e-12)
@@ -405,7 +411,9 @@ def test_grid_search_in_pipeline_picks_the_best_grid_point():
     scores = {}
     for bandwidth in bandwidths:
         for kernel in kernels:
-            pipe = make_pipeline(StandardScaler(), NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth))
+            pipe = make_pipeline(
+                StandardScaler(), NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth)
+            )
             scores[bandwidth, kernel] = cross_val_score(pipe, X, y, cv=cv).mean()
     best = max(scores, key=scores.get)
     ranked = sorted(scores.values())
@@ -429,8 +437,9 @@ def test_grid_search_over_kernel_parameter():
     y = np.sin(2.0 * X[:, 0]) + 0.1 * rng.normal(size=50)
     cv = KFold(n_splits=5, shuffle=True, random_state=1)
     scores = {
-        power: cross_val_score(NadarayaWatsonRegressor(kernel=SymmetricBeta(power=power), bandwidth=1.5),
-                               X, y, cv=cv).mean()
+        power: cross_val_score(
+            NadarayaWatsonRegressor(kernel=SymmetricBeta(power=power), bandwidth=1.5), X, y, cv=cv
+        ).mean()
         for power in [1, 2, 3]
     }
     search = GridSearchCV(
@@ -439,7 +448,9 @@ def test_grid_search_over_kernel_parameter():
         cv=cv,
     ).fit(X, y)
     assert list(search.cv_results_["param_kernel__power"]) == [1, 2, 3]
-    assert_allclose(search.cv_results_["mean_test_score"], [scores[1], scores[2], scores[3]], rtol=1e-12)
+    assert_allclose(
+        search.cv_results_["mean_test_score"], [scores[1], scores[2], scores[3]], rtol=1e-12
+    )
     best = max(scores, key=scores.get)
     assert search.best_params_["kernel__power"] == best
     assert search.best_estimator_.kernel_.power == best
@@ -468,7 +479,9 @@ def _scaled_weighted_fit(X, y, Q, w):
 def test_sample_weight_through_pipeline():
     X, Y, Q, w = make_data(seed=23)
     expected = _scaled_weighted_fit(X, Y, Q, w)
-    pipe = make_pipeline(StandardScaler(), NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=1.5))
+    pipe = make_pipeline(
+        StandardScaler(), NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=1.5)
+    )
     got = pipe.fit(X, Y, nadarayawatsonregressor__sample_weight=w).predict(Q)
     assert_allclose(got, expected, rtol=1e-12)
     assert not np.allclose(pipe.fit(X, Y).predict(Q), expected, rtol=1e-6)  # weights matter
@@ -480,7 +493,9 @@ def test_sample_weight_through_metadata_routing():
     with sklearn.config_context(enable_metadata_routing=True):
         pipe = make_pipeline(
             StandardScaler().set_fit_request(sample_weight=False),
-            NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=1.5).set_fit_request(sample_weight=True),
+            NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=1.5).set_fit_request(
+                sample_weight=True
+            ),
         )
         got = pipe.fit(X, Y, sample_weight=w).predict(Q)
     assert_allclose(got, expected, rtol=1e-12)
@@ -550,7 +565,11 @@ def test_constructor_parameters_are_not_overwritten():
 def test_device_auto_resolves_to_an_available_device():
     X, Y, Q, w = make_data(seed=32)
     reg = NadarayaWatsonRegressor(bandwidth=H, device="auto").fit(X, Y, sample_weight=w)
-    expected = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    expected = (
+        "cuda" if torch.cuda.is_available()
+        else "mps" if torch.backends.mps.is_available()
+        else "cpu"
+    )
     assert reg.device_.split(":")[0] == expected
     assert reg.device == "auto"
     assert_allclose(reg.predict(Q), nw_predict(Q, X, Y, H, PROFILES["gaussian"], w), rtol=1e-10)
@@ -574,7 +593,9 @@ def test_model_fitted_on_a_missing_device_computes_on_cpu():
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "exponential"])
 def test_cuda_matches_oracle(kernel):
     X, Y, Q, w = make_data(seed=34)
-    reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=H, device="cuda").fit(X, Y, sample_weight=w)
+    reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=H, device="cuda").fit(
+        X, Y, sample_weight=w
+    )
     assert isinstance(reg.X_fit_, np.ndarray)
     y_pred, A = reg.predict(Q, return_attention=True)
     assert isinstance(y_pred, np.ndarray)
@@ -650,7 +671,9 @@ def test_predict_refuses_a_dense_attention_beyond_working_memory():
     reg = NadarayaWatsonRegressor(bandwidth=H).fit(X, Y)
     with (
         sklearn.config_context(working_memory=1e-4),
-        pytest.raises(ValueError, match=r"return_attention=True\) would be a dense \(10, 30\) matrix"),
+        pytest.raises(
+            ValueError, match=r"return_attention=True\) would be a dense \(10, 30\) matrix"
+        ),
     ):
         reg.predict(Q, return_attention=True)
     with sklearn.config_context(working_memory=1e-4):
