@@ -2,7 +2,8 @@
 
 What it measures
 ----------------
-Three sections (``--sections``), on the CPU.
+Three sections (``--sections``), on the CPU; compact kernels against
+RadiusNeighborsRegressor are bench_compact.py's.
 
 1. ``scaling``: ``NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h,
    compute="eager").fit(X, y).predict(Q)`` (the eager engine: ``"auto"`` would compile
@@ -18,22 +19,13 @@ Three sections (``--sections``), on the CPU.
    with the ``SCALING_PEERS`` of ``_common.PREPARE`` timed the same way: the package's compiled
    path (``compute="compiled"``, compile excluded) at every size, with the same two
    targets, and chunked eager torch and pykeops up to ``PEER_MAX_N``.
-2. ``compact``: ``--n-compact`` training points uniform in [0, 1]^2, ``y = sin(6 x0) + x1``,
-   the Epanechnikov kernel at bandwidth ``RADIUS``, ``--n-compact-queries`` uniform queries,
-   float64. Fit + predict (best of ``--repeats``) of ``NadarayaWatsonRegressor("epanechnikov",
-   bandwidth=RADIUS)`` with ``algorithm="auto"`` (the cell list at this size and dimension),
-   ``"kd_tree"`` and ``"ball_tree"``, against scikit-learn's
-   ``RadiusNeighborsRegressor(radius=RADIUS, weights=epanechnikov_weights)``, which gives each
-   neighbor the same weight ``1 - (d / RADIUS)**2``. Targets: scikit-learn / sklearn_nw (auto)
-   time >= ``COMPACT_SPEED_TARGET``; max |difference| of the predictions <= ``COMPACT_DIFF_TARGET``.
-3. ``knn``: n=``--n-knn`` training points, d=4, standard normal, float64, the Gaussian kernel at
+2. ``knn``: n=``--n-knn`` training points, d=4, standard normal, float64, the Gaussian kernel at
    Scott's bandwidth, ``--n-knn-queries`` queries. For each of ``--ks``, the predict time (best
    of ``--repeats``; the fit, which builds the tree, is timed apart) with ``n_neighbors=k``, the
    max and mean |prediction - exact prediction| (the exact model attends to every training
    point) and the mean attention mass the exact model puts outside each query's k nearest
    training points (from ``predict(Q, return_attention=True)``, a dense matrix). No target.
-
-4. ``kernels``: 20,000 queries × 20,000 training points (``--n-kernels``), d=8, float32,
+3. ``kernels``: 20,000 queries × 20,000 training points (``--n-kernels``), d=8, float32,
    each of ``KERNEL_NAMES`` at Scott's bandwidth (times ``COMPACT_WIDEN`` for compact
    kernels): predict (best of 3) on the eager engine (``compute="eager"``) and on the
    compiled loop (``compute="compiled"``; its first call, on 256 queries, compiles and is
@@ -45,7 +37,7 @@ operation, so time on an idle machine, or with ``--threads 1`` (which also reach
 fresh processes of section 1).
 
 Usage: ``python benchmarks/bench_engine.py [--sections S ...] [--sizes N ...] [--slope-from N]
-[--n-compact N] [--n-compact-queries M] [--n-knn N] [--n-knn-queries M] [--ks K ...]
+[--n-knn N] [--n-knn-queries M] [--ks K ...]
 [--n-kernels N] [--repeats R] [--out-dir DIR] [--threads T]``; writes bench_engine.json, .md
 and .png.
 """
@@ -69,12 +61,11 @@ from _common import (
     section_markdown,
     timed,
 )
-from sklearn.neighbors import RadiusNeighborsRegressor
 
 from sklearn_nw import NadarayaWatsonRegressor
 from sklearn_nw.bandwidth import scott_bandwidth
 
-SECTIONS = ("scaling", "compact", "knn", "kernels")
+SECTIONS = ("scaling", "knn", "kernels")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SIZES = (1000, 3000, 10_000, 30_000, 100_000)
 SLOPE_FROM = 10_000
@@ -82,11 +73,8 @@ SMALL_REPEATS = 2  # section 1: best of this many below ONE_RUN_FROM
 ONE_RUN_FROM = 100_000
 SLOPE_TOLERANCE = 0.15
 MEMORY_TARGET_MB = 1024.0
-RADIUS = 0.05
-COMPACT_SPEED_TARGET = 2.0
-COMPACT_DIFF_TARGET = 1e-6
 KS = (10, 30, 100, 300, 1000)
-# Section 4: the dense paths per kernel; the compact kernels' bandwidth is Scott's rule times
+# Section 3: the dense paths per kernel; the compact kernels' bandwidth is Scott's rule times
 # COMPACT_WIDEN, so that (almost) every query has training points inside the support in d=8.
 KERNEL_NAMES = ("gaussian", "exponential", "epanechnikov", "tricube")
 COMPACT_WIDEN = 5.0
@@ -250,108 +238,6 @@ def markdown_scaling(result):
     return lines
 
 
-# -- 2. compact kernel, tree search --------------------------------------------------------
-def epanechnikov_weights(dist):
-    """scikit-learn neighbor weights ``1 - (d / RADIUS)**2`` for the distances it passes: a
-    2-d array (k neighbors) or an object array of per-query arrays (radius neighbors)."""
-    dist = np.asarray(dist)
-    if dist.dtype != object:
-        return 1.0 - (dist / RADIUS) ** 2
-    weights = np.empty(len(dist), dtype=object)
-    for i, row in enumerate(dist):
-        weights[i] = 1.0 - (np.asarray(row, dtype=np.float64) / RADIUS) ** 2
-    return weights
-
-
-def make_compact_problem(n, n_queries, seed=0):
-    """Uniform inputs and queries in [0, 1]^2, ``y = sin(6 x0) + x1``, float64."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(size=(n, 2))
-    Q = rng.uniform(size=(n_queries, 2))
-    return X, np.sin(6 * X[:, 0]) + X[:, 1], Q
-
-
-def _tree_used(model):
-    """The search the fitted model's predict uses: a cell list, sklearn's tree, or the
-    dense engine."""
-    if model.route_ in ("dense", "cell_list"):
-        return model.route_
-    return model.key_set_.index.algorithm
-
-
-def section_compact(n=1_000_000, n_queries=10_000, repeats=2):
-    """sklearn_nw's radius search (auto: the cell list; the trees) against
-    RadiusNeighborsRegressor."""
-    X, y, Q = make_compact_problem(n, n_queries)
-    methods = {
-        "sklearn_nw auto": lambda: NadarayaWatsonRegressor("epanechnikov", bandwidth=RADIUS),
-        "sklearn_nw kd_tree": lambda: NadarayaWatsonRegressor(
-            "epanechnikov", bandwidth=RADIUS, algorithm="kd_tree"),
-        "sklearn_nw ball_tree": lambda: NadarayaWatsonRegressor(
-            "epanechnikov", bandwidth=RADIUS, algorithm="ball_tree"),
-        "scikit-learn RadiusNeighborsRegressor": lambda: RadiusNeighborsRegressor(
-            radius=RADIUS, weights=epanechnikov_weights),
-    }
-    results, preds = [], {}
-    for name, make in methods.items():
-        _progress(f"compact: {name}")
-        fitted = {}
-
-        def call(make=make, fitted=fitted):
-            fitted["model"] = make().fit(X, y)
-            return fitted["model"].predict(Q)
-
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            times, pred = timed(call, repeats)
-        preds[name] = np.asarray(pred, dtype=np.float64)
-        model = fitted["model"]
-        search = (_tree_used(model) if isinstance(model, NadarayaWatsonRegressor)
-                  else model._fit_method)
-        results.append({"method": name, "search": search, "repeats": repeats, "times_s": times,
-                        "time_s": min(times), "n_nan": int(np.isnan(preds[name]).sum()),
-                        "warnings": sorted({f"{w.category.__name__}: {w.message}"
-                                            for w in caught})})
-    peer = results[-1]
-    for r in results[:-1]:
-        diff = np.abs(preds[r["method"]] - preds[peer["method"]])
-        r["max_abs_diff"] = float(np.nanmax(diff)) if np.isfinite(diff).any() else None
-        r["ratio"] = peer["time_s"] / r["time_s"]  # scikit-learn time / this time
-    auto = results[0]
-    targets = [
-        _target("sklearn_nw at least 2x faster than RadiusNeighborsRegressor",
-                auto["ratio"] >= COMPACT_SPEED_TARGET,
-                f"{auto['ratio']:.2f}x (algorithm='auto'), target >= {COMPACT_SPEED_TARGET:g}x"),
-        _target("same predictions", auto["max_abs_diff"] is not None
-                and auto["max_abs_diff"] <= COMPACT_DIFF_TARGET and peer["n_nan"] == 0,
-                f"max |diff| {_fmt(auto['max_abs_diff'])} (algorithm='auto'), "
-                f"{peer['n_nan']} scikit-learn NaN, target <= {COMPACT_DIFF_TARGET:g}"),
-    ]
-    config = {"n_train": n, "n_queries": n_queries, "d": 2, "dtype": "float64",
-              "kernel": "epanechnikov", "bandwidth": RADIUS, "repeats": repeats,
-              "timed": "fit + predict"}
-    return {"config": config, "results": results, "targets": targets}
-
-
-def _fmt(value):
-    return "–" if value is None else f"{value:.1e}"
-
-
-def markdown_compact(result):
-    c = result["config"]
-    lines = ["### 2. Compact kernel, neighbor search", "",
-             (f"{c['n_train']:,} training points uniform in [0, 1]^2, y = sin(6 x0) + x1, "
-              f"Epanechnikov at bandwidth {c['bandwidth']}, {c['n_queries']:,} uniform "
-              f"queries, float64; fit + predict, best of {c['repeats']}."), "",
-             "| method | search | time s | scikit-learn / this | max \\|diff\\| vs scikit-learn |",
-             "|---|---|---|---|---|"]
-    for r in result["results"]:
-        ratio = f"{r['ratio']:.2f}" if "ratio" in r else "1.00"
-        lines.append(f"| {r['method']} | {r['search']} | {r['time_s']:.3f} | {ratio} "
-                     f"| {_fmt(r.get('max_abs_diff'))} |")
-    return lines + _warning_lines({r["method"]: r["warnings"] for r in result["results"]})
-
-
 def _warning_lines(warned):
     warned = {label: w for label, w in warned.items() if w}
     if not warned:
@@ -359,7 +245,7 @@ def _warning_lines(warned):
     return ["", "Warnings raised:", *(f"- {label}: {'; '.join(w)}" for label, w in warned.items())]
 
 
-# -- 3. k-nearest attention error -----------------------------------------------------------
+# -- 2. k-nearest attention error -----------------------------------------------------------
 def section_knn(n=20_000, n_queries=2000, ks=KS, d=4, repeats=2):
     """Predictions restricted to the k nearest against the exact, full-attention ones."""
     X, y, Q = (a.astype(np.float64) for a in make_problem(n, n_queries, d))
@@ -398,7 +284,7 @@ def section_knn(n=20_000, n_queries=2000, ks=KS, d=4, repeats=2):
 
 def markdown_knn(result):
     c, exact = result["config"], result["exact"]
-    lines = ["### 3. k-nearest attention error", "",
+    lines = ["### 2. k-nearest attention error", "",
              (f"{c['n_train']:,} training points, d={c['d']}, standard normal, float64, "
               f"Gaussian at Scott's bandwidth, {c['n_queries']:,} queries; predict best of "
               f"{c['repeats']}; error against the exact (full-attention) prediction. Exact "
@@ -413,7 +299,7 @@ def markdown_knn(result):
     return lines
 
 
-# -- 4. dense paths per kernel ----------------------------------------------------------------
+# -- 3. dense paths per kernel ----------------------------------------------------------------
 def section_kernels(n=20_000, d=8, repeats=3, kernels=KERNEL_NAMES):
     """Eager engine against the compiled loop, each kernel, the same fitted model."""
     X, y, Q = make_problem(n, n, d)
@@ -450,7 +336,7 @@ def section_kernels(n=20_000, d=8, repeats=3, kernels=KERNEL_NAMES):
 
 def markdown_kernels(result):
     c = result["config"]
-    lines = ["### 4. Dense paths per kernel: eager engine and compiled loop", "",
+    lines = ["### 3. Dense paths per kernel: eager engine and compiled loop", "",
              (f"{c['n_queries']:,} queries × {c['n_train']:,} training points, d={c['d']}, "
               f"standard normal, float32; bandwidth Scott's rule (× {c['compact_widen']:g} for "
               f"the compact kernels); predict, best of {c['repeats']}, the compile (a first "
@@ -467,8 +353,8 @@ def markdown_kernels(result):
 
 
 # -- the whole run ---------------------------------------------------------------------------
-def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_compact=1_000_000,
-                  n_compact_queries=10_000, n_knn=20_000, n_knn_queries=2000, ks=KS,
+def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_knn=20_000,
+                  n_knn_queries=2000, ks=KS,
                   repeats=2, out_dir=RESULTS_DIR, n_kernels=20_000):
     """Run the chosen sections, print each table as it is done, write the json, markdown and
     plot; return the report."""
@@ -482,8 +368,6 @@ def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_compa
     print("".join(chunks), end="", flush=True)
     runs = {"scaling": (lambda: section_scaling(sizes, slope_from, out_dir=out_dir),
                         markdown_scaling),
-            "compact": (lambda: section_compact(n_compact, n_compact_queries, repeats),
-                        markdown_compact),
             "knn": (lambda: section_knn(n_knn, n_knn_queries, ks, repeats=repeats),
                     markdown_knn),
             "kernels": (lambda: section_kernels(n_kernels), markdown_kernels)}
@@ -512,21 +396,18 @@ def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_compa
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
-                        help="1 scaling, 2 compact, 3 knn, 4 kernels (default: all)")
+                        help="1 scaling, 2 knn, 3 kernels (default: all)")
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES),
                         help="section 1: n_queries = n_train = n")
     parser.add_argument("--slope-from", type=int, default=SLOPE_FROM,
                         help="section 1: fit the log-log slope over sizes from this n")
-    parser.add_argument("--n-compact", type=int, default=1_000_000, help="section 2 samples")
-    parser.add_argument("--n-compact-queries", type=int, default=10_000,
-                        help="section 2 queries")
-    parser.add_argument("--n-knn", type=int, default=20_000, help="section 3 samples")
-    parser.add_argument("--n-knn-queries", type=int, default=2000, help="section 3 queries")
+    parser.add_argument("--n-knn", type=int, default=20_000, help="section 2 samples")
+    parser.add_argument("--n-knn-queries", type=int, default=2000, help="section 2 queries")
     parser.add_argument("--ks", type=int, nargs="+", default=list(KS),
-                        help="section 3 numbers of neighbors")
+                        help="section 2 numbers of neighbors")
     parser.add_argument("--n-kernels", type=int, default=20_000,
-                        help="section 4 samples and queries")
-    parser.add_argument("--repeats", type=int, default=2, help="sections 2 and 3")
+                        help="section 3 samples and queries")
+    parser.add_argument("--repeats", type=int, default=2, help="section 2")
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--threads", type=int, default=None,
                         help="torch intra-op threads (default: torch's own choice)")
@@ -535,8 +416,8 @@ def main(argv=None):
         # The fresh processes of section 1 read it when their forkserver starts torch.
         os.environ["OMP_NUM_THREADS"] = str(args.threads)
         torch.set_num_threads(args.threads)
-    run_benchmark(args.sections, args.sizes, args.slope_from, args.n_compact,
-                  args.n_compact_queries, args.n_knn, args.n_knn_queries, args.ks,
+    run_benchmark(args.sections, args.sizes, args.slope_from, args.n_knn, args.n_knn_queries,
+                  args.ks,
                   args.repeats, args.out_dir, args.n_kernels)
 
 

@@ -245,9 +245,8 @@ def test_runner_finds_the_bandwidth_benchmark(bench):
 
 
 # -- bench_engine ----------------------------------------------------------------------------
-TINY_ENGINE = {"sizes": (200, 400, 800), "slope_from": 400, "n_compact": 6000,
-               "n_compact_queries": 100, "n_knn": 500, "n_knn_queries": 50, "ks": (5, 50, 600),
-               "repeats": 2, "n_kernels": 300}
+TINY_ENGINE = {"sizes": (200, 400, 800), "slope_from": 400, "n_knn": 500, "n_knn_queries": 50,
+               "ks": (5, 50, 600), "repeats": 2, "n_kernels": 300}
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +269,7 @@ def test_engine_json_has_machine_config_sections_and_targets(bench_engine, tiny_
     assert saved["config"]["sections"] == list(bench_engine.SECTIONS)
     assert list(saved["sections"]) == list(bench_engine.SECTIONS)
     assert {"start", "end"} == set(saved["load_average"])
-    assert len(saved["targets"]) == 4 + 2  # scaling: eager and compiled; compact
+    assert len(saved["targets"]) == 4  # scaling: eager and compiled
     for t in saved["targets"]:
         assert t["section"] in bench_engine.SECTIONS
         assert t["met"] in (True, False, None) and t["name"] and t["detail"]
@@ -316,31 +315,7 @@ def test_engine_kernels_section_times_both_dense_paths(tiny_engine_run, bench_en
         assert r["max_abs_diff"] < 1e-4  # float32, the same model on two paths
     assert section["targets"] == []
     table = (tiny_engine_run[1] / "bench_engine.md").read_text()
-    assert "### 4. Dense paths per kernel" in table
-
-
-def test_engine_compact_section_compares_with_radius_neighbors(tiny_engine_run):
-    section = tiny_engine_run[0]["sections"]["compact"]
-    assert section["config"]["n_train"] == 6000 and section["config"]["n_queries"] == 100
-    auto, kd, ball, peer = section["results"]
-    assert [r["search"] for r in (auto, kd, ball)] == ["cell_list", "kd_tree", "ball_tree"]
-    assert peer["method"].startswith("scikit-learn") and peer["n_nan"] == 0
-    for r in (auto, kd, ball, peer):
-        assert len(r["times_s"]) == 2 and r["time_s"] > 0
-    for r in (auto, kd, ball):
-        assert r["ratio"] == pytest.approx(peer["time_s"] / r["time_s"])
-        assert r["max_abs_diff"] < 1e-6  # the same estimate, up to rounding
-
-
-def test_engine_epanechnikov_weights_take_both_distance_layouts(bench_engine):
-    r = bench_engine.RADIUS
-    dense = bench_engine.epanechnikov_weights(np.array([[0.0, r / 2], [r, 0.0]]))
-    assert np.allclose(dense, [[1.0, 0.75], [0.0, 1.0]])
-    ragged = np.empty(2, dtype=object)
-    ragged[0], ragged[1] = np.array([0.0, r / 2, r]), np.array([r / 2])
-    weights = bench_engine.epanechnikov_weights(ragged)
-    assert weights.dtype == object and len(weights) == 2
-    assert np.allclose(weights[0], [1.0, 0.75, 0.0]) and np.allclose(weights[1], [0.75])
+    assert "### 3. Dense paths per kernel" in table
 
 
 def test_engine_knn_section_measures_the_error_against_full_attention(tiny_engine_run):
@@ -361,7 +336,7 @@ def test_engine_markdown_is_printed_and_saved(tiny_engine_run):
     table = (out_dir / "bench_engine.md").read_text()
     assert stdout == table
     assert table.startswith(f"Machine: {report['machine']['cpu']}")
-    for number in range(1, 5):
+    for number in range(1, 4):
         assert f"\n### {number}. " in table
     assert table.count("\n- Target (") == len(report["targets"])
     assert "Load average (1 min)" in table
@@ -398,3 +373,54 @@ def test_leave_one_out_benchmark_runs(bench, tmp_path):
     # semantics (this is what the benchmark documents, not a timing).
     assert weights["x1.5"]["location"]["h0"] == pytest.approx(weights["x1.0"]["location"]["h0"])
     assert "## randhie" in printed and (out_dir / "bench_leave_one_out.md").exists()
+
+
+# -- bench_compact ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def bench_compact(bench):
+    return importlib.import_module("bench_compact")
+
+
+@pytest.fixture(scope="module")
+def tiny_compact_run(bench_compact, tmp_path_factory):
+    return _quiet_run(bench_compact, tmp_path_factory.mktemp("bench_compact"), n=6000,
+                      n_queries=100, spans=(1.0, 2.0), repeats=2)
+
+
+def test_compact_sweeps_the_neighborhood_size_against_radius_neighbors(tiny_compact_run):
+    report, out_dir, _ = tiny_compact_run
+    saved = json.loads((out_dir / "bench_compact.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    assert [p["span"] for p in report["sweep"]] == [1.0, 2.0]
+    first, second = report["sweep"]
+    assert first["reach"] == pytest.approx(np.pi * 0.05**2 * 6000)
+    assert second["reach"] == pytest.approx(first["reach"] / 4)
+    # The first span also times both trees; every span times auto and scikit-learn.
+    assert [r["search"] for r in first["results"][:3]] == ["cell_list", "kd_tree", "ball_tree"]
+    assert len(second["results"]) == 2
+    for point in report["sweep"]:
+        *ours, peer = point["results"]
+        assert peer["method"].startswith("scikit-learn") and peer["n_nan"] == 0
+        for r in point["results"]:
+            assert len(r["times_s"]) == 2 and r["time_s"] == min(r["times_s"]) > 0
+        for r in ours:
+            assert r["ratio"] == pytest.approx(peer["time_s"] / r["time_s"])
+            assert r["max_abs_diff"] < 1e-6  # the same estimate, up to rounding
+    # Two speed targets (at the spans nearest ~8,000 and ~300 in reach) and the agreement.
+    names = [t["name"] for t in report["targets"]]
+    assert len(names) == 3 and "~8,000" in names[0] and "~300" in names[1]
+    assert all(isinstance(t["met"], bool) for t in report["targets"])
+    assert report["plot"] == "bench_compact.png"
+    assert (out_dir / "bench_compact.png").read_bytes().startswith(b"\x89PNG")
+    assert "| span s |" in (out_dir / "bench_compact.md").read_text()
+
+
+def test_compact_epanechnikov_weights_take_both_distance_layouts(bench_compact):
+    r = bench_compact.RADIUS
+    dense = bench_compact.epanechnikov_weights(np.array([[0.0, r / 2], [r, 0.0]]))
+    assert np.allclose(dense, [[1.0, 0.75], [0.0, 1.0]])
+    ragged = np.empty(2, dtype=object)
+    ragged[0], ragged[1] = np.array([0.0, r / 2, r]), np.array([r / 2])
+    weights = bench_compact.epanechnikov_weights(ragged)
+    assert weights.dtype == object and len(weights) == 2
+    assert np.allclose(weights[0], [1.0, 0.75, 0.0]) and np.allclose(weights[1], [0.75])
