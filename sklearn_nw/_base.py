@@ -12,7 +12,6 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
-import torch
 from sklearn import get_config
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.utils._array_api import get_namespace
@@ -144,8 +143,7 @@ class NadarayaWatsonBase(BaseEstimator):
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True, copy=True
         )
-        self.kernel_ = get_kernel(
-            self.kernel, dtype=torch.float32 if X.dtype == np.float32 else torch.float64)
+        self.kernel_ = get_kernel(self.kernel, dtype=X.dtype)
         self.device_ = str(resolve_device(self.device))
         self.X_fit_ = X.copy() if sp.issparse(X) else np.array(X, copy=True)
         self.sample_weight_ = sample_weight
@@ -277,7 +275,7 @@ class NadarayaWatsonBase(BaseEstimator):
                 "here; computing on the CPU.",
                 UserWarning,
             )
-            return torch.device("cpu")
+            return "cpu"
 
     def _pool(self, X, *, return_attention=False):
         """Attention-weighted average of the fitted values at queries X, on the fitted

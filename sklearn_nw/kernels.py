@@ -400,7 +400,7 @@ def get_kernel(kernel, dtype=None):
         A name from :data:`KERNELS`, a :class:`Kernel` (cloned), or a function of the
         scaled-distance tensor (wrapped in :class:`CallableKernel`). A kernel of the user's
         (a callable or a subclass) is probed once on a few distances.
-    dtype : torch.dtype, default=None
+    dtype : torch.dtype or numpy dtype, default=None
         The dtype the kernel will compute in (the probe's); None probes float32 and
         float64.
 
@@ -445,5 +445,7 @@ def get_kernel(kernel, dtype=None):
             f"got {type(kernel).__name__}."
         )
     if type(kernel) not in _BUILT_IN:
+        if dtype is not None and not isinstance(dtype, torch.dtype):  # a numpy dtype
+            dtype = torch.float32 if np.dtype(dtype) == np.float32 else torch.float64
         _check_user_kernel(kernel, (torch.float64, torch.float32) if dtype is None else (dtype,))
     return kernel
