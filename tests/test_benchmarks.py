@@ -63,9 +63,14 @@ def test_json_has_machine_config_and_one_result_per_peer(bench, tiny_run):
     assert len(saved["config"]["h"]) == 3
     assert [r["peer"] for r in saved["results"]] == list(bench_predict.PEERS)
     assert isinstance(saved["target"]["met"], bool)
-    # The package's rows: the median of fresh processes, each one's time kept.
+    # The package's rows: the median of fresh processes, each one's time kept; their
+    # spread is a target of its own.
     for r in saved["results"][:2]:
         assert len(r["process_times_s"]) == 2 and r["time_s"] in r["process_times_s"]
+    times = saved["results"][0]["process_times_s"]
+    spread = saved["process_target"]
+    assert spread["spread"] == pytest.approx(max(times) / min(times))
+    assert spread["processes"] == 2 and isinstance(spread["met"], bool)
     for r in saved["results"]:
         expected = "ok" if _installed(PEER_MODULES[r["peer"]]) else "skipped"
         assert r["status"] == expected, r.get("reason")
@@ -96,6 +101,7 @@ def test_markdown_table_is_printed_and_saved(bench, tiny_run):
     rows = [line for line in table.splitlines() if line.startswith("| ")]
     assert len(rows) == 1 + len(bench_predict.PEERS)
     assert "Target (sklearn_nw faster than every peer" in table
+    assert "Target (sklearn_nw's time independent of the process" in table
 
 
 def test_runner_finds_the_benchmarks(bench):
