@@ -146,9 +146,17 @@ def transform(x, centre, h):
     return (x - centre) / h if h.ndim == 1 else (x - centre) @ h
 
 
-def _augmented_sq_dist(qs, xs, refine=False, out=None):
+def augment_keys(xs):
+    """The key side of :func:`_augmented_sq_dist`: ``[x, 1, |x|^2]`` (n, d + 2) and the
+    largest ``|x|^2``, computed once for every chunk of queries."""
+    x2 = (xs * xs).sum(1, keepdim=True)  # (n, 1)
+    return torch.cat([xs, torch.ones_like(x2), x2], dim=1), x2.detach().max()
+
+
+def _augmented_sq_dist(qs, xs, refine=False, out=None, keys=None):
     """``|q|^2 + |x|^2 - 2 q.x`` as one matrix product of augmented inputs, clipped at 0
-    (written into ``out`` (b, n) when given).
+    (written into ``out`` (b, n) when given; ``keys`` is :func:`augment_keys` of ``xs``
+    when the caller has it).
 
     The expansion's absolute error is about ``eps * (|q|^2 + |x|^2)``: harmless for the
     Gaussian, but a kernel with a kink at 0 (through ``sqrt``) turns it into a relative
@@ -156,12 +164,11 @@ def _augmented_sq_dist(qs, xs, refine=False, out=None):
     near-coincident pairs from explicit differences.
     """
     q2 = (qs * qs).sum(1, keepdim=True)  # (b, 1)
-    x2 = (xs * xs).sum(1, keepdim=True)  # (n, 1)
+    b, x2_max = augment_keys(xs) if keys is None else keys  # (n, d + 2), ()
     a = torch.cat([-2.0 * qs, q2, torch.ones_like(q2)], dim=1)  # (b, d + 2)
-    b = torch.cat([xs, torch.ones_like(x2), x2], dim=1)  # (n, d + 2)
     d2 = torch.mm(a, b.T, out=out).clamp_(min=0.0)  # (b, n)
     if refine and d2.numel():
-        noise = 64 * torch.finfo(d2.dtype).eps * (q2.detach().max() + x2.detach().max())
+        noise = 64 * torch.finfo(d2.dtype).eps * (q2.detach().max() + x2_max)
         i, j = torch.nonzero(d2.detach() < noise, as_tuple=True)
         if len(i):
             exact = ((qs[i] - xs[j]) ** 2).sum(1)
@@ -210,6 +217,7 @@ class _Problem:
         self.centre, self.xs, self.log_w, self.v1t, self.b_fused = keys
         self.x, self.h = x, h
         self._xs_unit = None
+        self._augmented = None
         self.kernel = kernel
         # log of the self weight left after removing one unit (leave-one-out), or None.
         self.self_log_w = self_log_w
@@ -247,7 +255,9 @@ class _Problem:
                            qs.new_ones(qs.shape[0], 1)], dim=1)  # (b, d + 2)
             logits = torch.mm(a, self.b_fused.T, out=out)  # (b, n)
         else:
-            d2 = _augmented_sq_dist(qs, self.xs, refine=True)  # (b, n)
+            if self._augmented is None:  # once per call (a worker may race: same value)
+                self._augmented = augment_keys(self.xs)
+            d2 = _augmented_sq_dist(qs, self.xs, refine=True, keys=self._augmented)  # (b, n)
             logits = self.kernel.log_profile_sq(d2)  # (b, n)
             logits += self.log_w
         self.loo_adjust(logits, rows)
@@ -497,6 +507,7 @@ def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memor
     # Two (chunk, m) blocks, allocated once (see _CACHE_BYTES): squared distances turned
     # into weights in place, and coordinate differences.
     blocks = qs.new_empty(2, min(step, b), m)
+    augmented = augment_keys(xs) if qs.shape[1] > 3 else None
     with _compute_settings():
         for s in range(0, b, step):
             q = qs[s : s + step]  # (c, r)
@@ -508,7 +519,7 @@ def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memor
                     torch.sub(q[:, j : j + 1], xs[:, j], out=diff)
                     k.addcmul_(diff, diff)
             else:
-                _augmented_sq_dist(q, xs, refine=True, out=k)
+                _augmented_sq_dist(q, xs, refine=True, out=k, keys=augmented)
             kernel.profile_sq_(k)  # (c, m) weights
             num_den = (wv1_t @ k.T).T  # (c, t + 1)
             den = num_den[:, -1:]  # (c, 1)

@@ -39,8 +39,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 import torch
-from joblib import parallel_config
-from sklearn.neighbors import BallTree, KDTree, NearestNeighbors
+from sklearn.neighbors import BallTree, KDTree
 from sklearn.utils import gen_batches
 
 from ._cells import CellList
@@ -68,6 +67,8 @@ _CANDIDATE_CHUNK = 512
 _PARALLEL_SEARCH_MIN = 256
 # The trees' leaf size: scikit-learn's NearestNeighbors default.
 _LEAF_SIZE = 30
+# Bytes of a brute-force search's block of distances (queries x every point).
+_BRUTE_BYTES = 2**26
 
 # A cell list's query with at most this many candidates is pooled over its own, as flat
 # pairs; queries with more share blocks of candidates (one dense problem per block).
@@ -113,7 +114,7 @@ def _thread_pool():
 class TreeSearch:
     """Nearest and within-radius searches of points (n, d): scikit-learn's
     :class:`~sklearn.neighbors.KDTree` or :class:`~sklearn.neighbors.BallTree` queried
-    directly, or a brute-force :class:`~sklearn.neighbors.NearestNeighbors`.
+    directly, or exact distances to every point (``"brute"``, in blocks of queries).
 
     ``algorithm`` is resolved as :class:`~sklearn.neighbors.NearestNeighbors` resolves it
     (``"auto"``: brute force above 15 dimensions or for tiny data, else a k-d tree). The
@@ -128,8 +129,7 @@ class TreeSearch:
             algorithm = "brute" if d > 15 or 5 >= n // 2 else "kd_tree"
         self.algorithm = algorithm
         if algorithm == "brute":
-            self.tree = None
-            self.brute = NearestNeighbors(algorithm="brute").fit(points)
+            self.tree, self.points = None, points
         else:
             Tree = KDTree if algorithm == "kd_tree" else BallTree
             self.tree = Tree(points, leaf_size=_LEAF_SIZE)
@@ -147,10 +147,28 @@ class TreeSearch:
     def nearest(self, queries, k):
         """Distances and indices (m, k) of each query's k nearest points, nearest first."""
         if self.tree is None:
-            with parallel_config(backend="sequential"):
-                return self.brute.kneighbors(queries, n_neighbors=k)
+            return self._brute_nearest(queries, k)
         parts = self._in_parts(lambda a, b: self.tree.query(queries[a:b], k=k), len(queries))
         return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
+
+    def _brute_chunk(self):
+        return max(1, _BRUTE_BYTES // (8 * len(self.points)))
+
+    def _brute_distances(self, queries):
+        """Exact distances (b, n) of a few queries to every point (explicit differences,
+        as the trees compute them)."""
+        q, x = torch.from_numpy(np.ascontiguousarray(queries)), torch.from_numpy(self.points)
+        return torch.cdist(q, x, compute_mode="donot_use_mm_for_euclid_dist").numpy()
+
+    def _brute_nearest(self, queries, k):
+        """:meth:`nearest` by brute force, in chunks of queries."""
+        dist = np.empty((len(queries), k))
+        ind = np.empty((len(queries), k), dtype=np.intp)
+        for rows in gen_batches(len(queries), self._brute_chunk()):
+            d = torch.from_numpy(self._brute_distances(queries[rows]))  # (b, n)
+            nearest = torch.topk(d, k, dim=1, largest=False, sorted=True)
+            dist[rows], ind[rows] = nearest.values.numpy(), nearest.indices.numpy()
+        return dist, ind
 
     def within(self, queries, radius):
         """Distances and indices (object arrays of m arrays) of the points within
@@ -158,12 +176,11 @@ class TreeSearch:
         radii = np.full(len(queries), radius, dtype=np.float64)  # (m,)
         if self.tree is None:
             dist, ind = np.empty(len(queries), dtype=object), np.empty(len(queries), dtype=object)
-            with parallel_config(backend="sequential"):
-                if np.ndim(radius) == 0:
-                    return self.brute.radius_neighbors(queries, radius=float(radius))
-                for j, (q, r) in enumerate(zip(queries, radii)):
-                    d, i = self.brute.radius_neighbors(q[None], radius=r)
-                    dist[j], ind[j] = d[0], i[0]
+            for rows in gen_batches(len(queries), self._brute_chunk()):
+                d = self._brute_distances(queries[rows])  # (b, n)
+                for j, (row, r) in enumerate(zip(d, radii[rows]), start=rows.start):
+                    ind[j] = np.flatnonzero(row <= r)
+                    dist[j] = row[ind[j]]
             return dist, ind
         parts = self._in_parts(
             lambda a, b: self.tree.query_radius(queries[a:b], r=radii[a:b],

@@ -430,3 +430,22 @@ def test_compact_epanechnikov_weights_take_both_distance_layouts(bench_compact):
     weights = bench_compact.epanechnikov_weights(ragged)
     assert weights.dtype == object and len(weights) == 2
     assert np.allclose(weights[0], [1.0, 0.75, 0.0]) and np.allclose(weights[1], [0.75])
+
+
+# -- bench_routes ----------------------------------------------------------------------------
+def test_routes_times_a_one_row_predict_on_every_route(bench, tmp_path):
+    bench_routes = importlib.import_module("bench_routes")
+    report, out_dir, _ = _quiet_run(bench_routes, tmp_path, sizes=(600,), dims=(2, 5), calls=3)
+    saved = json.loads((out_dir / "bench_routes.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    assert [(p["n_train"], p["d"]) for p in report["points"]] == [(600, 2), (600, 5)]
+    routes = {r["route"] for p in report["points"] for r in p["rows"]}
+    assert routes == {"dense", "cell_list", "radius", "k_nearest", "precomputed"}
+    for point in report["points"]:
+        for r in point["rows"]:
+            assert r["time_s"] > 0 and r["peer_s"] > 0
+            assert r["ratio"] == pytest.approx(r["time_s"] / r["peer_s"])
+    (target,) = report["targets"]
+    worst = max(r["ratio"] for p in report["points"] for r in p["rows"])
+    assert target["met"] == (worst <= bench_routes.RATIO_TARGET)
+    assert "| n | d | route |" in (out_dir / "bench_routes.md").read_text()

@@ -1,0 +1,172 @@
+"""Small calls on every route: a one-row predict against KNeighborsRegressor's.
+
+What it measures
+----------------
+For each training size of ``--sizes`` (default 2,000, 10,000 and 50,000) and each dimension
+of ``--dims`` (default 2 and 5): inputs uniform in [0, 1]^d, ``y = sin(6 x0) + x1``,
+float64, and one uniform query row. The time of ``predict`` on that row (the median of
+``--calls`` calls after a warm-up, the model fitted once) for every route a prediction can
+take (``route_``):
+
+- ``dense``: the Gaussian at Scott's bandwidth; the Epanechnikov with ``algorithm="brute"``;
+  the classifier (Gaussian, three classes);
+- ``cell_list``, and ``radius`` on a k-d tree and on a ball tree: the Epanechnikov;
+- ``k_nearest``: the Gaussian with ``n_neighbors=5`` on a k-d tree and by brute force;
+- ``precomputed``: the Gaussian on the dense distance matrix of the training points (at the
+  smallest size only: the matrix is n x n).
+
+The Epanechnikov's bandwidth holds about ``REACH`` training points within reach of a query
+(a compact kernel with none in reach falls back to the nearest point, another cost). The
+peer is scikit-learn's ``KNeighborsRegressor()`` (5 neighbors, ``algorithm="auto"``) on the
+same data and row (for ``precomputed``: with ``metric="precomputed"`` on the same distances).
+Target: every route's time at most ``RATIO_TARGET`` times the peer's. ``compute="auto"``
+computes calls this small eagerly; the compiled loop serves calls of 256 queries or more.
+
+Usage: ``python benchmarks/bench_routes.py [--sizes N ...] [--dims D ...] [--calls C]
+[--out-dir DIR]``; writes bench_routes.json and .md.
+"""
+
+import argparse
+import json
+import math
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from _common import load_average, machine_info, machine_line, section_markdown
+from sklearn.metrics import pairwise_distances
+from sklearn.neighbors import KNeighborsRegressor
+
+from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor
+from sklearn_nw.bandwidth import scott_bandwidth
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+SIZES = (2000, 10_000, 50_000)
+DIMS = (2, 5)
+CALLS = 200
+REACH = 100  # training points within reach of a query, for the compact kernel
+RATIO_TARGET = 2.0
+
+
+def _median_call(call, n_calls):
+    call()  # warm-up: first-call costs (imports, allocations) are not a small call's
+    times = []
+    for _ in range(n_calls):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def _compact_bandwidth(n, d):
+    """The radius holding about REACH of n points uniform in the unit cube."""
+    ball = math.pi ** (d / 2) / math.gamma(d / 2 + 1)  # volume of the unit d-ball
+    return (REACH / (n * ball)) ** (1 / d)
+
+
+def _models(X, d, n):
+    h, r = scott_bandwidth(X), _compact_bandwidth(n, d)
+    return {
+        "dense, Gaussian": NadarayaWatsonRegressor(bandwidth=h),
+        "dense, Epanechnikov (brute)": NadarayaWatsonRegressor(
+            "epanechnikov", bandwidth=r, algorithm="brute"),
+        "dense, classifier": NadarayaWatsonClassifier(bandwidth=h),
+        "cell_list": NadarayaWatsonRegressor("epanechnikov", bandwidth=r,
+                                             algorithm="cell_list"),
+        "radius, kd_tree": NadarayaWatsonRegressor("epanechnikov", bandwidth=r,
+                                                   algorithm="kd_tree"),
+        "radius, ball_tree": NadarayaWatsonRegressor("epanechnikov", bandwidth=r,
+                                                     algorithm="ball_tree"),
+        "k_nearest, kd_tree": NadarayaWatsonRegressor(bandwidth=h, n_neighbors=5,
+                                                      algorithm="kd_tree"),
+        "k_nearest, brute": NadarayaWatsonRegressor(bandwidth=h, n_neighbors=5,
+                                                    algorithm="brute"),
+    }
+
+
+def measure(n, d, n_calls, with_precomputed):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(n, d))
+    y = np.sin(6 * X[:, 0]) + X[:, 1]
+    q = rng.uniform(size=(1, d))
+    labels = np.digitize(y, [0.3, 1.0])
+    knn = KNeighborsRegressor().fit(X, y)
+    peer = _median_call(lambda: knn.predict(q), n_calls)
+    rows = []
+    for name, model in _models(X, d, n).items():
+        model.fit(X, labels if name == "dense, classifier" else y)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            seconds = _median_call(lambda m=model: m.predict(q), n_calls)
+        rows.append({"route": model.route_, "model": name, "time_s": seconds,
+                     "peer_s": peer, "ratio": seconds / peer, "warned": bool(caught)})
+    if with_precomputed:
+        D, Dq = pairwise_distances(X), pairwise_distances(q, X)
+        model = NadarayaWatsonRegressor(bandwidth=float(scott_bandwidth(X).mean()),
+                                        metric="precomputed").fit(D, y)
+        peer_model = KNeighborsRegressor(metric="precomputed").fit(D, y)
+        peer_p = _median_call(lambda: peer_model.predict(Dq), n_calls)
+        seconds = _median_call(lambda: model.predict(Dq), n_calls)
+        rows.append({"route": model.route_, "model": "precomputed, Gaussian",
+                     "time_s": seconds, "peer_s": peer_p, "ratio": seconds / peer_p,
+                     "warned": False})
+    return {"n_train": n, "d": d, "rows": rows}
+
+
+def to_markdown(result):
+    c = result["config"]
+    lines = ["### One-row predict on every route", "",
+             (f"Inputs uniform in [0, 1]^d, float64; one query row; the median of "
+              f"{c['calls']} calls after a warm-up. Epanechnikov bandwidth: about {REACH} "
+              "training points within reach. Peer: KNeighborsRegressor() on the same data."),
+             "", "| n | d | route | model | time ms | KNeighborsRegressor ms | ratio |",
+             "|---|---|---|---|---|---|---|"]
+    for point in result["points"]:
+        for r in point["rows"]:
+            lines.append(f"| {point['n_train']:,} | {point['d']} | {r['route']} | "
+                         f"{r['model']} | {r['time_s'] * 1e3:.3f} | {r['peer_s'] * 1e3:.3f} | "
+                         f"{r['ratio']:.2f} |")
+    return lines
+
+
+def run_benchmark(sizes=SIZES, dims=DIMS, calls=CALLS, out_dir=RESULTS_DIR):
+    out_dir = Path(out_dir)
+    report = {"machine": machine_info(), "load_average": {"start": load_average()}}
+    points = [measure(n, d, calls, with_precomputed=n == min(sizes))
+              for n in sizes for d in dims]
+    rows = [(p, r) for p in points for r in p["rows"]]
+    worst_point, worst = max(rows, key=lambda pr: pr[1]["ratio"])
+    target = {"name": f"every route's one-row predict at most {RATIO_TARGET:g}x "
+                      "KNeighborsRegressor's",
+              "met": worst["ratio"] <= RATIO_TARGET,
+              "detail": f"worst {worst['ratio']:.2f}x: {worst['model']} at "
+                        f"n={worst_point['n_train']:,}, d={worst_point['d']}"}
+    result = {"config": {"sizes": list(sizes), "dims": list(dims), "calls": calls,
+                         "reach": REACH, "dtype": "float64"},
+              "points": points, "targets": [target]}
+    report.update(result)
+    report["load_average"]["end"] = load_average()
+    text = (machine_line(report["machine"]) + "\nTargets are reported, never enforced.\n"
+            + section_markdown(result, to_markdown)
+            + f"\nLoad average (1 min) at the start {report['load_average']['start']}, at the "
+              f"end {report['load_average']['end']}.\n")
+    print(text, end="", flush=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "bench_routes.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / "bench_routes.md").write_text(text)
+    return report
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--dims", type=int, nargs="+", default=list(DIMS))
+    parser.add_argument("--calls", type=int, default=CALLS)
+    parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    args = parser.parse_args(argv)
+    run_benchmark(args.sizes, args.dims, args.calls, args.out_dir)
+
+
+if __name__ == "__main__":
+    main()
