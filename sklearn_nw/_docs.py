@@ -31,8 +31,9 @@ PARAMETERS = {
         support are visited: a tree's radius search, or ``"cell_list"``: the points binned
         into cubes a fraction of the support wide (on the three widest coordinates), each
         block of queries computed densely against the cubes around it. ``"auto"`` uses the
-        cell list up to 3 dimensions and a k-d tree up to 15, from 5,000 training points,
-        and the dense sums over every training point otherwise (and always with
+        cell list up to 3 dimensions and a k-d tree up to 15 (when the support holds at
+        most 1 in 500 of the training points, estimated at fit), from 5,000 training
+        points, and the dense sums over every training point otherwise (and always with
         ``compute="compiled"``). ``"brute"`` always uses the dense sums.""",
     "compute": """\
     compute : {"auto", "eager", "compiled"}, default="auto"

@@ -105,3 +105,20 @@ def test_the_route_is_resolved_at_fit():
         est.fit(data, data[:, 0])
         assert est.route_ == route, est
         assert est.key_set_.route == route
+
+
+def test_auto_searches_a_support_only_when_it_holds_few_points():
+    # From 4 to 15 features, "auto" searches a compact kernel's support with a k-d tree
+    # when it holds few of the training points; when it holds many (here ~1 in 15), a tree
+    # visits most of them anyway and the dense sums are faster.
+    X = np.random.default_rng(2).uniform(size=(6000, 5))
+    y = X[:, 0]
+    narrow = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.08).fit(X, y)
+    wide = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.5).fit(X, y)
+    assert narrow.route_ == "radius" and narrow.key_set_.index.algorithm == "kd_tree"
+    assert wide.route_ == "dense" and wide.key_set_.index is None
+    # Asked for, the tree is used whatever the support holds.
+    asked = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.5, algorithm="kd_tree")
+    assert asked.fit(X, y).route_ == "radius"
+    Q = X[:50] + 0.01
+    assert_allclose(wide.predict(Q), asked.predict(Q), rtol=1e-12)
