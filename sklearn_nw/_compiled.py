@@ -175,24 +175,29 @@ class CompilePolicy:
         self._lock = threading.Lock()
         self.compiled = {}  # configuration -> [compiled function, has run], or the error
         self.eager = {}  # configuration -> (seconds, query-key pairs) computed eagerly
+        self.timed = {}  # configuration -> (seconds, query-key pairs) on the compiled loop
 
     def chooses(self, key, n_queries, pairs):
         """Whether ``compute="auto"`` computes a dense call of configuration ``key`` on the
         compiled loop: once it is compiled, for calls that fill a chunk; before, when the
         eager time spent on the configuration (:meth:`record_eager`) and this call's,
         estimated from the configuration's eager rate, reach the time a compile takes.
-        Never after compiling failed, and never for calls smaller than a chunk, which the
-        eager engine computes faster than the loop's fixed cost per call (about 1 ms on 2
-        cores): their eager time is not counted either (:meth:`record_eager`)."""
+        Never after compiling failed, never once the compiled loop has proved slower per
+        pair than the eager engine on this configuration (:meth:`record_compiled`; it can
+        be, e.g. the Gaussian on some CPUs), and never for calls smaller than a chunk,
+        which the eager engine computes faster than the loop's fixed cost per call (about
+        1 ms on 2 cores): their eager time is not counted either (:meth:`record_eager`)."""
         if n_queries < _CHUNK.get(key[2], _GPU_CHUNK):
             return False
         with self._lock:
             entry = self.compiled.get(key)
             if isinstance(entry, Exception):
                 return False
-            if entry is not None and entry[1]:
-                return True
             seconds, counted = self.eager.get(key, (0.0, 0))
+            if entry is not None and entry[1]:
+                fused_seconds, fused_counted = self.timed.get(key, (0.0, 0))
+                return not (counted and fused_counted
+                            and fused_seconds / fused_counted > seconds / counted)
             rate = seconds / counted if counted else self.eager_rate
         return seconds + rate * pairs >= self.compile_seconds
 
@@ -205,6 +210,22 @@ class CompilePolicy:
         with self._lock:
             spent, counted = self.eager.get(key, (0.0, 0))
             self.eager[key] = (spent + seconds, counted + pairs)
+
+    def is_ready(self, key):
+        """Whether configuration ``key`` is compiled and has run (a call is not a compile)."""
+        with self._lock:
+            entry = self.compiled.get(key)
+            return entry is not None and not isinstance(entry, Exception) and entry[1]
+
+    def record_compiled(self, key, n_queries, pairs, seconds):
+        """Count a compiled call (compiling excluded) of ``pairs`` query-key pairs that took
+        ``seconds``: ``"auto"`` stops using the loop if it is slower per pair than the
+        eager engine."""
+        if n_queries < _CHUNK.get(key[2], _GPU_CHUNK):
+            return
+        with self._lock:
+            spent, counted = self.timed.get(key, (0.0, 0))
+            self.timed[key] = (spent + seconds, counted + pairs)
 
     @staticmethod
     def warn_fallback(exc):

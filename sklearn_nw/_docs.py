@@ -47,7 +47,9 @@ PARAMETERS = {
         a compilable kernel (``Kernel.compilable``: the named kernels) with up to 16
         features is compiled once the eager engine has spent about a compile's time on it
         (5 s, this call's estimated time included), and used for calls of at least 256
-        queries after that; if compiling fails (no C++ compiler) it warns and stays eager.
+        queries after that, unless its calls prove slower per query-key pair than the eager
+        engine's (the Gaussian can be, on some CPUs); if compiling fails (no C++ compiler)
+        it warns and stays eager.
         Attention maps and leave-one-out sums are always eager.""",
     "metric": """\
     metric : {"euclidean", "precomputed"}, default="euclidean"

@@ -407,8 +407,12 @@ class KeySet:
         pairs = q.shape[0] * self.X.shape[0]
         if dense and (call.compute == "compiled"
                       or key is not None and policy.chooses(key, q.shape[0], pairs)):
+            ready = key is not None and policy.is_ready(key)  # else this call compiles
+            start = time.perf_counter()
             result = self._pool_compiled(q, call, policy)
             if result is not None:
+                if ready:  # what "auto" weighs against the eager engine
+                    policy.record_compiled(key, q.shape[0], pairs, time.perf_counter() - start)
                 return result
         start = time.perf_counter()
         if self.kernel.is_compact:

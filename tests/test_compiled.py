@@ -197,6 +197,12 @@ def _check_auto_compiles(policy, spy):
     assert spy.calls == 2  # compiled: used from now on
     reg.predict(Q[:10])
     assert spy.calls == 2  # but not for calls smaller than a chunk
+    # Compiled calls are timed too (not the one that compiled): once the loop is slower
+    # per pair than the eager engine (made to look very fast here), "auto" leaves it.
+    assert policy.timed[key][1] == chunk * len(X)
+    policy.eager[key] = (1e-30, 10**12)
+    assert_allclose(reg.predict(Q), expected, rtol=1e-12)
+    assert spy.calls == 2
     # Other configurations keep their own account; user kernels and compute="eager" never.
     NadarayaWatsonRegressor(bandwidth=0.8).fit(X, np.column_stack([y, y])).predict(Q)
     NadarayaWatsonRegressor(_UserGaussian(), bandwidth=0.8).fit(X, y).predict(Q)
