@@ -41,7 +41,7 @@ PARAMETERS = {
         queries. ``"compiled"``: one loop that :func:`torch.compile` fuses (distance,
         kernel weight and weighted sums of each query-key pair, no block of weights in
         memory), compiled once per process for each kernel, dtype, device and number of
-        features or outputs (seconds), then faster than the eager engine; it raises where
+        features or outputs (seconds), then usually faster than the eager engine; it raises where
         compiling fails, and refuses ``n_neighbors``, a tree or cell-list ``algorithm`` and
         ``metric="precomputed"``, which restrict attention. ``"auto"``: a configuration of
         a compilable kernel (``Kernel.compilable``: the named kernels) with up to 16

@@ -41,10 +41,14 @@ def test_concurrent_predicts_leave_the_users_precision(medium_precision, n_threa
     X = rng.normal(size=(400, 3)).astype(np.float32)
     y = (X[:, 0] + np.sin(X[:, 1])).astype(np.float32)
     Q = rng.normal(size=(300, 3)).astype(np.float32)
+    # The eager engine, whose results are the same bits on every call ("auto" may move a
+    # configuration to the compiled loop between calls, equal only to rounding).
     models = [
-        NadarayaWatsonRegressor(bandwidth=0.5, algorithm="brute").fit(X, y),
-        NadarayaWatsonRegressor("epanechnikov", bandwidth=1.5, algorithm="brute").fit(X, y),
-        NadarayaWatsonClassifier(bandwidth=0.5, algorithm="brute").fit(X, y > 0),
+        NadarayaWatsonRegressor(bandwidth=0.5, algorithm="brute", compute="eager").fit(X, y),
+        NadarayaWatsonRegressor("epanechnikov", bandwidth=1.5, algorithm="brute",
+                                compute="eager").fit(X, y),
+        NadarayaWatsonClassifier(bandwidth=0.5, algorithm="brute",
+                                 compute="eager").fit(X, y > 0),
     ]
     methods = [m.predict for m in models[:2]] + [models[2].predict_proba]
     expected = [method(Q) for method in methods]
