@@ -16,6 +16,7 @@ here, and no script imports another. It holds
 """
 
 import inspect
+import json
 import multiprocessing
 import os
 import platform
@@ -304,3 +305,21 @@ def run_in_child(peer, X, y, Q, h, repeats, keops_cold):
         except (BrokenProcessPool, MemoryError, RuntimeError) as exc:  # e.g. out of memory
             return {"peer": peer, "status": "failed", "reason": repr(exc)}
 
+
+
+def write_report(name, report, result, to_markdown, out_dir):
+    """Add ``result`` (one section: config, results, targets) and the end load average to
+    ``report``; print and write ``<name>.md`` (the machine, the section, the load) and
+    ``<name>.json``; return the report."""
+    report.update(result)
+    report["load_average"]["end"] = load_average()
+    text = (machine_line(report["machine"]) + "\nTargets are reported, never enforced.\n"
+            + section_markdown(result, to_markdown)
+            + f"\nLoad average (1 min) at the start {report['load_average']['start']}, at the "
+              f"end {report['load_average']['end']}.\n")
+    print(text, end="", flush=True)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / f"{name}.md").write_text(text)
+    return report

@@ -23,12 +23,11 @@ Usage: ``python benchmarks/bench_compact.py [--n N] [--n-queries M] [--spans S .
 """
 
 import argparse
-import json
 import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import load_average, machine_info, machine_line, section_markdown, timed
+from _common import load_average, machine_info, timed, write_report
 from sklearn.neighbors import RadiusNeighborsRegressor
 
 from sklearn_nw import NadarayaWatsonRegressor
@@ -206,17 +205,7 @@ def run_benchmark(n=1_000_000, n_queries=10_000, spans=SPANS, repeats=2, out_dir
                          "repeats": repeats, "timed": "fit + predict"},
               "sweep": sweep, "targets": _targets(sweep),
               "plot": _plot(sweep, out_dir / "bench_compact.png")}
-    report.update(result)
-    report["load_average"]["end"] = load_average()
-    text = (machine_line(report["machine"]) + "\nTargets are reported, never enforced.\n"
-            + section_markdown(result, to_markdown)
-            + f"\nLoad average (1 min) at the start {report['load_average']['start']}, at the "
-              f"end {report['load_average']['end']}.\n")
-    print(text, end="", flush=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "bench_compact.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out_dir / "bench_compact.md").write_text(text)
-    return report
+    return write_report("bench_compact", report, result, to_markdown, out_dir)
 
 
 def main(argv=None):

@@ -27,14 +27,13 @@ Usage: ``python benchmarks/bench_routes.py [--sizes N ...] [--dims D ...] [--cal
 """
 
 import argparse
-import json
 import math
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import load_average, machine_info, machine_line, section_markdown
+from _common import load_average, machine_info, write_report
 from sklearn.metrics import pairwise_distances
 from sklearn.neighbors import KNeighborsRegressor
 
@@ -145,17 +144,7 @@ def run_benchmark(sizes=SIZES, dims=DIMS, calls=CALLS, out_dir=RESULTS_DIR):
     result = {"config": {"sizes": list(sizes), "dims": list(dims), "calls": calls,
                          "reach": REACH, "dtype": "float64"},
               "points": points, "targets": [target]}
-    report.update(result)
-    report["load_average"]["end"] = load_average()
-    text = (machine_line(report["machine"]) + "\nTargets are reported, never enforced.\n"
-            + section_markdown(result, to_markdown)
-            + f"\nLoad average (1 min) at the start {report['load_average']['start']}, at the "
-              f"end {report['load_average']['end']}.\n")
-    print(text, end="", flush=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "bench_routes.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out_dir / "bench_routes.md").write_text(text)
-    return report
+    return write_report("bench_routes", report, result, to_markdown, out_dir)
 
 
 def main(argv=None):

@@ -124,6 +124,14 @@ def exp_(logits, exact_zeros=True):
     return logits
 
 
+def _csr(parts):
+    """CSR parts ``(crow, col, val)`` of chunks of rows given as (entries per row, columns,
+    values), in row order."""
+    counts, cols, vals = zip(*parts)
+    crow = torch.cat([counts[0].new_zeros(1), torch.cat(counts).cumsum(0)])  # (rows + 1,)
+    return crow, torch.cat(cols), torch.cat(vals)
+
+
 def chunk_rows(n_rows, row_bytes, working_memory):
     """Rows per chunk so that ``rows * row_bytes`` fits in ``working_memory`` MiB (>= 1)."""
     return max(1, min(n_rows, int(working_memory * 2**20) // max(1, row_bytes)))
@@ -431,12 +439,7 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
                     needs_grad=needs_grad)
     n_fallback = sum(n_empty for n_empty, _ in parts.values())
     sparse_parts = [parts[s][1] for s in sorted(parts)]
-    attention = dense_att
-    if sparse:
-        counts, cols, vals = zip(*sparse_parts)
-        crow = torch.cat([counts[0].new_zeros(1), torch.cat(counts).cumsum(0)])  # (n_q + 1,)
-        attention = (crow, torch.cat(cols), torch.cat(vals))
-    return PoolResult(out, attention, n_fallback)
+    return PoolResult(out, _csr(sparse_parts) if sparse else dense_att, n_fallback)
 
 
 def fused_pool(q, x, v, h, kernel, *, policy, log_w=None, working_memory=1024, keys=None):
@@ -529,12 +532,7 @@ def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memor
                 k.mul_(wv1_t[-1]).div_(torch.where(den > 0, den, 1.0))  # empty rows stay 0
                 nonzero = k != 0  # (c, m)
                 parts.append((nonzero.sum(1), nonzero.nonzero()[:, 1], k[nonzero]))
-    attention = None
-    if return_attention:
-        counts, cols, vals = zip(*parts)
-        crow = torch.cat([counts[0].new_zeros(1), torch.cat(counts).cumsum(0)])  # (b + 1,)
-        attention = (crow, torch.cat(cols), torch.cat(vals))
-    return out, empty, attention
+    return out, empty, _csr(parts) if return_attention else None
 
 
 def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
@@ -601,12 +599,7 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
                 kept.index_add_(0, row[nonzero], torch.ones_like(row[nonzero]))
                 parts.append((kept, ind[nonzero], k[nonzero]))
             s += c
-    attention = None
-    if return_attention:
-        counts, cols, vals = zip(*parts)
-        crow = torch.cat([counts[0].new_zeros(1), torch.cat(counts).cumsum(0)])  # (b + 1,)
-        attention = (crow, torch.cat(cols), torch.cat(vals))
-    return out, empty, attention
+    return out, empty, _csr(parts) if return_attention else None
 
 
 def candidate_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
