@@ -5,7 +5,8 @@ What it measures
 For each training size of ``--sizes`` (default 2,000, 10,000 and 50,000) and each dimension
 of ``--dims`` (default 2 and 5): inputs uniform in [0, 1]^d, ``y = sin(6 x0) + x1``,
 float64, and one uniform query row. The time of ``predict`` on that row (the median of
-``--calls`` calls after a warm-up, the model fitted once) for every route a prediction can
+``--calls`` calls after a warm-up, the model fitted once; its calls interleaved with the
+peer's, so that both see the same state of the machine) for every route a prediction can
 take (``route_``):
 
 - ``dense``: the Gaussian at Scott's bandwidth; the Epanechnikov with ``algorithm="brute"``;
@@ -48,14 +49,17 @@ REACH = 100  # training points within reach of a query, for the compact kernel
 RATIO_TARGET = 2.0
 
 
-def _median_call(call, n_calls):
-    call()  # warm-up: first-call costs (imports, allocations) are not a small call's
-    times = []
-    for _ in range(n_calls):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+def _median_calls(call, peer, n_calls):
+    """Median times of ``call`` and of ``peer``, their calls interleaved (call, peer, call,
+    ...) so that both see the same state of the machine (clock, caches, other load)."""
+    call(), peer()  # warm-up: first-call costs (imports, allocations) are not a small call's
+    times = np.empty((n_calls, 2))
+    for i in range(n_calls):
+        for j, f in enumerate((call, peer)):
+            start = time.perf_counter()
+            f()
+            times[i, j] = time.perf_counter() - start
+    return tuple(float(t) for t in np.median(times, axis=0))
 
 
 def _compact_bandwidth(n, d):
@@ -91,13 +95,13 @@ def measure(n, d, n_calls, with_precomputed):
     q = rng.uniform(size=(1, d))
     labels = np.digitize(y, [0.3, 1.0])
     knn = KNeighborsRegressor().fit(X, y)
-    peer = _median_call(lambda: knn.predict(q), n_calls)
     rows = []
     for name, model in _models(X, d, n).items():
         model.fit(X, labels if name == "dense, classifier" else y)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            seconds = _median_call(lambda m=model: m.predict(q), n_calls)
+            seconds, peer = _median_calls(lambda m=model: m.predict(q),
+                                          lambda: knn.predict(q), n_calls)
         rows.append({"route": model.route_, "model": name, "time_s": seconds,
                      "peer_s": peer, "ratio": seconds / peer, "warned": bool(caught)})
     if with_precomputed:
@@ -105,8 +109,8 @@ def measure(n, d, n_calls, with_precomputed):
         model = NadarayaWatsonRegressor(bandwidth=float(scott_bandwidth(X).mean()),
                                         metric="precomputed").fit(D, y)
         peer_model = KNeighborsRegressor(metric="precomputed").fit(D, y)
-        peer_p = _median_call(lambda: peer_model.predict(Dq), n_calls)
-        seconds = _median_call(lambda: model.predict(Dq), n_calls)
+        seconds, peer_p = _median_calls(lambda: model.predict(Dq),
+                                        lambda: peer_model.predict(Dq), n_calls)
         rows.append({"route": model.route_, "model": "precomputed, Gaussian",
                      "time_s": seconds, "peer_s": peer_p, "ratio": seconds / peer_p,
                      "warned": False})

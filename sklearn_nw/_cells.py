@@ -59,6 +59,7 @@ class CellList:
         # The points in cell order; the order within a cell does not matter.
         self.order = np.argsort(ids, kind="quicksort")  # (n,)
         self.sorted_ids = ids[self.order]  # (n,)
+        self._steps = self._run_steps()
 
     def _query_cells(self, queries):
         """Cell coordinates (m, d) of queries, clipped so that their neighborhoods stay
@@ -71,13 +72,12 @@ class CellList:
 
     def _run_steps(self):
         """The flat cell number of each neighboring run's first cell, less the query
-        cell's prefix (runs share all but the last coordinate), and the last extent."""
+        cell's prefix (runs share all but the last coordinate); computed once."""
         last = self.shape[-1]
         prefix_shape = self.shape[:-1]
         strides = [int(np.prod(prefix_shape[k + 1:])) for k in range(len(prefix_shape))]
-        steps = np.array([int(np.dot(o, strides)) * last for o in itertools.product(
+        return np.array([int(np.dot(o, strides)) * last for o in itertools.product(
             range(-self.reach, self.reach + 1), repeat=len(prefix_shape))])  # (runs,)
-        return steps, last
 
     def runs(self, queries):
         """Each query's candidates: ``(lo, hi)``, both (m, runs), the slices of the points
@@ -85,9 +85,9 @@ class CellList:
         included). One vectorised search for all queries, for queries with few points in
         reach, where :meth:`blocks` would spend more time per block than per pair."""
         ids = np.ravel_multi_index(self._query_cells(queries).T, self.shape)  # (m,)
-        steps, last = self._run_steps()
+        last = self.shape[-1]
         prefixes, lasts = np.divmod(ids, last)  # (m,)
-        base = (prefixes * last)[:, None] + steps + lasts[:, None]  # (m, runs)
+        base = (prefixes * last)[:, None] + self._steps + lasts[:, None]  # (m, runs)
         lo = np.searchsorted(self.sorted_ids, base - self.reach, "left")
         hi = np.searchsorted(self.sorted_ids, base + self.reach, "right")
         return lo, hi
@@ -103,11 +103,7 @@ class CellList:
         ends = np.append(starts[1:], len(ids))
         last = self.shape[-1]
         prefixes, lasts = np.divmod(cell_ids, last)  # runs share all but the last coordinate
-        prefix_shape = self.shape[:-1]
-        strides = [int(np.prod(prefix_shape[k + 1:])) for k in range(len(prefix_shape))]
-        # The flat cell number of each neighboring run's first cell, less the prefix's.
-        steps = np.array([int(np.dot(o, strides)) * last for o in itertools.product(
-            range(-self.reach, self.reach + 1), repeat=len(prefix_shape))])  # (runs,)
+        steps = self._steps
 
         def slices(g, h):
             """Bounds in the sorted points of the runs around cells g..h (one prefix)."""

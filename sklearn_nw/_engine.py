@@ -107,6 +107,30 @@ def _compute_settings():
                 _settings["saved"] = None
 
 
+# Calls of at most this many (query, key) pairs run on the calling thread alone: one thread
+# does them in well under a millisecond, and each of torch's parallel regions ends in a
+# barrier that waits for every thread of the team, so whenever another process holds a
+# core a one-row predict waits out scheduler time slices (measured on 2 cores beside a
+# busy process: a one-row Gaussian predict over 50,000 keys in 38 ms instead of 1.5 ms).
+_SERIAL_MAX_PAIRS = 2**18
+
+
+@contextlib.contextmanager
+def serial_if_small(n_pairs, device):
+    """Run the block on one thread when it computes at most ``_SERIAL_MAX_PAIRS`` pairs
+    on the CPU. OpenMP's and MKL's thread counts are per thread: this thread's only
+    (torch also keeps it as the default of threads started meanwhile; restored after)."""
+    n_threads = torch.get_num_threads()
+    if device.type != "cpu" or n_pairs > _SERIAL_MAX_PAIRS or n_threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n_threads)
+
+
 def exp_(logits, exact_zeros=True):
     """In-place ``exp`` of a block of logits, fast where most of them underflow.
 
@@ -230,7 +254,12 @@ class _Problem:
         # log of the self weight left after removing one unit (leave-one-out), or None.
         self.self_log_w = self_log_w
         self.working_memory = working_memory
-        self.positive = torch.isfinite(self.log_w)  # (n,) keys that can receive attention
+
+    @property
+    def positive(self):
+        """(n,) the keys that can receive attention (a pass over the keys: only the careful
+        path and the compiled loop need it, not every small call)."""
+        return torch.isfinite(self.log_w)
 
     def scale(self, q):
         return transform(q, self.centre, self.h)
@@ -478,7 +507,8 @@ def fused_pool(q, x, v, h, kernel, *, policy, log_w=None, working_memory=1024, k
 # -- sums restricted to candidate keys --------------------------------------------------
 
 
-def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memory=1024):
+def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memory=1024,
+                 augmented=None):
     """Pooling of a block of queries over candidate keys for a compact kernel, with the
     profile evaluated directly: it is at most ``k(0) = 1`` and exactly 0 only outside the
     support, so log space buys nothing and costs two passes.
@@ -493,6 +523,9 @@ def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memor
         The candidates' sample-weighted values, and their weights in the last row.
     kernel : Kernel
         A compact kernel.
+    augmented : tuple, optional
+        :func:`augment_keys` of ``xs``, used above three coordinates: computed once by a
+        caller that pools many calls over the same keys.
 
     Returns
     -------
@@ -510,7 +543,8 @@ def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memor
     # Two (chunk, m) blocks, allocated once (see _CACHE_BYTES): squared distances turned
     # into weights in place, and coordinate differences.
     blocks = qs.new_empty(2, min(step, b), m)
-    augmented = augment_keys(xs) if qs.shape[1] > 3 else None
+    if augmented is None and qs.shape[1] > 3:
+        augmented = augment_keys(xs)
     with _compute_settings():
         for s in range(0, b, step):
             q = qs[s : s + step]  # (c, r)
@@ -568,31 +602,38 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
     # weight, indices) stay in cache.
     budget = max(1, 2 * _CACHE_BYTES // (qs.element_size() * (keys.shape[1] + r + 2) + 16))
     ends = torch.cumsum(counts, 0)  # (b,)
+    total = int(ends[-1]) if b else 0
     ones = qs.new_ones(r)  # (r,) sums of squares as one matrix-vector product
     parts = []
     with _compute_settings():
         s = 0
         while s < b:
             done = int(ends[s - 1]) if s else 0
-            c = int(torch.searchsorted(ends[s:], ends.new_tensor(done + budget), right=True))
-            c = max(1, c)
+            if total - done <= budget:  # the rest fits in one chunk (one-row calls)
+                c = b - s
+            else:
+                c = max(1, int(torch.searchsorted(ends[s:], ends.new_tensor(done + budget),
+                                                  right=True)))
             run = lengths[s:s + c].reshape(-1)  # (c s,)
-            n_pairs = int(counts[s:s + c].sum())
+            per_query = counts[s:s + c]  # (c,)
+            n_pairs = int(ends[s + c - 1]) - done
             # Each slice's keys, one slice after the other: lo + 0, 1, ..., length - 1.
             shift = lo[s:s + c].reshape(-1) - (torch.cumsum(run, 0) - run)  # (c s,)
-            ind = torch.repeat_interleave(shift, run) + torch.arange(n_pairs,
-                                                                     device=qs.device)  # (p,)
-            row = torch.repeat_interleave(torch.arange(c, device=qs.device),
-                                          counts[s:s + c])  # (p,)
+            ind = torch.repeat_interleave(shift, run, output_size=n_pairs)
+            ind += torch.arange(n_pairs, device=qs.device)  # (p,)
             gathered = keys[ind]  # (p, r + t + 1)
-            diff = gathered[:, :r] - qs[s:s + c][row]  # (p, r)
+            diff = gathered[:, :r].sub_(torch.repeat_interleave(
+                qs[s:s + c], per_query, dim=0, output_size=n_pairs))  # (p, r)
             k = kernel.profile_sq_(torch.mv(diff.square_(), ones))  # (p,) weights
             weighted = gathered[:, r:].mul_(k[:, None])  # (p, t + 1)
-            num_den = qs.new_zeros(c, t1).index_add_(0, row, weighted)  # (c, t + 1)
+            num_den = torch.segment_reduce(weighted, "sum", lengths=per_query,
+                                           axis=0)  # (c, t + 1)
             den = num_den[:, -1:]  # (c, 1)
             empty[s:s + c] = ~(den[:, 0] > 0)
             out[s:s + c] = num_den[:, :-1] / den
             if return_attention:
+                row = torch.repeat_interleave(torch.arange(c, device=qs.device), per_query,
+                                              output_size=n_pairs)  # (p,)
                 k = weighted[:, -1].div_(torch.where(den > 0, den, 1.0)[row, 0])
                 nonzero = k != 0  # (p,)
                 kept = torch.zeros(c, dtype=torch.long, device=qs.device)

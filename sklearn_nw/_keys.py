@@ -47,9 +47,11 @@ from ._compiled import AUTO_MAX_COORDS, CompileError, config_key, current_policy
 from ._engine import (
     KeyTensors,
     attention_pool,
+    augment_keys,
     candidate_pool,
     fused_pool,
     prepare_keys,
+    serial_if_small,
     support_pairs_pool,
     support_pool,
 )
@@ -281,6 +283,9 @@ class KeySet:
         if kernel.is_compact and self.route in ("dense", "cell_list"):
             self._support = self._support_keys()
         self._dense = self._dense_keys() if self.route == "dense" else None
+        self._support_dense = (self._support_dense_keys()
+                               if self.route == "dense" and kernel.is_compact else None)
+        self._unit_weights = bool(np.all(sample_weight == 1.0))
 
     # -- fit: the index and the compact kernels' keys ----------------------------------
 
@@ -343,6 +348,20 @@ class KeySet:
                             self.kernel, tensor(self.log_w))
         return KeyTensors(*(None if t is None else t.numpy() for t in keys))
 
+    def _support_dense_keys(self):
+        """A compact kernel's dense route, laid out once: the support keys' coordinates
+        (n', r), their weighted values and weights (t + 1, n'), both contiguous, and above
+        three coordinates the key side of the distance expansion
+        (:func:`_engine.augment_keys`), else None."""
+        _, key_rows, _ = self._support
+        r = key_rows.shape[1] - self.values.shape[1] - 1
+        xs = np.ascontiguousarray(key_rows[:, :r])  # (n', r)
+        augmented = None
+        if r > 3:
+            rows, x2_max = augment_keys(torch.from_numpy(xs))
+            augmented = (rows.numpy(), x2_max.numpy())
+        return xs, np.ascontiguousarray(key_rows[:, r:].T), augmented
+
     def _dense_tensors(self, device):
         return KeyTensors(*(None if a is None else torch.as_tensor(a, device=device)
                             for a in self._dense))
@@ -393,7 +412,8 @@ class KeySet:
         Pooled
         """
         call = _Call(torch.device(device), return_attention, compute, working_memory)
-        out, attention, n_fallback = _POOLS[self.route](self, queries, call)
+        with serial_if_small(queries.shape[0] * self.X.shape[0], call.device):
+            out, attention, n_fallback = _POOLS[self.route](self, queries, call)
         return Pooled(out.cpu().numpy(),
                       _numpy_attention(attention, queries.shape[0], self.X.shape[0]),
                       n_fallback)
@@ -487,12 +507,21 @@ class KeySet:
             if not runs:
                 lonely.append(queries)
                 continue
-            # The candidates' key rows, copied whole (contiguous) when they are several runs.
-            block = (key_rows[runs[0][0]:runs[0][1]] if len(runs) == 1
-                     else torch.cat([key_rows[a:b] for a, b in runs]))  # (m, r + t + 1)
+            if self.route == "dense":  # every key, laid out at fit
+                xs, wv1_t, augmented = self._support_dense
+                xs, wv1_t = tensor(xs), tensor(wv1_t)  # (n', r), (t + 1, n')
+                if augmented is not None:
+                    augmented = tuple(torch.as_tensor(a, device=call.device)
+                                      for a in augmented)
+            else:
+                # The candidates' key rows, copied whole (contiguous) when several runs.
+                block = (key_rows[runs[0][0]:runs[0][1]] if len(runs) == 1
+                         else torch.cat([key_rows[a:b] for a, b in runs]))  # (m, r + t + 1)
+                xs, wv1_t, augmented = block[:, :r], block[:, r:].T, None
             block_out, empty, attention = support_pool(
-                tensor(qs_all[queries]), block[:, :r], block[:, r:].T, self.kernel,
+                tensor(qs_all[queries]), xs, wv1_t, self.kernel,
                 return_attention=call.return_attention, working_memory=call.working_memory,
+                augmented=augmented,
             )
             out[queries] = block_out.cpu().numpy()
             lonely.append(queries[empty.cpu().numpy()])
@@ -581,6 +610,8 @@ class KeySet:
             )
             parts.append((part, offset))
             offset += len(ind)
+        if len(parts) == 1:  # small calls: nothing to stitch
+            return parts[0][0]
         out = torch.cat([p.out for p, _ in parts])
         attention = None
         if call.return_attention:
@@ -615,8 +646,7 @@ class KeySet:
         dist, ind = np.concatenate(dist), np.concatenate(ind)
         if len(self.index_rows) < self.X.shape[0]:
             ind = self.index_rows[ind]
-        unit_weights = bool(np.all(self.sample_weight == 1.0))
-        return dist, ind, counts, None if unit_weights else self.sample_weight[ind]
+        return dist, ind, counts, None if self._unit_weights else self.sample_weight[ind]
 
     def _k_nearest_units(self, queries):
         """The nearest keys holding ``n_neighbors`` units of sample weight.
