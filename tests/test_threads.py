@@ -10,6 +10,7 @@ from numpy.testing import assert_array_equal
 
 from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor
 from sklearn_nw._engine import _compute_settings
+from sklearn_nw.kernels import Kernel
 
 
 @pytest.fixture
@@ -83,3 +84,37 @@ def test_settings_already_highest_are_left_alone():
         assert torch.get_float32_matmul_precision() == "highest"
     finally:
         torch.set_float32_matmul_precision(before)
+
+
+class _CountingKernel(Kernel):
+    """The Cauchy profile, recording the thread that evaluates it and torch's thread count
+    there."""
+
+    def __init__(self):
+        self.seen = []
+
+    def log_profile_sq(self, u2):
+        self.seen.append((threading.get_ident(), torch.get_num_threads()))
+        return -torch.log1p(u2)
+
+
+def test_small_calls_compute_on_one_thread_and_restore_the_count():
+    # Calls too small to share run on the calling thread alone, without OpenMP's barriers:
+    # beside a busy process, each parallel region of a one-row predict would wait out a
+    # scheduler time slice.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(5000, 2))
+    model = NadarayaWatsonRegressor(_CountingKernel(), bandwidth=0.3,
+                                    compute="eager").fit(X, X[:, 0])
+    kernel = model.kernel_  # the fitted copy
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        kernel.seen.clear()
+        model.predict(X[:3])  # 15,000 pairs
+        assert kernel.seen and set(kernel.seen) == {(threading.get_ident(), 1)}
+        assert torch.get_num_threads() == 2
+        model.predict(rng.normal(size=(400, 2)))  # 2 x 10^6 pairs: shared by two threads
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
