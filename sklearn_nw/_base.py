@@ -4,11 +4,16 @@ and the route, resolved once at fit.
 ``fit`` validates, resolves the kernel and the bandwidth, then builds the fitted key set
 (:class:`~sklearn_nw._keys.KeySet`) on the route that ``predict`` will take. Estimators hand
 numpy arrays to the key set and take numpy arrays back; they never touch a tensor.
+
+A bandwidth search (the CV estimators' grid) is a strategy handed to :meth:`_fit`: an
+object with ``select(training)``, given the training data as one :class:`Training` and
+returning a result with a ``bandwidth``.
 """
 
 import warnings
+from collections.abc import Callable
 from numbers import Integral, Real
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -72,6 +77,42 @@ class EmptyNeighborhoodWarning(UserWarning):
     """
 
 
+class Training(NamedTuple):
+    """The training data as a bandwidth strategy sees it, built once at fit.
+
+    The estimator hands it to a strategy's ``select``; the two functions are the
+    estimator's own, passed as values, so a strategy never calls back into it.
+    """
+
+    X: np.ndarray  # (n, d) the training inputs, X_fit_
+    y: np.ndarray  # (n,) or (n, n_outputs) the targets as given: y_fit_, or class labels
+    classes: object  # (c,) classes_ of a classifier; None for a regressor
+    sample_weight: np.ndarray  # (n,)
+    values: np.ndarray  # (n, t) the values attention pools (scaled targets, one-hot labels)
+    kernel: Kernel
+    loss: object  # the loss of sklearn_nw._losses that leave-one-out minimises
+    device: str
+    working_memory: float  # MiB, scikit-learn's working_memory at fit
+    estimator_name: str  # named in errors
+    # Pooled values (n, t) of the rows -> the estimator's outputs as the user sees them
+    # (predictions shaped like y, or class probabilities).
+    outputs: Callable
+    # (a leave-one-out loss of a LeaveOneOutSet's values, that set) -> the loss of the
+    # training rows in the targets' unit.
+    loss_over_rows: Callable
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    def leave_one_out_set(self, what):
+        """The training set as leave-one-out sees it: its distinct inputs, each left out
+        with every copy of itself (:mod:`sklearn_nw._leave_one_out`); ``what`` names the
+        search in its error."""
+        return leave_one_out_set(self.X, self.values, self.sample_weight,
+                                 estimator_name=f"{self.estimator_name} with {what}")
+
+
 class _NumberInterval(Interval):
     """scikit-learn's :class:`Interval` for numbers proper: a boolean is no count of
     neighbors nor a width, and any real number (a ``Fraction``, which ``np.isnan``
@@ -118,12 +159,15 @@ class NadarayaWatsonBase(BaseEstimator):
 
     # -- fitting ---------------------------------------------------------------------------
 
-    def _fit(self, X, y, sample_weight, *, classifier=False):
+    def _fit(self, X, y, sample_weight, *, classifier=False, search=None):
         """The one validation and fitting path of every Nadaraya-Watson estimator.
 
         Validates X, y and sample_weight, resolves kernel and device, stores copies of the
         training data (``X_fit_`` in float64 or float32 as X came), lets the subclass encode
-        its targets (:meth:`_fit_targets`), then resolves the bandwidth.
+        its targets (:meth:`_fit_targets`), then resolves the bandwidth: from the
+        ``bandwidth`` parameter, or, when ``search`` is given, as
+        ``search.select(training).bandwidth`` (a strategy such as the CV estimators' grid
+        search; ``training`` is :class:`Training`).
         """
         self._check_parameter_combinations()
         xp, _ = get_namespace(X)
@@ -148,9 +192,22 @@ class NadarayaWatsonBase(BaseEstimator):
         self.X_fit_ = X.copy() if sp.issparse(X) else np.array(X, copy=True)
         self.sample_weight_ = sample_weight
         values = self._fit_targets(y)
-        self._fit_bandwidth(values, loss=LOG_LOSS if classifier else SQUARED_ERROR)
+        self._fit_bandwidth(values, classifier=classifier, search=search)
         self._fit_keys(values)
         return self
+
+    def _training(self, values, *, classifier):
+        """The training data for a bandwidth strategy, with this estimator's functions;
+        built only for a search or a learned bandwidth (a classifier's labels are a new
+        array)."""
+        return Training(
+            X=self.X_fit_, y=self._targets(), classes=self.classes_ if classifier else None,
+            sample_weight=self.sample_weight_, values=values, kernel=self.kernel_,
+            loss=LOG_LOSS if classifier else SQUARED_ERROR, device=self.device_,
+            working_memory=get_config()["working_memory"],
+            estimator_name=type(self).__name__, outputs=self._outputs,
+            loss_over_rows=self._loss_over_rows,
+        )
 
     def _precomputed(self):
         """Whether X holds distances (``metric="precomputed"``). The CV estimators have
@@ -200,11 +257,16 @@ class NadarayaWatsonBase(BaseEstimator):
         )
         self.route_ = self.key_set_.route
 
-    def _fit_bandwidth(self, values, *, loss):
+    def _fit_bandwidth(self, values, *, classifier, search=None):
         """Set ``bandwidth_`` (and, for a learned one, ``n_iter_``, ``loss_curve_`` and for
-        the full metric ``projection_``)."""
+        the full metric ``projection_``): chosen by ``search.select(training)`` when a
+        search is given, else resolved from the ``bandwidth`` parameter."""
         for stale in ("projection_", "n_iter_", "loss_curve_"):
             self.__dict__.pop(stale, None)
+        if search is not None:
+            training = self._training(values, classifier=classifier)
+            self.bandwidth_ = search.select(training).bandwidth
+            return
         X, w, bandwidth = self.X_fit_, self.sample_weight_, self.bandwidth
         if self._precomputed():
             if isinstance(bandwidth, (str, LeaveOneOutBandwidth)):
@@ -222,31 +284,35 @@ class NadarayaWatsonBase(BaseEstimator):
             self.bandwidth_ = check_bandwidth(bandwidth, X.shape[1])
             return
         selector = LeaveOneOutBandwidth() if isinstance(bandwidth, str) else clone(bandwidth)
-        loo = self._leave_one_out_set(values, "bandwidth='loo'")
+        training = self._training(values, classifier=classifier)
+        loo = training.leave_one_out_set("bandwidth='loo'")
         result = selector.select(
-            loo, self.kernel_, loss=loss, h_start=search_reference(X, w),
-            dtype=self.X_fit_.dtype, device=self.device_,
-            working_memory=get_config()["working_memory"],
+            loo, training.kernel, loss=training.loss, h_start=search_reference(X, w),
+            dtype=training.dtype, device=training.device,
+            working_memory=training.working_memory,
         )
         self.bandwidth_ = result.bandwidth
         if result.projection is not None:
             self.projection_ = result.projection
         self.n_iter_ = result.n_iter
-        self.loss_curve_ = self._loss_over_rows(result.loss_curve, loo)
-
-    def _leave_one_out_set(self, values, what):
-        """The training set as leave-one-out sees it: its distinct inputs, each left out
-        with every copy of itself (:mod:`sklearn_nw._leave_one_out`)."""
-        return leave_one_out_set(self.X_fit_, values, self.sample_weight_,
-                                 estimator_name=f"{type(self).__name__} with {what}")
+        self.loss_curve_ = training.loss_over_rows(result.loss_curve, loo)
 
     def _fit_targets(self, y):
         """Store the encoded targets; return :meth:`_values`."""
         raise NotImplementedError
 
+    def _targets(self):
+        """The training targets as the user gave them (class labels for the classifier)."""
+        raise NotImplementedError
+
     def _values(self):
         """The values (n_samples_fit, t) that attention pools: scaled targets or one-hot
         labels."""
+        raise NotImplementedError
+
+    def _outputs(self, pooled):
+        """The estimator's outputs as the user sees them (``predict`` of the regressor,
+        ``predict_proba`` of the classifier) of pooled values (n_rows, t)."""
         raise NotImplementedError
 
     def _loss_over_rows(self, loss, loo):

@@ -78,8 +78,14 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         self.classes_, self.y_fit_ = np.unique(y, return_inverse=True)
         return self._values()
 
+    def _targets(self):
+        return self.classes_[self.y_fit_]
+
     def _values(self):
         return np.eye(len(self.classes_), dtype=self.X_fit_.dtype)[self.y_fit_]  # (n, c)
+
+    def _outputs(self, pooled):
+        return pooled  # pooled one-hot labels are the class probabilities
 
     def _loss_over_rows(self, loss, loo):
         return loss  # the cross-entropy of the class frequencies is the rows' log-loss

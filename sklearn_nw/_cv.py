@@ -1,13 +1,18 @@
-"""Nadaraya-Watson estimators with the bandwidth chosen from a grid by cross-validation."""
+"""Nadaraya-Watson estimators with the bandwidth chosen from a grid by cross-validation.
+
+They compose like :class:`~sklearn.linear_model.RidgeCV`: ``fit`` routes the metadata,
+builds a grid search (:class:`_BandwidthGridSearch`) that holds the grid, the splitter,
+the scorer and the metadata, hands it to the plain estimator's fit path, which calls its
+``select`` with the training data (:class:`~sklearn_nw._base.Training`), then copies the
+search's results onto the estimator.
+"""
 
 import warnings
-from contextvars import ContextVar
 from inspect import signature
 from numbers import Integral
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
-from sklearn import get_config
 from sklearn.base import (
     BaseEstimator,
     ClassifierMixin,
@@ -17,7 +22,6 @@ from sklearn.base import (
 )
 from sklearn.metrics import check_scoring, get_scorer, get_scorer_names
 from sklearn.model_selection import GridSearchCV
-from sklearn.utils import Bunch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.metadata_routing import (
     MetadataRouter,
@@ -35,17 +39,6 @@ from .bandwidth import LeaveOneOutGrid, search_reference
 # Multiples of Scott's rule in the default grid.
 _DEFAULT_GRID = (1 / 8, 8)
 _DEFAULT_N_BANDWIDTHS = 25
-
-# The metadata of the running ``fit`` call, for the search inside ``_fit``; a context
-# variable, so that it never becomes fitted state.
-_FIT_METADATA = ContextVar("sklearn_nw_cv_fit_metadata", default=None)
-
-
-def _fit_metadata():
-    """The running fit's metadata: ``params`` as passed (``sample_weight`` included when
-    given) and ``routed``, scikit-learn's routing of them (None when routing is off)."""
-    metadata = _FIT_METADATA.get()
-    return Bunch(params={}, routed=None) if metadata is None else metadata
 
 
 def _accepts_sample_weight(scorer):
@@ -68,121 +61,79 @@ def _search_constraints(plain_class):
     return constraints
 
 
-class _BandwidthSearchMixin:
-    """Chooses ``bandwidth_`` from ``bandwidths`` in place of the plain estimator's rule.
+class GridSearchResult(NamedTuple):
+    """What :meth:`_BandwidthGridSearch.select` found."""
 
-    It comes first in the CV estimators' bases, so its ``__init__`` (their parameters) is
-    the one scikit-learn's ``get_params`` reads. Metadata is routed as in
-    :class:`~sklearn.linear_model.RidgeCV`: to the estimator's own fit, the scorer's
-    ``score`` and the splitter's ``split``.
+    bandwidth: np.ndarray  # (d,) the best grid point (the first on ties), a row of grid
+    grid: np.ndarray  # (G, d) the grid as bandwidth vectors
+    cv_results: dict  # "mean_test_score", "rank_test_score", "bandwidth", GridSearchCV's
+    best_index: int
+    best_score: float
+
+
+class _BandwidthGridSearch:
+    """The CV estimators' bandwidth strategy: the best point of a grid, by exact
+    leave-one-out (``cv=None``, :class:`~sklearn_nw.bandwidth.LeaveOneOutGrid`) or by
+    :class:`~sklearn.model_selection.GridSearchCV` with a splitter.
+
+    ``select(training)`` returns a :class:`GridSearchResult` and keeps it as ``result_``.
+
+    Parameters
+    ----------
+    bandwidths : int, array-like or None
+        The grid, as the CV estimators take it.
+    cv : cross-validation generator, int, iterable or None
+    scorer : callable or None
+        Scores the leave-one-out predictions or each split; None for the default
+        leave-one-out score (the negative weighted loss, in the targets' unit).
+    estimator : NadarayaWatsonRegressor or NadarayaWatsonClassifier
+        The plain estimator GridSearchCV clones for each grid point and split.
+    params : dict
+        The fit's metadata as passed, ``sample_weight`` included when given.
+    routed : Bunch or None
+        scikit-learn's routing of ``params`` (None when routing is off).
+    owner : str or None
+        The estimator named in the warning about weights the scorer cannot take.
     """
 
-    def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
-                 n_neighbors=None, algorithm="auto", compute="auto", device="cpu"):
+    def __init__(self, bandwidths, *, cv=None, scorer=None, estimator=None, params=None,
+                 routed=None, owner=None):
         self.bandwidths = bandwidths
-        self.kernel = kernel
         self.cv = cv
-        self.scoring = scoring
-        self.n_neighbors = n_neighbors
-        self.algorithm = algorithm
-        self.compute = compute
-        self.device = device
+        self.scorer = scorer
+        self.estimator = estimator
+        self.params = {} if params is None else params
+        self.routed = routed
+        self.owner = owner
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, **params):
-        """Choose the bandwidth from the grid, then store the training data.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Training inputs.
-        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
-            Targets; for the classifier, class labels of shape (n_samples,), of any type
-            ``numpy.unique`` can sort.
-        sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative frequency weights: an integer weight equals repeating the row.
-            Without metadata routing they also go to the scorer when it takes
-            ``sample_weight``; with routing, to the scorer and the splitter when they
-            request them.
-        **params : dict
-            Metadata for the scorer and the splitter, e.g. ``groups`` for
-            :class:`~sklearn.model_selection.GroupKFold`.
-
-            Only available if ``enable_metadata_routing=True``, which can be set by using
-            ``sklearn.set_config(enable_metadata_routing=True)``. See
-            :ref:`Metadata Routing User Guide <metadata_routing>` for more details.
-
-        Returns
-        -------
-        self : object
-            The fitted estimator.
-
-        Notes
-        -----
-        With ``cv=None`` the sample weights are frequency weights of the leave-one-out
-        predictions and weigh the default score; with a splitter they weigh each split's
-        fit, and its score when the scorer takes them. So the chosen bandwidth may differ
-        between the two, as for :class:`~sklearn.linear_model.RidgeCV`.
-        """
-        return self._fit_search(X, y, sample_weight, params, classifier=is_classifier(self))
-
-    def _fit_search(self, X, y, sample_weight, params, *, classifier):
-        """``fit`` of the CV estimators: route the metadata, then the plain estimators' fit,
-        whose :meth:`_fit_bandwidth` runs the search with it."""
-        _raise_for_params(params, self, "fit")
-        if sample_weight is not None:
-            params = {**params, "sample_weight": sample_weight}
-        routed = process_routing(self, "fit", **params) if _routing_enabled() else None
-        token = _FIT_METADATA.set(Bunch(params=params, routed=routed))
-        try:
-            return self._fit(X, y, sample_weight, classifier=classifier)
-        finally:
-            _FIT_METADATA.reset(token)
-
-    def get_metadata_routing(self):
-        """Get metadata routing of this object.
-
-        Please check :ref:`User Guide <metadata_routing>` on how the routing
-        mechanism works.
-
-        Returns
-        -------
-        routing : MetadataRouter
-            A :class:`~sklearn.utils.metadata_routing.MetadataRouter` encapsulating
-            routing information: this estimator's ``fit``, the scorer's ``score`` and the
-            splitter's ``split``.
-        """
-        return (
-            MetadataRouter(owner=self)
-            .add_self_request(self)
-            .add(
-                scorer=self._get_scorer(),
-                method_mapping=MethodMapping().add(caller="fit", callee="score"),
-            )
-            .add(
-                splitter=self.cv,
-                method_mapping=MethodMapping().add(caller="fit", callee="split"),
-            )
+    def select(self, training):
+        """Score every grid point on ``training`` (a :class:`~sklearn_nw._base.Training`)
+        and return the best as a :class:`GridSearchResult`."""
+        grid = self._grid(training)
+        if self.cv is None:
+            # Ranked in the pooled values' unit: squared errors in the targets' unit can
+            # underflow or overflow (targets of 1e-200 or 1e250).
+            scores, reported = self._leave_one_out_scores(grid, training)
+            cv_results = {"mean_test_score": reported}
+        else:
+            cv_results = self._cross_validate(grid, training)
+            scores = cv_results["mean_test_score"]
+        cv_results["bandwidth"] = grid
+        cv_results["rank_test_score"] = (
+            np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1
         )
+        best = int(np.argmax(scores))
+        self.result_ = GridSearchResult(grid[best], grid, cv_results, best,
+                                        float(cv_results["mean_test_score"][best]))
+        return self.result_
 
-    def _get_scorer(self):
-        """The scorer of ``scoring``; None for the default scores without routing.
-
-        With routing on, the default scores (the weighted loss of the leave-one-out
-        predictions, or the estimator's ``score`` on each split) use ``sample_weight``
-        whenever it is given, so the default scorer requests it, as in RidgeCV.
-        """
-        if _routing_enabled() and self.scoring is None:
-            return get_scorer(self._default_scoring).set_score_request(sample_weight=True)
-        return check_scoring(self, scoring=self.scoring, allow_none=True)
-
-    def _bandwidth_grid(self):
+    def _grid(self, training):
         """The grid as an array (G, n_features) of bandwidth vectors."""
-        d = self.X_fit_.shape[1]
+        d = training.X.shape[1]
         if self.bandwidths is None or isinstance(self.bandwidths, Integral):
             n = _DEFAULT_N_BANDWIDTHS if self.bandwidths is None else self.bandwidths
             multiples = np.geomspace(*_DEFAULT_GRID, n) if n > 1 else np.ones(1)
-            return multiples[:, None] * search_reference(self.X_fit_, self.sample_weight_)
+            return multiples[:, None] * search_reference(training.X, training.sample_weight)
         grid = np.array(self.bandwidths, dtype=np.float64)  # a copy: never the user's array
         if grid.size == 0:
             raise ValueError("bandwidths must not be empty.")
@@ -197,85 +148,66 @@ class _BandwidthSearchMixin:
             raise ValueError(f"bandwidths must be positive and finite; got {grid.tolist()}.")
         return grid
 
-    def _fit_bandwidth(self, values, *, loss):
-        grid = self._bandwidth_grid()
-        y = self._targets()
-        if self.cv is None:
-            # Ranked in the pooled values' unit: squared errors in the targets' unit can
-            # underflow or overflow (targets of 1e-200 or 1e250).
-            scores, reported = self._loo_scores(grid, values, y, loss)
-            self.cv_results_ = {"mean_test_score": reported}
-        else:
-            estimator = self._plain_estimator()
-            if _routing_enabled():
-                estimator.set_fit_request(sample_weight=True)
-            search = GridSearchCV(
-                estimator, {"bandwidth": list(grid)}, cv=self.cv,
-                scoring=self._get_scorer(), refit=False,
-            ).fit(self.X_fit_, y, **self._search_params())
-            self.cv_results_ = {k: v for k, v in search.cv_results_.items() if k != "params"}
-            scores = self.cv_results_["mean_test_score"]
-        self.cv_results_["bandwidth"] = grid
-        self.cv_results_["rank_test_score"] = (
-            np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1
-        )
-        self.best_index_ = int(np.argmax(scores))
-        self.best_score_ = float(self.cv_results_["mean_test_score"][self.best_index_])
-        self.bandwidths_ = grid
-        self.bandwidth_ = grid[self.best_index_]
-
-    def _loo_scores(self, grid, values, y, loss):
+    def _leave_one_out_scores(self, grid, training):
         """Exact leave-one-out scores of every grid point, in one pass over the data: to
         rank them, and as reported (the default loss in the targets' unit)."""
-        loo = self._leave_one_out_set(values, "cv=None")
+        loo = training.leave_one_out_set("cv=None")
         score = None
-        if self.scoring is not None:
-            scorer, score_params = self._loo_scorer()
+        if self.scorer is not None:
+            scorer, score_params = self.scorer, self._score_params(training)
 
             def score(pooled):  # (L, t) at the distinct inputs
-                predictions = self._loo_predictions(loo.expand(pooled))
-                return scorer(predictions, self.X_fit_, y, **score_params)
+                predictions = _as_fitted(training, training.outputs(loo.expand(pooled)))
+                return scorer(predictions, training.X, training.y, **score_params)
 
         result = LeaveOneOutGrid(grid, score=score).select(
-            loo, self.kernel_, loss=loss, dtype=self.X_fit_.dtype, device=self.device_,
-            working_memory=get_config()["working_memory"],
+            loo, training.kernel, loss=training.loss, dtype=training.dtype,
+            device=training.device, working_memory=training.working_memory,
         )
-        if self.scoring is None:
-            return result.scores, -self._loss_over_rows(result.loss, loo)
+        if self.scorer is None:
+            return result.scores, -training.loss_over_rows(result.loss, loo)
         return result.scores, result.scores
 
-    def _search_params(self):
+    def _score_params(self, training):
+        """The metadata the scorer of the leave-one-out predictions gets: as routed, or
+        without routing the sample weights when given and the scorer takes them (with
+        GridSearchCV's warning when it does not)."""
+        if self.routed is not None:
+            return self.routed.scorer.score
+        if "sample_weight" not in self.params:
+            return {}
+        if _accepts_sample_weight(self.scorer):
+            return {"sample_weight": training.sample_weight}
+        warnings.warn(
+            f"The scoring {self.scorer} does not support sample_weight, which may lead to "
+            f"statistically incorrect results when fitting {self.owner} with sample_weight.",
+            UserWarning,
+        )
+        return {}
+
+    def _cross_validate(self, grid, training):
+        """GridSearchCV's results over the grid (its ``params`` left out)."""
+        search = GridSearchCV(
+            self.estimator, {"bandwidth": list(grid)}, cv=self.cv, scoring=self.scorer,
+            refit=False,
+        ).fit(training.X, training.y, **self._search_params(training))
+        return {k: v for k, v in search.cv_results_.items() if k != "params"}
+
+    def _search_params(self, training):
         """The metadata for GridSearchCV's fit: as passed to ``fit``, with the validated
         sample weights, and none when none were given (ones would make GridSearchCV send
         them to, or warn about, a scorer that takes no ``sample_weight``)."""
-        params = dict(_fit_metadata().params)
+        params = dict(self.params)
         if "sample_weight" in params:
-            params["sample_weight"] = self.sample_weight_
+            params["sample_weight"] = training.sample_weight
         return params
 
-    def _loo_scorer(self):
-        """The user's scorer of the leave-one-out predictions and the metadata it gets: as
-        routed, or without routing the sample weights when given and the scorer takes them
-        (with GridSearchCV's warning when it does not)."""
-        scorer = self._get_scorer()
-        metadata = _fit_metadata()
-        if metadata.routed is not None:
-            return scorer, metadata.routed.scorer.score
-        if "sample_weight" not in metadata.params:
-            return scorer, {}
-        if _accepts_sample_weight(scorer):
-            return scorer, {"sample_weight": self.sample_weight_}
-        warnings.warn(
-            f"The scoring {scorer} does not support sample_weight, which may lead to "
-            f"statistically incorrect results when fitting {self} with sample_weight.",
-            UserWarning,
-        )
-        return scorer, {}
 
-    def _plain_estimator(self):
-        return self._plain_class(kernel=self.kernel, n_neighbors=self.n_neighbors,
-                                 algorithm=self.algorithm, compute=self.compute,
-                                 device=self.device)
+def _as_fitted(training, outputs):
+    """Leave-one-out outputs posing as a fitted estimator, for scikit-learn's scorers."""
+    if training.classes is None:
+        return _LeaveOneOutRegression(outputs)
+    return _LeaveOneOutClassification(outputs, training.classes)
 
 
 class _LeaveOneOutRegression(RegressorMixin, BaseEstimator):
@@ -310,6 +242,117 @@ class _LeaveOneOutClassification(ClassifierMixin, BaseEstimator):
 
     def __sklearn_is_fitted__(self):
         return True
+
+
+# -- what the two CV estimators share: fit, metadata routing and the scorer ----------------
+
+_FIT_DOC = """Choose the bandwidth from the grid, then store the training data.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training inputs.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Targets; for the classifier, class labels of shape (n_samples,), of any type
+            ``numpy.unique`` can sort.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative frequency weights: an integer weight equals repeating the row.
+            Without metadata routing they also go to the scorer when it takes
+            ``sample_weight``; with routing, to the scorer and the splitter when they
+            request them.
+        **params : dict
+            Metadata for the scorer and the splitter, e.g. ``groups`` for
+            :class:`~sklearn.model_selection.GroupKFold`.
+
+            Only available if ``enable_metadata_routing=True``, which can be set by using
+            ``sklearn.set_config(enable_metadata_routing=True)``. See
+            :ref:`Metadata Routing User Guide <metadata_routing>` for more details.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+
+        Notes
+        -----
+        With ``cv=None`` the sample weights are frequency weights of the leave-one-out
+        predictions and weigh the default score; with a splitter they weigh each split's
+        fit, and its score when the scorer takes them. So the chosen bandwidth may differ
+        between the two, as for :class:`~sklearn.linear_model.RidgeCV`.
+        """
+
+_ROUTING_DOC = """Get metadata routing of this object.
+
+        Please check :ref:`User Guide <metadata_routing>` on how the routing
+        mechanism works.
+
+        Returns
+        -------
+        routing : MetadataRouter
+            A :class:`~sklearn.utils.metadata_routing.MetadataRouter` encapsulating
+            routing information: this estimator's ``fit``, the scorer's ``score`` and the
+            splitter's ``split``.
+        """
+
+
+def _fit_with_grid_search(estimator, X, y, sample_weight, params):
+    """``fit`` of a CV estimator, as RidgeCV's: route the metadata, build the grid search,
+    fit the plain estimator's way with it, then copy its results."""
+    _raise_for_params(params, estimator, "fit")
+    if sample_weight is not None:
+        params = {**params, "sample_weight": sample_weight}
+    routed = process_routing(estimator, "fit", **params) if _routing_enabled() else None
+    plain = estimator._plain_class(
+        kernel=estimator.kernel, n_neighbors=estimator.n_neighbors,
+        algorithm=estimator.algorithm, compute=estimator.compute, device=estimator.device,
+    )
+    if _routing_enabled():
+        plain.set_fit_request(sample_weight=True)
+    search = _BandwidthGridSearch(
+        estimator.bandwidths, cv=estimator.cv,
+        # cv=None with the default scoring ranks by the weighted leave-one-out loss.
+        scorer=(None if estimator.cv is None and estimator.scoring is None
+                else _get_scorer(estimator)),
+        estimator=plain, params=params, routed=routed,
+        # Only named in a warning about sample weights.
+        owner=None if sample_weight is None else str(estimator),
+    )
+    estimator._fit(X, y, sample_weight, classifier=is_classifier(estimator), search=search)
+    result = search.result_
+    estimator.cv_results_ = result.cv_results
+    estimator.best_index_ = result.best_index
+    estimator.best_score_ = result.best_score
+    estimator.bandwidths_ = result.grid
+    return estimator
+
+
+def _metadata_routing(estimator):
+    """As RidgeCV's: to the estimator's own fit, the scorer's ``score`` and the splitter's
+    ``split``."""
+    return (
+        MetadataRouter(owner=estimator)
+        .add_self_request(estimator)
+        .add(
+            scorer=_get_scorer(estimator),
+            method_mapping=MethodMapping().add(caller="fit", callee="score"),
+        )
+        .add(
+            splitter=estimator.cv,
+            method_mapping=MethodMapping().add(caller="fit", callee="split"),
+        )
+    )
+
+
+def _get_scorer(estimator):
+    """The scorer of ``scoring``.
+
+    With routing on, the default scores (the weighted loss of the leave-one-out
+    predictions, or the estimator's ``score`` on each split) use ``sample_weight``
+    whenever it is given, so the default scorer requests it, as in RidgeCV.
+    """
+    if _routing_enabled() and estimator.scoring is None:
+        return get_scorer(estimator._default_scoring).set_score_request(sample_weight=True)
+    return check_scoring(estimator, scoring=estimator.scoring, allow_none=True)
 
 
 _SHARED_DOC = r"""
@@ -359,7 +402,7 @@ _FITTED = entries(ATTRIBUTES, "kernel_", "device_", "X_fit_", "route_", "key_set
                   "feature_names_in_")
 
 
-class NadarayaWatsonRegressorCV(_BandwidthSearchMixin, NadarayaWatsonRegressor):
+class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     __doc__ = (
         """Nadaraya-Watson regression with the bandwidth chosen from a grid by cross-validation.
 
@@ -395,15 +438,30 @@ class NadarayaWatsonRegressorCV(_BandwidthSearchMixin, NadarayaWatsonRegressor):
     _default_scoring = "r2"
     _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonRegressor)
 
-    def _targets(self):
-        return self.y_fit_
+    def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
+                 n_neighbors=None, algorithm="auto", compute="auto", device="cpu"):
+        self.bandwidths = bandwidths
+        self.kernel = kernel
+        self.cv = cv
+        self.scoring = scoring
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
+        self.compute = compute
+        self.device = device
 
-    def _loo_predictions(self, pooled):
-        pooled = self._unscale(pooled)
-        return _LeaveOneOutRegression(pooled if self.y_fit_.ndim == 2 else pooled[:, 0])
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, **params):
+        return _fit_with_grid_search(self, X, y, sample_weight, params)
+
+    fit.__doc__ = _FIT_DOC
+
+    def get_metadata_routing(self):
+        return _metadata_routing(self)
+
+    get_metadata_routing.__doc__ = _ROUTING_DOC
 
 
-class NadarayaWatsonClassifierCV(_BandwidthSearchMixin, NadarayaWatsonClassifier):
+class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     __doc__ = (
         """Nadaraya-Watson classification with the bandwidth chosen from a grid by
     cross-validation.
@@ -430,8 +488,24 @@ class NadarayaWatsonClassifierCV(_BandwidthSearchMixin, NadarayaWatsonClassifier
     _default_scoring = "accuracy"
     _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonClassifier)
 
-    def _targets(self):
-        return self.classes_[self.y_fit_]
+    def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
+                 n_neighbors=None, algorithm="auto", compute="auto", device="cpu"):
+        self.bandwidths = bandwidths
+        self.kernel = kernel
+        self.cv = cv
+        self.scoring = scoring
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
+        self.compute = compute
+        self.device = device
 
-    def _loo_predictions(self, pooled):
-        return _LeaveOneOutClassification(pooled, self.classes_)
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, **params):
+        return _fit_with_grid_search(self, X, y, sample_weight, params)
+
+    fit.__doc__ = _FIT_DOC
+
+    def get_metadata_routing(self):
+        return _metadata_routing(self)
+
+    get_metadata_routing.__doc__ = _ROUTING_DOC

@@ -209,6 +209,30 @@ def _augmented_sq_dist(qs, xs, refine=False, out=None, keys=None):
     return d2
 
 
+def key_centre(x, log_w=None):
+    """Where keys are centred: the mean of those that carry weight (of all without
+    ``log_w``). Translation changes no weight, and centred keys keep the expansion
+    ``|q|^2 + |x|^2 - 2 q.x`` precise far from the origin; far zero-weight rows would cost
+    precision."""
+    return x.mean(0) if log_w is None else x[torch.isfinite(log_w)].mean(0)  # (d,)
+
+
+def values_and_ones_t(v):
+    """(t + 1, n): the values and a ones column, transposed, so that one product gives the
+    weighted sums and their normaliser (BLAS is much faster at ``v1t @ weights.T`` than at
+    ``weights @ v1`` for few outputs)."""
+    return torch.cat([v, v.new_ones(v.shape[0], 1)], dim=1).T.contiguous()
+
+
+def fused_gaussian_keys(xs, log_w, c):
+    """(n, r + 2) key side of the fused Gaussian-family logits:
+    ``[2c q, -c |q|^2, 1] @ keys.T = -c |q - x|^2 + log_w - max(log_w) <= 0``, one matrix
+    product with no max pass."""
+    shift = log_w[torch.isfinite(log_w)].max()
+    bias = -c * (xs * xs).sum(1) + (log_w - shift)  # (n,)
+    return torch.cat([xs, xs.new_ones(xs.shape[0], 1), bias[:, None]], dim=1)
+
+
 class KeyTensors(NamedTuple):
     """What every call with the same keys, values, bandwidths and kernel shares
     (:func:`prepare_keys`): computed once, e.g. at fit, and handed to each call."""
@@ -223,22 +247,12 @@ class KeyTensors(NamedTuple):
 def prepare_keys(x, v, h, kernel, log_w=None):
     """The :class:`KeyTensors` of keys ``x`` (n, d), values ``v`` (n, t), bandwidths or
     projection ``h`` and log weights ``log_w`` (n,) under ``kernel``."""
-    # Centre on the keys that carry weight: far zero-weight rows would cost precision.
-    centre = x.mean(0) if log_w is None else x[torch.isfinite(log_w)].mean(0)  # (d,)
+    centre = key_centre(x, log_w)  # (d,)
     xs = transform(x, centre, h)  # (n, r)
-    n = x.shape[0]
-    log_w = x.new_zeros(n) if log_w is None else log_w  # (n,)
-    # (t + 1, n): values and a ones column, transposed: BLAS is much faster at
-    # v1t @ weights.T than at weights @ v1 for few outputs.
-    v1t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()
-    b_fused = None
+    log_w = x.new_zeros(x.shape[0]) if log_w is None else log_w  # (n,)
     c = kernel.quadratic_coef
-    if c is not None:
-        # Fused Gaussian logits: a @ b.T = -c |q - x|^2 + log_w - max(log_w) <= 0.
-        shift = log_w[torch.isfinite(log_w)].max()
-        bias = -c * (xs * xs).sum(1) + (log_w - shift)  # (n,)
-        b_fused = torch.cat([xs, xs.new_ones(n, 1), bias[:, None]], dim=1)  # (n, r + 2)
-    return KeyTensors(centre, xs, log_w, v1t, b_fused)
+    b_fused = None if c is None else fused_gaussian_keys(xs, log_w, c)  # (n, r + 2)
+    return KeyTensors(centre, xs, log_w, values_and_ones_t(v), b_fused)
 
 
 class _Problem:

@@ -20,7 +20,10 @@ from ._engine import (
     chunk_rows,
     exact_sq_dist,
     exp_,
+    fused_gaussian_keys,
+    key_centre,
     transform,
+    values_and_ones_t,
 )
 from ._losses import get_loss
 
@@ -85,7 +88,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     rows = torch.arange(n, device=x.device) if rows is None else rows
     w_rows = log_w[rows].exp()  # (m,)
     total = w_rows.sum()
-    xs_graph = transform(x, x.mean(0), h)  # (n, r)
+    xs_graph = transform(x, key_centre(x), h)  # (n, r)
     # Chunks back-propagate into this detached copy; one final pass carries it to h.
     xs = xs_graph.detach().requires_grad_(backward)
     row_bytes = n * x.element_size() * 8
@@ -125,7 +128,7 @@ def loo_loss_neighbors(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighb
     plain autograd.
     """
     loss = get_loss(loss)
-    centre = x.mean(0)
+    centre = key_centre(x)
     qs = transform(x[rows], centre, h)  # (m, r)
     ks = transform(x[neighbors], centre, h)  # (m, k, r)
     d2 = ((qs[:, None, :] - ks) ** 2).sum(-1)  # (m, k)
@@ -169,9 +172,8 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
     # no max pass (rows that underflow are redone below). Skinny products are laid out as
     # (k, n) @ (n, b): several times faster in BLAS.
     shift = log_w[torch.isfinite(log_w)].max()
-    keys_t = torch.cat([xs, xs.new_ones(n, 1), (log_w - shift - c * x2)[:, None]],
-                       dim=1).T.contiguous()  # (r + 2, n)
-    v1_t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()  # (t + 1, n)
+    keys_t = fused_gaussian_keys(xs, log_w, c).T.contiguous()  # (r + 2, n)
+    v1_t = values_and_ones_t(v)  # (t + 1, n)
     v_t = v.T.contiguous()  # (t, n)
     xs1 = torch.cat([xs, xs.new_ones(n, 1)], dim=1)  # (n, r + 1)
     xs1_t = xs1.T.contiguous()  # (r + 1, n)
@@ -255,12 +257,12 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     rows_all = torch.arange(n, device=x.device) if rows is None else rows
     ratios = hs / hs[0]  # (G, d)
     isotropic = bool(torch.allclose(ratios, ratios[:, :1], rtol=1e-12, atol=0.0))
-    xs = transform(x, x.mean(0), hs[0])  # (n, d)
+    xs = transform(x, key_centre(x), hs[0])  # (n, d)
     width = 1 if isotropic else d
     row_bytes = n * x.element_size() * (_N_TEMPORARIES + width)
     m = len(rows_all)
     step = min(chunk_rows(m, row_bytes, working_memory), max(1, 4 * _CACHE_BYTES // row_bytes))
-    v1t = torch.cat([v, v.new_ones(n, 1)], dim=1).T.contiguous()  # (t + 1, n)
+    v1t = values_and_ones_t(v)  # (t + 1, n)
     pooled = x.new_empty(len(hs), m, v.shape[1])  # (G, m, t)
     if kernel.quadratic_coef is not None and isotropic:
         cs = [kernel.quadratic_coef / float(ratio) ** 2 for ratio in ratios[:, 0]]
@@ -270,7 +272,7 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     if kernel.quadratic_coef is not None:
         # The fused Gaussian logits cost a (b, r + 1) @ (r + 1, n) product per grid point,
         # less than sharing explicit distances would.
-        centre = x.mean(0)
+        centre = key_centre(x)
         with _compute_settings():
             for g in range(len(hs)):
                 _gaussian_loo(transform(x, centre, hs[g]), v, log_w, self_log_w, rows_all,

@@ -54,6 +54,7 @@ from ._engine import (
     serial_if_small,
     support_pairs_pool,
     support_pool,
+    transform,
 )
 from ._leave_one_out import leave_one_out_set
 
@@ -330,6 +331,9 @@ class KeySet:
         # no weight and go to the careful path, which ranks distances without them.
         with np.errstate(over="ignore", invalid="ignore"):
             keys = self.scaled(self.X[rows])  # (n', r)
+            # The centre of _engine.key_centre (rows are the keys of positive weight),
+            # summed by numpy: the attention near the support's edge is sensitive to its
+            # last bits, and these have been numpy's since compact kernels were added.
             centre = keys.mean(0) if len(keys) else np.zeros(keys.shape[1])
             # One row per key: its coordinates, its weighted values and its weight,
             # computed in float64 and rounded once to the keys' dtype.
@@ -369,16 +373,15 @@ class KeySet:
     # -- the metric ------------------------------------------------------------------------
 
     def scaled(self, X):
-        """Inputs in the kernel's metric: divided by the bandwidths, or projected."""
-        if self.metric.ndim == 2:
-            return np.asarray(X, dtype=np.float64) @ self.metric
-        return np.asarray(X, dtype=np.float64) / self.metric
+        """Inputs (float64) in the kernel's metric: divided by the bandwidths, or projected
+        (the engine's :func:`~sklearn_nw._engine.transform`, not centred)."""
+        return _transform(X, self.metric)
 
     def search_space(self, X):
         """Inputs in the searches' space: :meth:`scaled` times ``search_scale``."""
         if self.metric.ndim == 2:
             return self.scaled(X)
-        return np.asarray(X, dtype=np.float64) / (self.metric / self.search_scale)
+        return _transform(X, self.metric / self.search_scale)
 
     def _tensor(self, a, device):
         """``a`` as a tensor in the keys' dtype: a view of it on the CPU when it has that
@@ -811,6 +814,14 @@ _POOLS = {
     "k_nearest": KeySet._pool_searched,
     "precomputed": KeySet._pool_stored,
 }
+
+
+def _transform(X, metric):
+    """``X`` (n, d) divided by bandwidths or projected by ``metric``, in float64 numpy."""
+    X, metric = (np.asarray(a, dtype=np.float64) for a in (X, metric))
+    # torch refuses read-only memory (a memory-mapped array): those are copied.
+    X, metric = (torch.from_numpy(a if a.flags.writeable else a.copy()) for a in (X, metric))
+    return transform(X, 0.0, metric).numpy()
 
 
 def _torch_dtype(dtype):

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from sklearn.neighbors import KDTree
 
-from ._engine import transform
+from ._engine import key_centre, transform
 from ._engine_loo import loo_grid_pool, loo_loss, loo_loss_neighbors
 
 logger = logging.getLogger("sklearn_nw.bandwidth")
@@ -100,7 +100,7 @@ class NeighborSearch:
     """k-nearest training points in the scaled metric, from scikit-learn's KDTree."""
 
     def __init__(self, x, metric):
-        self.xs = transform(x, x.mean(0), metric).cpu().numpy()  # (n, r)
+        self.xs = transform(x, key_centre(x), metric).cpu().numpy()  # (n, r)
         self.tree = KDTree(self.xs)
 
     def neighbors(self, rows, k):

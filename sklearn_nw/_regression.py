@@ -110,9 +110,14 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         offset, scale = self._scaling
         return (self.y_fit_.reshape(len(self.y_fit_), -1) - offset) / scale
 
-    def _unscale(self, pooled):
+    def _targets(self):
+        return self.y_fit_
+
+    def _outputs(self, pooled):
+        # Back in the targets' unit and shape: (n, n_outputs), or (n,) for 1-D targets.
         offset, scale = self._scaling
-        return pooled.astype(np.float64) * scale + offset
+        pooled = pooled.astype(np.float64) * scale + offset
+        return pooled if self.y_fit_.ndim == 2 else pooled[:, 0]
 
     def _loss_over_rows(self, loss, loo):
         # The squared error of the rows adds their spread within each distinct input.
@@ -141,8 +146,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         check_is_fitted(self)
         X = self._validate_predict_data(X)
         out, attention = self._pool(X, return_attention=return_attention)
-        out = self._unscale(out)
-        y_pred = out if self.y_fit_.ndim == 2 else out[:, 0]
+        y_pred = self._outputs(out)
         return (y_pred, attention) if return_attention else y_pred
 
     def __sklearn_tags__(self):

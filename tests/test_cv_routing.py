@@ -3,6 +3,7 @@ reach the estimator, the scorer and the splitter as in scikit-learn's RidgeCV, a
 ``scorer(estimator, X, y)`` callable is called without metadata it does not take."""
 
 import warnings
+from contextvars import ContextVar
 
 import numpy as np
 import pytest
@@ -13,7 +14,15 @@ from sklearn.metrics import make_scorer, mean_squared_error
 from sklearn.model_selection import GroupKFold
 from sklearn.utils.metadata_routing import MetadataRouter
 
-from sklearn_nw import NadarayaWatsonClassifierCV, NadarayaWatsonRegressorCV
+from sklearn_nw import (
+    NadarayaWatsonClassifier,
+    NadarayaWatsonClassifierCV,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+    _cv,
+)
+from sklearn_nw._base import Training
+from sklearn_nw._cv import _BandwidthGridSearch
 
 BANDWIDTHS = (0.1, 0.3, 1.0, 3.0)
 N_SPLITS = 3
@@ -209,3 +218,44 @@ def test_scorer_gets_sample_weight_only_when_given(cv):
         warnings.simplefilter("error")
         est.fit(X, y)
     assert received and all(w is None for w in received)
+
+
+@pytest.mark.parametrize("cv", [None, N_SPLITS])
+@pytest.mark.parametrize("classifier", [False, True])
+def test_search_is_a_strategy_used_through_select(classifier, cv, monkeypatch):
+    """The CV estimators subclass the plain ones and hand their fit a grid search, as
+    RidgeCV composes _RidgeGCV or GridSearchCV: no hook is overridden, no metadata is
+    passed through module state, and the strategy's ``select(training)`` alone chooses
+    what the estimator chose."""
+    Plain = NadarayaWatsonClassifier if classifier else NadarayaWatsonRegressor
+    Estimator = NadarayaWatsonClassifierCV if classifier else NadarayaWatsonRegressorCV
+    assert Estimator.__bases__ == (Plain,)
+    assert not {"_fit_bandwidth", "_targets", "_loo_predictions"} & set(vars(Estimator))
+    assert not any(isinstance(value, ContextVar) for value in vars(_cv).values())
+
+    trainings = []
+    select = _BandwidthGridSearch.select
+
+    def spy(search, training):
+        trainings.append(training)
+        return select(search, training)
+
+    monkeypatch.setattr(_BandwidthGridSearch, "select", spy)
+    X, y, sample_weight, _ = make_data()
+    y = targets(y, classifier)
+    est = cv_estimator(classifier, cv=cv).fit(X, y, sample_weight=sample_weight)
+    (training,) = trainings
+    assert isinstance(training, Training)
+    assert_allclose(training.X, est.X_fit_)
+    np.testing.assert_array_equal(training.y, y)
+    assert_allclose(training.sample_weight, sample_weight)
+
+    search = _BandwidthGridSearch(BANDWIDTHS, cv=cv, estimator=Plain(),
+                                  params={"sample_weight": sample_weight})
+    result = search.select(training)
+    np.testing.assert_array_equal(result.bandwidth, est.bandwidth_)
+    np.testing.assert_array_equal(result.grid, est.bandwidths_)
+    assert result.best_index == est.best_index_
+    assert result.best_score == est.best_score_
+    np.testing.assert_array_equal(result.cv_results["mean_test_score"],
+                                  est.cv_results_["mean_test_score"])
