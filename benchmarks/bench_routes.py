@@ -4,10 +4,10 @@ What it measures
 ----------------
 For each training size of ``--sizes`` (default 2,000, 10,000 and 50,000) and each dimension
 of ``--dims`` (default 2 and 5): inputs uniform in [0, 1]^d, ``y = sin(6 x0) + x1``,
-float64, and one uniform query row. The time of ``predict`` on that row (the median of
-``--calls`` calls after a warm-up, the model fitted once; its calls interleaved with the
-peer's, so that both see the same state of the machine) for every route a prediction can
-take (``route_``):
+float64 (``--dtype float32`` for single precision), and one uniform query row. The time of
+``predict`` on that row (the median of ``--calls`` calls after a warm-up, the model fitted
+once; its calls interleaved with the peer's, so that both see the same state of the
+machine) for every route a prediction can take (``route_``):
 
 - ``dense``: the Gaussian at Scott's bandwidth; the Epanechnikov with ``algorithm="brute"``;
   the classifier (Gaussian, three classes);
@@ -88,11 +88,11 @@ def _models(X, d, n):
     }
 
 
-def measure(n, d, n_calls, with_precomputed):
+def measure(n, d, n_calls, with_precomputed, dtype="float64"):
     rng = np.random.default_rng(0)
-    X = rng.uniform(size=(n, d))
+    X = rng.uniform(size=(n, d)).astype(dtype)
     y = np.sin(6 * X[:, 0]) + X[:, 1]
-    q = rng.uniform(size=(1, d))
+    q = rng.uniform(size=(1, d)).astype(dtype)
     labels = np.digitize(y, [0.3, 1.0])
     knn = KNeighborsRegressor().fit(X, y)
     rows = []
@@ -120,7 +120,7 @@ def measure(n, d, n_calls, with_precomputed):
 def to_markdown(result):
     c = result["config"]
     lines = ["### One-row predict on every route", "",
-             (f"Inputs uniform in [0, 1]^d, float64; one query row; the median of "
+             (f"Inputs uniform in [0, 1]^d, {c['dtype']}; one query row; the median of "
               f"{c['calls']} calls after a warm-up. Epanechnikov bandwidth: about {REACH} "
               "training points within reach. Peer: KNeighborsRegressor() on the same data."),
              "", "| n | d | route | model | time ms | KNeighborsRegressor ms | ratio |",
@@ -133,10 +133,10 @@ def to_markdown(result):
     return lines
 
 
-def run_benchmark(sizes=SIZES, dims=DIMS, calls=CALLS, out_dir=RESULTS_DIR):
+def run_benchmark(sizes=SIZES, dims=DIMS, calls=CALLS, out_dir=RESULTS_DIR, dtype="float64"):
     out_dir = Path(out_dir)
     report = {"machine": machine_info(), "load_average": {"start": load_average()}}
-    points = [measure(n, d, calls, with_precomputed=n == min(sizes))
+    points = [measure(n, d, calls, with_precomputed=n == min(sizes), dtype=dtype)
               for n in sizes for d in dims]
     rows = [(p, r) for p in points for r in p["rows"]]
     worst_point, worst = max(rows, key=lambda pr: pr[1]["ratio"])
@@ -146,7 +146,7 @@ def run_benchmark(sizes=SIZES, dims=DIMS, calls=CALLS, out_dir=RESULTS_DIR):
               "detail": f"worst {worst['ratio']:.2f}x: {worst['model']} at "
                         f"n={worst_point['n_train']:,}, d={worst_point['d']}"}
     result = {"config": {"sizes": list(sizes), "dims": list(dims), "calls": calls,
-                         "reach": REACH, "dtype": "float64"},
+                         "reach": REACH, "dtype": dtype},
               "points": points, "targets": [target]}
     return write_report("bench_routes", report, result, to_markdown, out_dir)
 
@@ -157,8 +157,9 @@ def main(argv=None):
     parser.add_argument("--dims", type=int, nargs="+", default=list(DIMS))
     parser.add_argument("--calls", type=int, default=CALLS)
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--dtype", choices=["float64", "float32"], default="float64")
     args = parser.parse_args(argv)
-    run_benchmark(args.sizes, args.dims, args.calls, args.out_dir)
+    run_benchmark(args.sizes, args.dims, args.calls, args.out_dir, args.dtype)
 
 
 if __name__ == "__main__":
