@@ -1,6 +1,6 @@
 """Nadaraya-Watson kernel regression and classification for scikit-learn, on PyTorch."""
 
-from ._base import EmptyNeighborhoodWarning
+from ._base import EmptyNeighborhoodWarning, LocalFitWarning
 from ._classification import NadarayaWatsonClassifier
 from ._cv import NadarayaWatsonClassifierCV, NadarayaWatsonRegressorCV
 from ._regression import NadarayaWatsonRegressor
@@ -13,6 +13,7 @@ __all__ = [
     "EmptyNeighborhoodWarning",
     "Kernel",
     "LeaveOneOutBandwidth",
+    "LocalFitWarning",
     "NadarayaWatsonClassifier",
     "NadarayaWatsonClassifierCV",
     "NadarayaWatsonRegressor",

@@ -77,6 +77,17 @@ class EmptyNeighborhoodWarning(UserWarning):
     """
 
 
+class LocalFitWarning(UserWarning):
+    """Some queries' local polynomial fits were singular (``degree`` 1 or 2).
+
+    Their local design had no unique least-squares fit: fewer training points with weight
+    than the polynomial has terms (a compact kernel, a small bandwidth, few neighbors), or
+    points on a line or a plane. Those queries received their Nadaraya-Watson value (the
+    local-constant fit), whose attention is also what ``return_attention`` gives them.
+    Filter it like :class:`EmptyNeighborhoodWarning`.
+    """
+
+
 class Training(NamedTuple):
     """The training data as a bandwidth strategy sees it, built once at fit.
 
@@ -159,7 +170,7 @@ class NadarayaWatsonBase(BaseEstimator):
 
     # -- fitting ---------------------------------------------------------------------------
 
-    def _fit(self, X, y, sample_weight, *, classifier=False, search=None):
+    def _fit(self, X, y, sample_weight, *, classifier=False, search=None, degree=0):
         """The one validation and fitting path of every Nadaraya-Watson estimator.
 
         Validates X, y and sample_weight, resolves kernel and device, stores copies of the
@@ -167,9 +178,10 @@ class NadarayaWatsonBase(BaseEstimator):
         its targets (:meth:`_fit_targets`), then resolves the bandwidth: from the
         ``bandwidth`` parameter, or, when ``search`` is given, as
         ``search.select(training).bandwidth`` (a strategy such as the CV estimators' grid
-        search; ``training`` is :class:`Training`).
+        search; ``training`` is :class:`Training`). ``degree`` is the local polynomials'
+        (the regressor's parameter; 0 is Nadaraya-Watson).
         """
-        self._check_parameter_combinations()
+        self._check_parameter_combinations(degree)
         xp, _ = get_namespace(X)
         X, y = validate_data(
             self,
@@ -193,7 +205,7 @@ class NadarayaWatsonBase(BaseEstimator):
         self.sample_weight_ = sample_weight
         values = self._fit_targets(y)
         self._fit_bandwidth(values, classifier=classifier, search=search)
-        self._fit_keys(values)
+        self._fit_keys(values, degree)
         return self
 
     def _training(self, values, *, classifier):
@@ -214,9 +226,25 @@ class NadarayaWatsonBase(BaseEstimator):
         no ``metric``: their bandwidth grids live in feature space."""
         return getattr(self, "metric", "euclidean") == "precomputed"
 
-    def _check_parameter_combinations(self):
+    def _check_parameter_combinations(self, degree=0):
         """Refuse parameters that cannot go together before any long work (a bandwidth
         search, an index)."""
+        if degree:
+            refused = [what for what, on in (
+                ("metric='precomputed' (no coordinates to fit a polynomial in)",
+                 self._precomputed()),
+                ("compute='compiled' (the local fits need the attention, computed eagerly)",
+                 self.compute == "compiled"),
+                (f"bandwidth={self.bandwidth!r} (a learned bandwidth minimises the "
+                 "local-constant leave-one-out loss)",
+                 isinstance(getattr(self, "bandwidth", None), (LeaveOneOutBandwidth, str))
+                 and getattr(self, "bandwidth", None) not in RULES_OF_THUMB)) if on]
+            if refused:
+                raise ValueError(
+                    f"degree={degree} fits local polynomials; it cannot be used with "
+                    f"{' or '.join(refused)}. Use degree=0, or a rule of thumb or a fixed "
+                    "bandwidth."
+                )
         if self.n_neighbors is not None and self.algorithm == "cell_list":
             raise ValueError(
                 "algorithm='cell_list' searches the support of a compact kernel; it cannot "
@@ -236,7 +264,7 @@ class NadarayaWatsonBase(BaseEstimator):
                     "without n_neighbors."
                 )
 
-    def _fit_keys(self, values):
+    def _fit_keys(self, values, degree=0):
         """Resolve the route (``route_``) and build the key set (``key_set_``) it pools
         over: the scaled training points, their weights, ``values`` and the search index
         of the route (a cell list, a tree, a k-nearest search)."""
@@ -254,6 +282,7 @@ class NadarayaWatsonBase(BaseEstimator):
             algorithm=algorithm, n_neighbors=self.n_neighbors,
             # Class probabilities must be exactly 0 where no attention goes.
             exact_zeros=is_classifier(self), explicit_algorithm=self.algorithm != "auto",
+            degree=degree,
         )
         self.route_ = self.key_set_.route
 
@@ -356,7 +385,7 @@ class NadarayaWatsonBase(BaseEstimator):
             X, return_attention=return_attention, compute=self.compute,
             device=self._compute_device(), working_memory=get_config()["working_memory"],
         )
-        self._check_pooled(X.shape[0], result.out, result.n_fallback)
+        self._check_pooled(X.shape[0], result.out, result.n_fallback, result.n_singular)
         return result.out, result.attention
 
     def _check_dense_attention(self, n_rows, what):
@@ -383,9 +412,18 @@ class NadarayaWatsonBase(BaseEstimator):
         tags.input_tags.positive_only = precomputed
         return tags
 
-    def _check_pooled(self, n_queries, out, n_fallback):
+    def _check_pooled(self, n_queries, out, n_fallback, n_singular=0):
         """An error for non-finite outputs, a warning for queries that fell back to their
-        nearest training point(s)."""
+        nearest training point(s), and one for singular local fits."""
+        if n_singular:
+            warnings.warn(
+                f"{n_singular} of {n_queries} queries have a singular local design for "
+                f"degree={self.key_set_.degree} (fewer training points with weight than "
+                "the polynomial has terms, or points on a line); they get their "
+                "Nadaraya-Watson (local-constant) value. Increase the bandwidth or lower "
+                "the degree to avoid this.",
+                LocalFitWarning,
+            )
         if not np.all(np.isfinite(out)):
             raise ValueError(
                 "Nadaraya-Watson produced non-finite values: the kernel "
@@ -419,15 +457,17 @@ class NadarayaWatsonBase(BaseEstimator):
         with a tree and never form a dense block. Refused when the dense matrix, or the
         sparse one's entries, would exceed scikit-learn's ``working_memory``. It attends to
         every training point, also when ``n_neighbors`` restricts the attention of
-        ``predict``.
+        ``predict``. With ``degree`` 1 or 2 (the regressor), row i is the equivalent kernel
+        of point i's leave-one-out local polynomial fit: rows sum to 1, entries may be
+        negative.
         """
         check_is_fitted(self)
         n = self.X_fit_.shape[0]
         if self.route_ != "precomputed" and not self.kernel_.is_compact:
             self._check_dense_attention(n, "attention_weights_")
-        attention, n_fallback = self.key_set_.leave_one_out_attention(
+        attention, n_fallback, n_singular = self.key_set_.leave_one_out_attention(
             device=self._compute_device(), working_memory=get_config()["working_memory"],
             estimator_name=f"{type(self).__name__} with attention_weights_",
         )
-        self._check_pooled(n, np.zeros(1), n_fallback)
+        self._check_pooled(n, np.zeros(1), n_fallback, n_singular)
         return attention

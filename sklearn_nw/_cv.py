@@ -52,7 +52,7 @@ def _accepts_sample_weight(scorer):
 def _search_constraints(plain_class):
     """The plain estimator's parameter constraints, ``bandwidth`` replaced by the search's."""
     constraints = {k: v for k, v in plain_class._parameter_constraints.items()
-                   if k not in ("bandwidth", "metric")}
+                   if k not in ("bandwidth", "metric", "degree")}
     constraints.update({
         "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like", None],
         "cv": ["cv_object"],

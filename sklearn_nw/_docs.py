@@ -61,6 +61,20 @@ PARAMETERS = {
         search in a pipeline. ``bandwidth`` must then be a number in the distances' units;
         ``n_neighbors`` picks the nearest stored entries (each row must store that many
         units of sample weight); attention is returned sparse.""",
+    "degree": """\
+    degree : {0, 1, 2}, default=0
+        Degree of the local polynomial fitted around each query (regressor only). 0 is
+        Nadaraya-Watson: the attention-weighted average. 1 (local-linear, statsmodels'
+        ``KernelReg(reg_type="ll")``) and 2 (local-quadratic) fit a polynomial in
+        ``x - q`` to the targets by least squares weighted by the attention and predict
+        its value at ``q``: no bias at the boundaries of the data or on linear trends
+        (and, for 2, curvature). The prediction is then a weighted sum of the targets whose
+        weights (the *equivalent kernel*, returned as the attention) sum to 1 but may be
+        negative. A query whose local design is singular (fewer training points with
+        weight than the polynomial has terms, or points on a line) keeps its
+        Nadaraya-Watson value, with a :class:`~sklearn_nw.LocalFitWarning`. Not with
+        ``metric="precomputed"`` (no coordinates), ``compute="compiled"`` or a learned
+        bandwidth (``"loo"``, which minimises the local-constant loss).""",
     "device": """\
     device : str, default="cpu"
         Torch device to compute on: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"``, or

@@ -49,6 +49,7 @@ from ._engine import (
     attention_pool,
     augment_keys,
     candidate_pool,
+    chunk_rows,
     fused_pool,
     prepare_keys,
     serial_if_small,
@@ -57,6 +58,7 @@ from ._engine import (
     transform,
 )
 from ._leave_one_out import leave_one_out_set
+from ._local_poly import local_fit_dense, local_fit_sparse, n_terms
 
 # Radius search for compact kernels from this many training points (algorithm="auto"): a
 # cell list up to _CELL_MAX_FEATURES dimensions, a tree up to _TREE_MAX_FEATURES.
@@ -203,6 +205,7 @@ class Pooled(NamedTuple):
     out: np.ndarray  # (n_q, t) pooled values, in the keys' dtype
     attention: object  # None, an ndarray (n_q, n_keys) or a scipy.sparse CSR array
     n_fallback: int  # queries with no key in reach, given their nearest key(s)
+    n_singular: int = 0  # local polynomials: queries left at their local-constant value
 
 
 class _Call(NamedTuple):
@@ -240,6 +243,10 @@ class KeySet:
     exact_zeros : bool
         Weights that underflow are exactly 0 (class probabilities); else they may be as
         large as ``exp(log(tiny) + 10)``, negligible in a weighted mean.
+    degree : int
+        0 pools the values (Nadaraya-Watson); 1 or 2 fits a local polynomial of that
+        degree to them with the attention as weights (:mod:`sklearn_nw._local_poly`) and
+        returns its intercept, and the equivalent kernel as the attention.
 
     Attributes
     ----------
@@ -257,9 +264,12 @@ class KeySet:
     """
 
     def __init__(self, X, sample_weight, values, metric, kernel, *, route, algorithm=None,
-                 n_neighbors=None, exact_zeros=False, explicit_algorithm=False):
+                 n_neighbors=None, exact_zeros=False, explicit_algorithm=False, degree=0):
         if route not in ROUTES:
             raise ValueError(f"Unknown route {route!r}; expected one of {ROUTES}.")
+        if degree and route == "precomputed":
+            raise ValueError("Local polynomials need coordinates, not precomputed distances.")
+        self.degree = degree
         self.X = X
         self.dtype = X.dtype
         self.sample_weight = sample_weight
@@ -287,6 +297,14 @@ class KeySet:
         self._support_dense = (self._support_dense_keys()
                                if self.route == "dense" and kernel.is_compact else None)
         self._unit_weights = bool(np.all(sample_weight == 1.0))
+        # Local polynomials: the keys in the scaled metric, centred (the designs' differences
+        # are taken there, where the kernel's reach is about 1).
+        self._poly_keys = None
+        if degree:
+            with np.errstate(over="ignore", invalid="ignore"):
+                keys = self.scaled(X)  # (n, r)
+            centre = keys[sample_weight > 0].mean(0)
+            self._poly_keys = (centre, (keys - centre).astype(self.dtype))
 
     # -- fit: the index and the compact kernels' keys ----------------------------------
 
@@ -416,10 +434,69 @@ class KeySet:
         """
         call = _Call(torch.device(device), return_attention, compute, working_memory)
         with serial_if_small(queries.shape[0] * self.X.shape[0], call.device):
+            if self.degree:
+                return self._pool_local(queries, call)
             out, attention, n_fallback = _POOLS[self.route](self, queries, call)
         return Pooled(out.cpu().numpy(),
                       _numpy_attention(attention, queries.shape[0], self.X.shape[0]),
                       n_fallback)
+
+    def _pool_local(self, q, call):
+        """Local polynomial fits on the route's attention, in chunks of queries whose
+        attention and designs fit in ``working_memory``; a query whose design is singular
+        keeps its Nadaraya-Watson value and attention."""
+        n_q, n = q.shape[0], self.X.shape[0]
+        centre, keys = self._poly_keys
+        p = n_terms(keys.shape[1], self.degree)
+        step = chunk_rows(n_q, n * (2 * p + 2) * self.dtype.itemsize, call.working_memory)
+        with_attention = call._replace(return_attention=True)
+        outs, attentions, n_fallback, n_singular = [], [], 0, 0
+        for rows in gen_batches(n_q, step):
+            out, attention, fallback = _POOLS[self.route](self, q[rows], with_attention)
+            with np.errstate(over="ignore", invalid="ignore"):
+                qs = self.scaled(q[rows]) - centre  # (b, r)
+            out, attention, singular = self._local_fit(
+                qs, keys, out, _numpy_attention(attention, len(qs), n), call.device)
+            outs.append(out)
+            attentions.append(attention)
+            n_fallback += fallback
+            n_singular += singular
+        attention = None
+        if call.return_attention:
+            attention = (sp.vstack(attentions, format="csr") if sp.issparse(attentions[0])
+                         else np.concatenate(attentions))
+        return Pooled(np.concatenate(outs), attention, n_fallback, n_singular)
+
+    def _local_fit(self, qs, keys, pooled, attention, device, values=None):
+        """The local fits of queries ``qs`` (b, r) on their attention (an ndarray or a CSR
+        array) of ``values`` (the key set's by default): outputs (b, t) and the equivalent
+        kernel (same kind), the pooled values ``pooled`` and the attention on singular
+        rows; and the number of those."""
+        tensor = lambda a: self._tensor(a, device)
+        values = self.values if values is None else values
+        pooled = pooled.cpu().numpy() if isinstance(pooled, torch.Tensor) else pooled
+        if sp.issparse(attention):
+            attention = sp.csr_array(attention)
+            crow = torch.as_tensor(attention.indptr, dtype=torch.long, device=device)
+            col = torch.as_tensor(attention.indices, dtype=torch.long, device=device)
+            out, kernel, singular = local_fit_sparse(
+                tensor(qs), tensor(keys), crow, col, tensor(attention.data),
+                tensor(values), self.degree)
+            singular = singular.cpu().numpy()
+            kernel = kernel.cpu().numpy()
+            entry_singular = np.repeat(singular, np.diff(attention.indptr))
+            kernel[entry_singular] = attention.data[entry_singular]
+            kernel = sp.csr_array((kernel, attention.indices, attention.indptr),
+                                  shape=attention.shape)
+        else:
+            out, kernel, singular = local_fit_dense(
+                tensor(qs), tensor(keys), tensor(attention), tensor(values), self.degree)
+            singular = singular.cpu().numpy()
+            kernel = kernel.cpu().numpy()
+            kernel[singular] = attention[singular]
+        out = out.cpu().numpy()
+        out[singular] = pooled[singular]
+        return out, kernel, int(singular.sum())
 
     def _pool_dense(self, q, call):
         """Sums over every key: compiled when ``compute`` says so (or "auto" and the
@@ -723,7 +800,7 @@ class KeySet:
 
             _, attention, n_fallback = self._pool_candidates(n, candidates, self.search_scale,
                                                              call, values=none)
-            return _numpy_attention(attention, n, n), n_fallback
+            return _numpy_attention(attention, n, n), n_fallback, 0
         loo = leave_one_out_set(self.X, none, self.sample_weight,
                                 estimator_name=estimator_name)
         G = len(loo.weight)
@@ -740,7 +817,29 @@ class KeySet:
                 self_log_w=tensor(loo.self_log_weight), return_attention=True,
                 working_memory=working_memory,
             )
-        return self._expand_attention(_numpy_attention(attention, G, G), loo), n_fallback
+        attention = self._expand_attention(_numpy_attention(attention, G, G), loo)
+        if not self.degree:
+            return attention, n_fallback, 0
+        return (*self._local_attention(attention, call), n_fallback)
+
+    def _local_attention(self, attention, call):
+        """The equivalent kernels (n, n) of local fits at the keys themselves from their
+        leave-one-out attention (a key's own location has no weight: the fit is exact
+        leave-one-out), in chunks of rows; and the number of singular rows."""
+        centre, keys = self._poly_keys
+        n = keys.shape[0]
+        p = n_terms(keys.shape[1], self.degree)
+        step = chunk_rows(n, n * (2 * p + 2) * self.dtype.itemsize, call.working_memory)
+        parts, n_singular = [], 0
+        for rows in gen_batches(n, step):
+            _, kernel, singular = self._local_fit(
+                keys[rows], keys, np.zeros((rows.stop - rows.start, 0)), attention[rows],
+                call.device, values=np.zeros((n, 0), dtype=self.dtype))
+            parts.append(kernel)
+            n_singular += singular
+        if sp.issparse(attention):
+            return sp.vstack(parts, format="csr"), n_singular
+        return np.concatenate(parts), n_singular
 
     def _expand_attention(self, attention, loo):
         """Attention between distinct inputs (G, G) as attention between keys (n, n): a

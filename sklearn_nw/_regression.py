@@ -1,7 +1,11 @@
 """Nadaraya-Watson kernel regression."""
 
+from numbers import Integral
+from typing import ClassVar
+
 import numpy as np
 from sklearn.base import RegressorMixin, _fit_context
+from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase
@@ -42,11 +46,18 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         \alpha_i(q) = \operatorname{softmax}_i\big(\log k(\lVert (q - x_i) / h \rVert)
         + \log w_i\big),
 
-    computed in log space and in chunks of queries, so far queries and tiny bandwidths reach
-    the nearest-neighbor limit instead of 0/0. With a compact kernel, a query with no
-    training point inside the support gets the value of its nearest training point(s) and
-    an :class:`~sklearn_nw.EmptyNeighborhoodWarning`. float32 input is computed in float32,
-    anything else in float64. The targets are pooled centred on their weighted mean and
+    With ``degree`` 1 or 2 the prediction is instead the intercept :math:`\beta_0(q)` of
+    the local polynomial fit
+    :math:`\min_\beta \sum_i \alpha_i(q) (y_i - \phi(x_i - q)^\top \beta)^2`
+    (:math:`\phi(u) = (1, u)` or :math:`(1, u, u_k u_l)`), as in statsmodels'
+    ``KernelReg(reg_type="ll")`` for degree 1.
+
+    The weights are computed in log space and in chunks of queries, so far queries and
+    tiny bandwidths reach the nearest-neighbor limit instead of 0/0. With a compact kernel,
+    a query with no training point inside the support gets the value of its nearest
+    training point(s) and an :class:`~sklearn_nw.EmptyNeighborhoodWarning`. float32 input
+    is computed in float32, anything else in float64. The targets are pooled centred on
+    their weighted mean and
     divided by their largest deviation from it, so their unit matters neither to float32
     (which would underflow ``1e-50`` or overflow ``1e39``) nor to the leave-one-out
     bandwidths, which are scale-equivariant in ``y``; predictions are float64.
@@ -70,6 +81,18 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
     array([0.5])
     """
 
+    _parameter_constraints: ClassVar[dict] = {
+        **NadarayaWatsonBase._parameter_constraints,
+        "degree": [Interval(Integral, 0, 2, closed="both")],
+    }
+
+    def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
+                 algorithm="auto", compute="auto", metric="euclidean", device="cpu",
+                 degree=0):
+        super().__init__(kernel, bandwidth, n_neighbors=n_neighbors, algorithm=algorithm,
+                         compute=compute, metric=metric, device=device)
+        self.degree = degree
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
         """Store the training data and resolve the kernel and bandwidth.
@@ -88,7 +111,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         self : NadarayaWatsonRegressor
             The fitted estimator.
         """
-        return self._fit(X, y, sample_weight)
+        return self._fit(X, y, sample_weight, degree=self.degree)
 
     def _fit_targets(self, y):
         self.y_fit_ = np.array(y, dtype=np.float64)
@@ -141,7 +164,9 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             computed in the dtype of ``X_fit_``).
         attention : ndarray or scipy.sparse.csr_array of shape (n_queries, n_samples_fit)
             Only with ``return_attention=True``: the weights of the training points for each
-            query, rows summing to 1; sparse for compact kernels.
+            query, rows summing to 1; sparse for compact kernels. With ``degree`` 1 or 2,
+            the equivalent kernel of the local fit (``y_pred = attention @ y``), whose
+            entries may be negative.
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)

@@ -26,6 +26,8 @@ ESTIMATORS = [
     NadarayaWatsonClassifier(kernel="epanechnikov", bandwidth=3.0, n_neighbors=3,
                              metric="precomputed"),
     NadarayaWatsonRegressor(n_neighbors=5),
+    NadarayaWatsonRegressor(degree=1),
+    NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=3.0, degree=2),
     NadarayaWatsonClassifier(kernel="epanechnikov", n_neighbors=5, algorithm="ball_tree"),
     NadarayaWatsonRegressor(bandwidth="loo"),
     NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth("isotropic", max_iter=20)),

@@ -1,0 +1,195 @@
+"""Local polynomials (degree 1 and 2): against statsmodels, a slow weighted-least-squares
+oracle, explicit leave-one-out refits, and on every route."""
+
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from statsmodels.nonparametric.kernel_regression import KernelReg
+
+from sklearn_nw import LocalFitWarning, NadarayaWatsonRegressor
+from sklearn_nw.kernels import get_kernel
+
+KERNELS = ["gaussian", "epanechnikov", "tricube", "exponential", "cosine", "tophat"]
+
+
+def _data(n=120, d=2, seed=0, outputs=1):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, d))
+    y = np.sin(2 * X[:, 0]) + X[:, -1] ** 2 + 0.1 * rng.standard_normal(n)
+    if outputs > 1:
+        y = np.column_stack([y, np.cos(X[:, 0]) - X[:, -1]])
+    return X, y, rng
+
+
+def _design(u, degree):
+    columns = [np.ones((len(u), 1)), u]
+    if degree == 2:
+        columns += [u[:, [a]] * u[:, [b]] for a in range(u.shape[1])
+                    for b in range(a, u.shape[1])]
+    return np.hstack(columns)
+
+
+def _oracle(X, y, Q, h, kernel, degree, sample_weight=None):
+    """One weighted least-squares solve per query, weights from the kernel's profile."""
+    k = get_kernel(kernel)
+    w0 = np.ones(len(X)) if sample_weight is None else sample_weight
+    Y = y.reshape(len(y), -1)
+    out = []
+    for q in Q:
+        u = (X - q) / h
+        w = k(np.linalg.norm(u, axis=1)) * w0
+        Z = _design(X - q, degree)
+        beta = np.linalg.solve(Z.T @ (w[:, None] * Z), Z.T @ (w[:, None] * Y))
+        out.append(beta[0])
+    out = np.array(out)
+    return out if y.ndim == 2 else out[:, 0]
+
+
+@pytest.mark.filterwarnings("ignore:After 0.17:FutureWarning")  # statsmodels RNG notice
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_local_linear_equals_statsmodels_ll(d):
+    X, y, rng = _data(n=150, d=d)
+    Q = rng.uniform(-1.2, 1.2, (40, d))  # some outside the data: extrapolation
+    h = np.linspace(0.3, 0.5, d)
+    ours = NadarayaWatsonRegressor(bandwidth=h, degree=1).fit(X, y).predict(Q)
+    theirs, _ = KernelReg(y, X, var_type="c" * d, reg_type="ll", bw=h).fit(Q)
+    assert_allclose(ours, theirs, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("degree", [1, 2])
+def test_against_a_weighted_least_squares_oracle(kernel, degree):
+    X, y, rng = _data(n=200, d=2, outputs=2)
+    w = rng.integers(1, 4, len(X)).astype(float)
+    Q = rng.uniform(-0.8, 0.8, (25, 2))
+    h = 0.9  # every query holds enough points in a compact kernel's support
+    model = NadarayaWatsonRegressor(kernel, bandwidth=h, degree=degree)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LocalFitWarning)
+        ours = model.fit(X, y, sample_weight=w).predict(Q)
+    assert_allclose(ours, _oracle(X, y, Q, h, kernel, degree, w), rtol=1e-9, atol=1e-10)
+
+
+def test_float32_is_close_to_float64():
+    X, y, rng = _data(n=300, d=2)
+    Q = rng.uniform(-1, 1, (50, 2))
+    model = NadarayaWatsonRegressor(bandwidth=0.4, degree=2)
+    p64 = model.fit(X, y).predict(Q)
+    p32 = model.fit(X.astype(np.float32), y).predict(Q.astype(np.float32))
+    assert_allclose(p32, p64, atol=1e-4)
+
+
+def test_a_linear_trend_is_reproduced_exactly():
+    # The point of degree 1: no bias on a linear function, at the boundary or beyond it
+    # (Nadaraya-Watson flattens out towards the nearest targets).
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, (100, 2))
+    y = 3 * X[:, 0] - 2 * X[:, 1] + 1
+    Q = np.array([[0.0, 0.0], [1.0, 1.0], [1.3, -0.2]])
+    truth = 3 * Q[:, 0] - 2 * Q[:, 1] + 1
+    linear = NadarayaWatsonRegressor(bandwidth=0.2, degree=1).fit(X, y).predict(Q)
+    constant = NadarayaWatsonRegressor(bandwidth=0.2).fit(X, y).predict(Q)
+    assert_allclose(linear, truth, atol=1e-9)
+    assert np.max(np.abs(constant - truth)) > 0.2
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_the_attention_is_the_equivalent_kernel(degree):
+    X, y, rng = _data(n=150, d=2)
+    Q = np.vstack([rng.uniform(-1, 1, (10, 2)), [[1.0, 1.0], [-1.0, 0.9]]])
+    model = NadarayaWatsonRegressor(bandwidth=0.3, degree=degree).fit(X, y)
+    pred, attention = model.predict(Q, return_attention=True)
+    assert_allclose(attention.sum(1), 1.0, atol=1e-10)
+    assert_allclose(attention @ y, pred, atol=1e-10)
+    assert (attention < 0).any()  # at the corners the kernel turns negative
+
+
+def test_compact_kernels_give_a_sparse_equivalent_kernel():
+    X, y, rng = _data(n=400, d=2)
+    Q = rng.uniform(-0.9, 0.9, (20, 2))
+    model = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.5, degree=1).fit(X, y)
+    pred, attention = model.predict(Q, return_attention=True)
+    assert hasattr(attention, "tocsr")
+    assert_allclose(attention.sum(1), 1.0, atol=1e-10)
+    assert_allclose(attention @ y, pred, atol=1e-10)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_every_route_gives_the_same_fit(degree):
+    X, y, rng = _data(n=6000, d=2)
+    Q = rng.uniform(-1, 1, (50, 2))
+    base = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.1, degree=degree,
+                                   algorithm="brute").fit(X, y)
+    expected = base.predict(Q)
+    for algorithm in ["kd_tree", "ball_tree", "cell_list"]:
+        model = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.1, degree=degree,
+                                        algorithm=algorithm).fit(X, y)
+        assert model.route_ != "dense"
+        assert_allclose(model.predict(Q), expected, rtol=1e-12, atol=1e-12)
+    everyone = NadarayaWatsonRegressor(bandwidth=0.3, degree=degree, n_neighbors=300,
+                                       algorithm="kd_tree").fit(X[:300], y[:300])
+    dense = NadarayaWatsonRegressor(bandwidth=0.3, degree=degree).fit(X[:300], y[:300])
+    assert_allclose(everyone.predict(Q), dense.predict(Q), rtol=1e-12, atol=1e-12)
+
+
+def test_singular_designs_fall_back_to_the_local_constant_value():
+    X, y, rng = _data(n=200, d=2)
+    far = np.array([[5.0, 5.0], [0.0, 0.0]])
+    model = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.05, degree=1).fit(X, y)
+    constant = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.05).fit(X, y)
+    with pytest.warns(LocalFitWarning, match="singular local design"):
+        pred, attention = model.predict(far, return_attention=True)
+    # [5, 5] has no point in reach (nearest-point fallback); both are singular.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected, expected_attention = constant.predict(far, return_attention=True)
+    assert np.all(np.isfinite(pred))
+    assert_allclose(pred, expected, rtol=1e-12)
+    assert_allclose(attention.toarray(), expected_attention.toarray(), rtol=1e-12)
+
+
+def test_collinear_training_points_are_singular_for_a_plane():
+    t = np.linspace(0, 1, 50)
+    X = np.column_stack([t, 2 * t])  # a line in the plane
+    y = np.sin(3 * t)
+    Q = np.array([[0.5, 1.0], [0.2, 0.1]])
+    with pytest.warns(LocalFitWarning, match="2 of 2 queries"):
+        pred = NadarayaWatsonRegressor(bandwidth=0.3, degree=1).fit(X, y).predict(Q)
+    expected = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y).predict(Q)
+    assert_allclose(pred, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_leave_one_out_weights_equal_explicit_refits(kernel):
+    X, y, rng = _data(n=60, d=2)
+    X[5] = X[6]  # a repeated input leaves with all its rows
+    model = NadarayaWatsonRegressor(kernel, bandwidth=0.8, degree=1).fit(X, y)
+    attention = model.attention_weights_
+    attention = attention.toarray() if hasattr(attention, "toarray") else attention
+    assert_allclose(attention.sum(1), 1.0, atol=1e-10)
+    for i in [0, 5, 6, 30]:
+        keep = ~np.all(X == X[i], axis=1)
+        refit = NadarayaWatsonRegressor(kernel, bandwidth=0.8, degree=1).fit(X[keep], y[keep])
+        assert_allclose(attention[i] @ y, refit.predict(X[i:i + 1])[0], rtol=1e-10)
+        assert np.all(attention[i, ~keep] == 0)
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"metric": "precomputed", "bandwidth": 1.0}, "precomputed"),
+    ({"compute": "compiled"}, "compiled"),
+    ({"bandwidth": "loo"}, "learned bandwidth"),
+])
+def test_refused_combinations_name_the_problem(params, match):
+    X, y, _ = _data(n=30, d=2)
+    if params.get("metric") == "precomputed":
+        X = np.linalg.norm(X[:, None] - X[None], axis=-1)
+    with pytest.raises(ValueError, match=match):
+        NadarayaWatsonRegressor(degree=1, **params).fit(X, y)
+
+
+def test_degree_must_be_0_1_or_2():
+    X, y, _ = _data(n=30, d=2)
+    with pytest.raises(ValueError, match="degree"):
+        NadarayaWatsonRegressor(degree=3).fit(X, y)
