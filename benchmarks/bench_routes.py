@@ -121,8 +121,9 @@ def to_markdown(result):
     c = result["config"]
     lines = ["### One-row predict on every route", "",
              (f"Inputs uniform in [0, 1]^d, {c['dtype']}; one query row; the median of "
-              f"{c['calls']} calls after a warm-up. Epanechnikov bandwidth: about {REACH} "
-              "training points within reach. Peer: KNeighborsRegressor() on the same data."),
+              f"{c['calls']} calls after a warm-up, each call of the model followed by one "
+              f"of the peer. Epanechnikov bandwidth: about {REACH} training points within "
+              "reach. Peer: KNeighborsRegressor() on the same data and row."),
              "", "| n | d | route | model | time ms | KNeighborsRegressor ms | ratio |",
              "|---|---|---|---|---|---|---|"]
     for point in result["points"]:
