@@ -39,6 +39,11 @@ from .bandwidth import LeaveOneOutGrid, search_reference
 # Multiples of Scott's rule in the default grid.
 _DEFAULT_GRID = (1 / 8, 8)
 _DEFAULT_N_BANDWIDTHS = 25
+# A default grid whose best point is at an end is extended past it by this many points, at
+# most this many times (8 points of the default grid's ratio 2**(1/4) halve or double h
+# twice: four extensions reach 1/2048 or 2048 times Scott's rule).
+_EXTEND_BY = 8
+_MAX_EXTENSIONS = 4
 
 
 def _accepts_sample_weight(scorer):
@@ -108,31 +113,59 @@ class _BandwidthGridSearch:
 
     def select(self, training):
         """Score every grid point on ``training`` (a :class:`~sklearn_nw._base.Training`)
-        and return the best as a :class:`GridSearchResult`."""
-        grid = self._grid(training)
-        if self.cv is None:
-            # Ranked in the pooled values' unit: squared errors in the targets' unit can
-            # underflow or overflow (targets of 1e-200 or 1e250).
-            scores, reported = self._leave_one_out_scores(grid, training)
-            cv_results = {"mean_test_score": reported}
-        else:
-            cv_results = self._cross_validate(grid, training)
-            scores = cv_results["mean_test_score"]
+        and return the best as a :class:`GridSearchResult`.
+
+        A default grid (multiples of the reference bandwidth) whose best point is at one
+        of its ends goes on past it, ``_EXTEND_BY`` points at a time at the grid's ratio,
+        up to ``_MAX_EXTENSIONS`` times: the optimum can lie far from Scott's rule (a
+        series with a short period, or no signal at all).
+        """
+        multiples = self._default_multiples()
+        grid = self._grid(training, multiples)
+        extensions = 0
+        while True:
+            scores, cv_results = self._scores(grid, training)
+            best = int(np.argmax(scores))
+            if (multiples is None or len(multiples) < 2 or 0 < best < len(grid) - 1
+                    or extensions == _MAX_EXTENSIONS):
+                break
+            ratio = multiples[1] / multiples[0]
+            steps = ratio ** np.arange(1, _EXTEND_BY + 1)  # (E,)
+            multiples = (np.concatenate([multiples[0] / steps[::-1], multiples]) if best == 0
+                         else np.concatenate([multiples, multiples[-1] * steps]))
+            grid = self._grid(training, multiples)
+            extensions += 1
         cv_results["bandwidth"] = grid
         cv_results["rank_test_score"] = (
             np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1
         )
-        best = int(np.argmax(scores))
         self.result_ = GridSearchResult(grid[best], grid, cv_results, best,
                                         float(cv_results["mean_test_score"][best]))
         return self.result_
 
-    def _grid(self, training):
-        """The grid as an array (G, n_features) of bandwidth vectors."""
-        d = training.X.shape[1]
+    def _scores(self, grid, training):
+        """Scores to rank the grid by, and the results as reported."""
+        if self.cv is None:
+            # Ranked in the pooled values' unit: squared errors in the targets' unit can
+            # underflow or overflow (targets of 1e-200 or 1e250).
+            scores, reported = self._leave_one_out_scores(grid, training)
+            return scores, {"mean_test_score": reported}
+        cv_results = self._cross_validate(grid, training)
+        return cv_results["mean_test_score"], cv_results
+
+    def _default_multiples(self):
+        """The multiples of the reference bandwidth of a default grid; None for a given
+        one."""
         if self.bandwidths is None or isinstance(self.bandwidths, Integral):
             n = _DEFAULT_N_BANDWIDTHS if self.bandwidths is None else self.bandwidths
-            multiples = np.geomspace(*_DEFAULT_GRID, n) if n > 1 else np.ones(1)
+            return np.geomspace(*_DEFAULT_GRID, n) if n > 1 else np.ones(1)
+        return None
+
+    def _grid(self, training, multiples):
+        """The grid as an array (G, n_features) of bandwidth vectors: ``multiples`` of
+        the reference bandwidth, or the given one."""
+        d = training.X.shape[1]
+        if multiples is not None:
             return multiples[:, None] * search_reference(training.X, training.sample_weight)
         grid = np.array(self.bandwidths, dtype=np.float64)  # a copy: never the user's array
         if grid.size == 0:
@@ -361,6 +394,9 @@ _SHARED_DOC = r"""
     bandwidths : int, array-like of shape (n_bandwidths,) or (n_bandwidths, n_features), default=None
         The grid: scalar bandwidths, or per-feature bandwidth vectors. An int ``m`` means
         ``m`` multiples of Scott's rule, geometrically spaced from 1/8 to 8; None means 25.
+        Such a default grid whose best point is at one of its ends goes on past it, 8
+        points at a time at the same ratio, up to 4 times (to 1/2048 or 2048 times
+        Scott's rule); a given grid is searched as it is.
     kernel : str, Kernel or callable, default="gaussian"
         As in the plain estimator.
     cv : int, cross-validation generator or iterable, default=None
@@ -386,7 +422,7 @@ _SHARED_DOC = r"""
     bandwidth_ : ndarray of shape (n_features,)
         The chosen bandwidth (the first best grid point on ties).
     bandwidths_ : ndarray of shape (n_bandwidths, n_features)
-        The grid as bandwidth vectors.
+        The grid as bandwidth vectors, with the extensions of a default grid.
     best_score_ : float
         Score of the chosen bandwidth.
     best_index_ : int

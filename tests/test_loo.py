@@ -20,7 +20,7 @@ from sklearn_nw import (
     NadarayaWatsonRegressorCV,
 )
 from sklearn_nw._engine_loo import _squaring_chains, loo_loss
-from sklearn_nw.bandwidth import scott_bandwidth
+from sklearn_nw.bandwidth import scott_bandwidth, search_reference
 from sklearn_nw.kernels import Gaussian, get_kernel
 
 
@@ -322,6 +322,27 @@ def test_default_grid_scores_equal_refits(dtype, rtol):
         losses.append(np.sum(w * (preds - y) ** 2) / w.sum())
     np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=rtol)
     assert cv.best_index_ == int(np.argmin(losses))
+
+
+def test_a_default_grid_goes_on_past_an_edge_holding_the_optimum():
+    # A short period: the leave-one-out optimum lies far below 1/8 of Scott's rule.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 10, (400, 1))
+    y = np.sin(2 * np.pi * X[:, 0]) + 0.2 * rng.standard_normal(400)
+    cv = NadarayaWatsonRegressorCV().fit(X, y)
+    reference = search_reference(X, np.ones(len(X)))  # the default grid's unit
+    assert len(cv.bandwidths_) > 25
+    assert 0 < cv.best_index_ < len(cv.bandwidths_) - 1  # an interior optimum
+    assert cv.bandwidth_[0] < reference[0] / 8
+    ratios = cv.bandwidths_[1:, 0] / cv.bandwidths_[:-1, 0]
+    np.testing.assert_allclose(ratios, 2 ** 0.25)  # the same geometric step throughout
+    refits = _refit_loo_predictions(
+        lambda: NadarayaWatsonRegressor(bandwidth=cv.bandwidth_), X, y, np.ones(400))
+    assert cv.best_score_ == pytest.approx(-np.mean((refits - y) ** 2), rel=1e-10)
+    assert 1 - np.mean((refits - y) ** 2) / np.var(y) > 0.8
+    # A given grid is the user's: not extended.
+    given = NadarayaWatsonRegressorCV(bandwidths=[0.5, 1.0, 2.0]).fit(X, y)
+    assert len(given.bandwidths_) == 3 and given.best_index_ == 0
 
 
 def test_squaring_chains_of_gaussian_coefficients():
