@@ -7,6 +7,7 @@ same bandwidth as repeating each row that many times, so the effective sample si
 ``n = sum(w)``.
 """
 
+import functools
 import math
 import warnings
 from numbers import Integral, Real
@@ -14,10 +15,12 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 import torch
+from scipy.optimize import minimize
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from threadpoolctl import ThreadpoolController
 
 from ._engine_loo import loo_grid_pool
 from ._loo_objective import (
@@ -214,10 +217,11 @@ class LeaveOneOutBandwidth(BaseEstimator):
     Leave-one-out curves of real data are often multi-modal, so the descent starts from the
     best point of a coarse exact leave-one-out grid of multiples of Scott's rule, improved by
     one sweep over the features, each tried at a few multiples and at "ignored" (a huge
-    bandwidth); the result is never worse than that starting point. Full-batch L-BFGS runs
-    up to 4,096 samples (the Gaussian's gradient is written out by hand, other kernels use
-    autograd); above, Adam on minibatches of queries, each against its nearest training
-    points, with the grid, the sweep and the final comparison exact on 512 random queries.
+    bandwidth); the result is never worse than that starting point. Full-batch L-BFGS
+    (scipy's L-BFGS-B on the torch gradient) runs up to 4,096 samples (the Gaussian's
+    gradient is written out by hand, other kernels use autograd); above, Adam on minibatches
+    of queries, each against its nearest training points, with the grid, the sweep and the
+    final comparison exact on 512 random queries.
     A kernel whose profile is piecewise constant (the top-hat, a step function) has no
     gradient in the bandwidth: it gets exact grids instead of the descent, the bandwidths
     multiplied in turn by factors closing in from 2 to 1.05 (all together, and for
@@ -236,9 +240,9 @@ class LeaveOneOutBandwidth(BaseEstimator):
     max_iter : int, default=100
         Maximum number of optimiser iterations (L-BFGS iterations, or minibatch steps).
     tol : float, default=1e-8
-        L-BFGS stops when an iteration changes the loss, relative to its starting value, or
-        the log-bandwidths by less than ``tol``; minibatches stop when the mean loss of a
-        window of steps improves on the previous window by less than ``tol`` relative.
+        L-BFGS stops when an iteration lowers the loss by less than ``tol`` times its
+        starting value; minibatches stop when the mean loss of a window of steps improves on
+        the previous window by less than ``tol`` relative.
     batch_size : int or "auto", default="auto"
         Queries per minibatch. ``"auto"`` runs full-batch L-BFGS up to 4096 samples and
         minibatches of 256 queries with Adam above.
@@ -491,23 +495,31 @@ class LeaveOneOutBandwidth(BaseEstimator):
         return tqdm(total=self.max_iter, desc="leave-one-out bandwidth")
 
     def _lbfgs(self, objective, theta, to_metric, rows):
-        optimizer = torch.optim.LBFGS(
-            [theta], lr=1.0, max_iter=self.max_iter, tolerance_grad=1e-10,
-            tolerance_change=self.tol, history_size=10, line_search_fn="strong_wolfe",
-        )
-        curve, progress = [], self._progress()
+        """Full-batch L-BFGS-B (scipy's) on the parameters ``theta``, with the loss and its
+        gradient from torch autograd. Leaves ``theta`` at the lowest loss evaluated and
+        returns the loss at each evaluation, the iterations run and whether it converged.
 
-        def closure():
-            # The loss is divided by its starting value, so tol is relative.
-            optimizer.zero_grad()
+        scipy's optimiser rather than ``torch.optim.LBFGS``, whose construction imports
+        ``torch._dynamo``: about a second before the first fit of a fresh process.
+        """
+        shape, curve, progress = theta.shape, [], self._progress()
+        best = {"loss": np.inf, "theta": theta.detach().clone()}
+
+        def loss_and_gradient(z):
+            """The loss at parameters z (flat), divided by the starting loss (so tol,
+            scipy's ftol on max(|f|, 1) = 1, is relative to it), and its gradient."""
+            with torch.no_grad():
+                theta.copy_(theta.new_tensor(z.reshape(shape)))
+            theta.grad = None
             value = objective.loss(to_metric(theta), rows, backward=True)
-            if not np.isfinite(value):
-                # L-BFGS's line search cannot go on from a NaN (it failed with an
-                # IndexError); the result falls back to the best point found.
+            grad = (np.zeros(z.shape) if theta.grad is None
+                    else theta.grad.detach().cpu().numpy().astype(np.float64).ravel())
+            if not (np.isfinite(value) and np.all(np.isfinite(grad))):
+                # A line search cannot go on from a NaN; the result is the best point.
                 raise _NonFinite
-            scale = max(curve[0] if curve else value, np.finfo(np.float64).tiny)
-            theta.grad /= scale
             curve.append(value)
+            if value < best["loss"]:
+                best["loss"], best["theta"] = value, theta.detach().clone()
             if progress is not None:
                 progress.update(1)
                 progress.set_postfix(loss=f"{value:.6g}")
@@ -515,11 +527,46 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 # A perfect leave-one-out fit: going on would only chase rounding, and
                 # equivalent data (weights or repeated rows) would end in different places.
                 raise _Converged
-            return torch.tensor(value / scale)
+            scale = max(curve[0], np.finfo(np.float64).tiny)
+            return value / scale, grad / scale
+
+        n_iter = [0]
+
+        def count(*_):
+            n_iter[0] += 1
 
         try:
-            optimizer.step(closure)
-            converged = optimizer.state[theta]["n_iter"] < self.max_iter
+            z0 = theta.detach().cpu().numpy().astype(np.float64).ravel()
+            start = loss_and_gradient(z0)
+            # L-BFGS-B's first trial step has unit length in the parameters, a factor e on
+            # the bandwidths: past the minimum next to a start the grids put within a
+            # factor ~1.4 of it, often into another basin. In units of `step` it is the
+            # gradient step, at most of unit L1 length (torch's L-BFGS's first step);
+            # L-BFGS is scale-free after its first iteration.
+            norm_1 = float(np.abs(start[1]).sum())
+            step = float(np.linalg.norm(start[1])) * min(1.0, 1.0 / norm_1) if norm_1 else 1.0
+            u0 = z0 / step
+
+            def in_steps(u):
+                if np.array_equal(u, u0):
+                    return start[0], step * start[1]
+                value, grad = loss_and_gradient(step * u)
+                return value, step * grad
+
+            # L-BFGS-B's algebra is on (n_parameters, 10) matrices: with more than one
+            # BLAS thread, scipy's idle OpenBLAS threads spin and take the cores from
+            # torch's (fits 2-3x slower on 2 cores). scikit-learn's KMeans limits BLAS
+            # likewise. Only OpenBLAS (scipy's and numpy's): torch's own BLAS keeps its
+            # threads for the objective.
+            with _threadpools().select(internal_api="openblas").limit(limits=1):
+                result = minimize(
+                    in_steps, u0, jac=True, method="L-BFGS-B", callback=count,
+                    options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 1e-10,
+                             "maxcor": 10},
+                )
+            # Status 1: max_iter ran out. Status 2, a line search that cannot lower the
+            # loss any more (at most 20 evaluations each), is the end of the descent.
+            converged = result.status != 1
         except _Converged:
             converged = True
         except _NonFinite:
@@ -531,7 +578,9 @@ class LeaveOneOutBandwidth(BaseEstimator):
             converged = True
         if progress is not None:
             progress.close()
-        return np.asarray(curve), optimizer.state[theta].get("n_iter", 0), converged
+        with torch.no_grad():
+            theta.copy_(best["theta"])
+        return np.asarray(curve), n_iter[0], converged
 
     def _adam(self, objective, theta, to_metric, positive, batch, generator):
         optimizer = torch.optim.Adam([theta], lr=self.learning_rate)
@@ -645,9 +694,15 @@ _EVAL_ROWS = 512
 _NEGLIGIBLE = 1e-9
 
 
+@functools.cache
+def _threadpools():
+    """threadpoolctl's controller of the loaded thread pools (finding them takes ~4 ms)."""
+    return ThreadpoolController()
+
+
 class _Converged(Exception):
-    """Raised from the L-BFGS closure to stop at a perfect fit."""
+    """Raised from the L-BFGS-B objective to stop at a perfect fit."""
 
 
 class _NonFinite(Exception):
-    """Raised from the L-BFGS closure when the loss is not finite."""
+    """Raised from the L-BFGS-B objective when the loss or its gradient is not finite."""

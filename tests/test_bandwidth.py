@@ -1,6 +1,10 @@
-"""Rules of thumb against their hand formulas, frequency weights, and check_bandwidth."""
+"""Rules of thumb against their hand formulas, frequency weights, check_bandwidth, and
+the cold start of a learned bandwidth."""
 
 import math
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import numpy as np
@@ -220,3 +224,28 @@ def test_check_bandwidth_keeps_per_feature_values():
 def test_check_bandwidth_errors(bandwidth, message):
     with pytest.raises(ValueError, match=message):
         check_bandwidth(bandwidth, 2)
+
+
+# -- learned bandwidths in a fresh process --------------------------------------------------
+
+
+def test_learned_bandwidth_does_not_import_dynamo():
+    # Constructing torch.optim.LBFGS imports torch._dynamo: about a second before the first
+    # bandwidth="loo" fit of a process, paid once, which is all a short script sees.
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor
+        from sklearn_nw.bandwidth import LeaveOneOutBandwidth
+
+        rng = np.random.default_rng(0)
+        X = rng.uniform(size=(60, 2))
+        y = np.sin(6 * X[:, 0]) + X[:, 1] + 0.1 * rng.standard_normal(60)
+        NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+        NadarayaWatsonClassifier(kernel="epanechnikov",
+                                 bandwidth=LeaveOneOutBandwidth("full")).fit(X, y > 1)
+        assert "torch._dynamo" not in sys.modules
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
