@@ -2,7 +2,8 @@
 
 Fits both estimators on data sets that scikit-learn ships (diabetes for regression; wine
 and breast cancer for classification), with the bandwidth chosen automatically (learned
-on the leave-one-out loss, an exact leave-one-out grid, Scott's rule), prints 5-fold
+on the leave-one-out loss, an exact leave-one-out grid, Scott's rule; for the regression
+also local-linear on an exact leave-one-out grid), prints 5-fold
 cross-validated scores beside scikit-learn's k-nearest-neighbors baselines, and writes a
 heatmap of the attention of held-out diabetes patients on the training patients.
 """
@@ -32,13 +33,19 @@ from . import (
 
 
 def _models(nw, nw_cv, knn, device):
-    """The contenders for one task, each in a StandardScaler pipeline."""
+    """The contenders for one task, each in a StandardScaler pipeline (the regressor's
+    also local-linear)."""
     knn_name = type(knn()).__name__.lower()
+    local = {}
+    if nw is NadarayaWatsonRegressor:
+        local["NW local-linear, leave-one-out grid"] = make_pipeline(
+            StandardScaler(), nw_cv(degree=1, device=device))
     return {
         "NW, bandwidth='loo' (learned)": make_pipeline(
             StandardScaler(), nw(bandwidth="loo", device=device)
         ),
         "NW, exact leave-one-out grid (CV)": make_pipeline(StandardScaler(), nw_cv(device=device)),
+        **local,
         "NW, Scott's rule": make_pipeline(StandardScaler(), nw(device=device)),
         "KNN, k=5 (sklearn default)": make_pipeline(StandardScaler(), knn()),
         "KNN, k and weights by grid search": GridSearchCV(

@@ -230,15 +230,16 @@ class NadarayaWatsonBase(BaseEstimator):
         """Refuse parameters that cannot go together before any long work (a bandwidth
         search, an index)."""
         if degree:
+            bandwidth = getattr(self, "bandwidth", None)  # the CV estimators search theirs
             refused = [what for what, on in (
                 ("metric='precomputed' (no coordinates to fit a polynomial in)",
                  self._precomputed()),
                 ("compute='compiled' (the local fits need the attention, computed eagerly)",
                  self.compute == "compiled"),
-                (f"bandwidth={self.bandwidth!r} (a learned bandwidth minimises the "
+                (f"bandwidth={bandwidth!r} (a learned bandwidth minimises the "
                  "local-constant leave-one-out loss)",
-                 isinstance(getattr(self, "bandwidth", None), (LeaveOneOutBandwidth, str))
-                 and getattr(self, "bandwidth", None) not in RULES_OF_THUMB)) if on]
+                 isinstance(bandwidth, (LeaveOneOutBandwidth, str))
+                 and bandwidth not in RULES_OF_THUMB)) if on]
             if refused:
                 raise ValueError(
                     f"degree={degree} fits local polynomials; it cannot be used with "

@@ -57,7 +57,7 @@ def _accepts_sample_weight(scorer):
 def _search_constraints(plain_class):
     """The plain estimator's parameter constraints, ``bandwidth`` replaced by the search's."""
     constraints = {k: v for k, v in plain_class._parameter_constraints.items()
-                   if k not in ("bandwidth", "metric", "degree")}
+                   if k not in ("bandwidth", "metric")}
     constraints.update({
         "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like", None],
         "cv": ["cv_object"],
@@ -102,8 +102,9 @@ class _BandwidthGridSearch:
     """
 
     def __init__(self, bandwidths, *, cv=None, scorer=None, estimator=None, params=None,
-                 routed=None, owner=None):
+                 routed=None, owner=None, degree=0):
         self.bandwidths = bandwidths
+        self.degree = degree
         self.cv = cv
         self.scorer = scorer
         self.estimator = estimator
@@ -193,7 +194,7 @@ class _BandwidthGridSearch:
                 predictions = _as_fitted(training, training.outputs(loo.expand(pooled)))
                 return scorer(predictions, training.X, training.y, **score_params)
 
-        result = LeaveOneOutGrid(grid, score=score).select(
+        result = LeaveOneOutGrid(grid, score=score, degree=self.degree).select(
             loo, training.kernel, loss=training.loss, dtype=training.dtype,
             device=training.device, working_memory=training.working_memory,
         )
@@ -335,10 +336,11 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, params):
     if sample_weight is not None:
         params = {**params, "sample_weight": sample_weight}
     routed = process_routing(estimator, "fit", **params) if _routing_enabled() else None
-    plain = estimator._plain_class(
-        kernel=estimator.kernel, n_neighbors=estimator.n_neighbors,
-        algorithm=estimator.algorithm, compute=estimator.compute, device=estimator.device,
-    )
+    # The plain estimator with every parameter the two share (the regressor's degree).
+    shared = (set(estimator._plain_class().get_params(deep=False))
+              & set(estimator.get_params(deep=False)))
+    plain = estimator._plain_class(**{k: getattr(estimator, k) for k in sorted(shared)})
+    degree = getattr(plain, "degree", 0)
     if _routing_enabled():
         plain.set_fit_request(sample_weight=True)
     search = _BandwidthGridSearch(
@@ -348,9 +350,10 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, params):
                 else _get_scorer(estimator)),
         estimator=plain, params=params, routed=routed,
         # Only named in a warning about sample weights.
-        owner=None if sample_weight is None else str(estimator),
+        owner=None if sample_weight is None else str(estimator), degree=degree,
     )
-    estimator._fit(X, y, sample_weight, classifier=is_classifier(estimator), search=search)
+    estimator._fit(X, y, sample_weight, classifier=is_classifier(estimator), search=search,
+                   degree=degree)
     result = search.result_
     estimator.cv_results_ = result.cv_results
     estimator.best_index_ = result.best_index
@@ -432,6 +435,11 @@ _SHARED_DOC = r"""
         splitter the per-split scores and timings of GridSearchCV.
 """  # noqa: E501 (a numpydoc type line is one line)
 
+_DEGREE_DOC = """    degree : {0, 1, 2}, default=0
+        As in :class:`NadarayaWatsonRegressor`: the degree of the local polynomials. With
+        ``cv=None`` each grid point is scored by exact leave-one-out local fits (a dense
+        matrix of the distinct training inputs per grid point)."""
+
 # The plain estimators' fitted attributes that the CV estimators share.
 _FITTED = entries(ATTRIBUTES, "kernel_", "device_", "X_fit_", "route_", "key_set_",
                   "sample_weight_", "attention_weights_", "n_features_in_",
@@ -446,7 +454,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     leave-one-out; then it predicts like :class:`NadarayaWatsonRegressor` with
     ``bandwidth=bandwidth_``.
 """
-        + _SHARED_DOC.format(loss="mean squared error")
+        + _SHARED_DOC.format(loss="mean squared error").replace(
+            "\n\n    Attributes\n", "\n" + _DEGREE_DOC + "\n\n    Attributes\n", 1)
         + """    y_fit_ : ndarray of shape (n_samples_fit,) or (n_samples_fit, n_outputs)
         Training targets, float64.
 """
@@ -475,7 +484,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonRegressor)
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
-                 n_neighbors=None, algorithm="auto", compute="auto", device="cpu"):
+                 n_neighbors=None, algorithm="auto", compute="auto", device="cpu",
+                 degree=0):
         self.bandwidths = bandwidths
         self.kernel = kernel
         self.cv = cv
@@ -484,6 +494,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         self.algorithm = algorithm
         self.compute = compute
         self.device = device
+        self.degree = degree
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, **params):

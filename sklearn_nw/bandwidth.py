@@ -23,6 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import ThreadpoolController
 
 from ._engine_loo import loo_grid_pool
+from ._keys import KeySet
 from ._loo_objective import (
     LOG_LIMIT,
     LogProgress,
@@ -640,11 +641,17 @@ class LeaveOneOutGrid:
     score : callable, default=None
         ``score(pooled)`` of the leave-one-out predictions (L, t) at the distinct inputs,
         higher is better; None scores by the negative weighted mean loss.
+    degree : int, default=0
+        0: Nadaraya-Watson. 1 or 2: local polynomials of that degree, each grid point's
+        leave-one-out fits from the equivalent kernel of the distinct inputs on each
+        other (:meth:`~sklearn_nw._keys.KeySet.leave_one_out_attention`), a dense
+        (L, L) matrix per grid point.
     """
 
-    def __init__(self, grid, score=None):
+    def __init__(self, grid, score=None, degree=0):
         self.grid = grid
         self.score = score
+        self.degree = degree
 
     def select(self, loo, kernel, *, loss, h_start=None, dtype=np.float64, device="cpu",
                working_memory=1024):
@@ -664,10 +671,15 @@ class LeaveOneOutGrid:
         def tensor(a):
             return torch.as_tensor(np.asarray(a), dtype=torch_dtype, device=device)
 
-        pooled = loo_grid_pool(
-            tensor(loo.X), tensor(loo.values), tensor(self.grid), kernel,
-            tensor(loo.log_weight), tensor(loo.self_log_weight), working_memory=working_memory,
-        ).double()  # (G, L, t) at the L distinct inputs
+        if self.degree:
+            pooled = torch.from_numpy(self._local_pool(
+                loo, kernel, np.dtype(dtype), device, working_memory))  # (G, L, t)
+        else:
+            pooled = loo_grid_pool(
+                tensor(loo.X), tensor(loo.values), tensor(self.grid), kernel,
+                tensor(loo.log_weight), tensor(loo.self_log_weight),
+                working_memory=working_memory,
+            ).double()  # (G, L, t) at the L distinct inputs
         per_location = loss.per_row(pooled, pooled.new_tensor(loo.values))  # (G, L)
         weight = pooled.new_tensor(loo.weight)  # (L,)
         mean_loss = ((per_location * weight).sum(1) / weight.sum()).cpu().numpy()  # (G,)
@@ -678,6 +690,28 @@ class LeaveOneOutGrid:
         best = int(np.argmax(scores))
         return GridResult(np.asarray(self.grid, dtype=np.float64)[best], best, scores,
                           mean_loss)
+
+    def _local_pool(self, loo, kernel, dtype, device, working_memory):
+        """Leave-one-out local polynomial fits (G, L, t) at the L distinct inputs, one
+        grid point at a time: the distinct inputs as a key set of their summed weights,
+        whose leave-one-out equivalent kernel (L, L) leaves each input out entirely."""
+        L = len(loo.weight)
+        if L * L * dtype.itemsize > working_memory * 2**20:
+            raise ValueError(
+                f"The leave-one-out grid for local polynomials holds a dense ({L}, {L}) "
+                f"matrix per grid point, more than scikit-learn's working_memory of "
+                f"{working_memory} MiB. Raise the limit with "
+                "sklearn.config_context(working_memory=...), or use cv=5."
+            )
+        X = np.ascontiguousarray(loo.X, dtype=dtype)
+        pooled = np.empty((len(self.grid), L, loo.values.shape[1]))
+        for g, h in enumerate(np.asarray(self.grid, dtype=np.float64)):
+            keys = KeySet(X, loo.weight, loo.values, h, kernel, route="dense",
+                          degree=self.degree)
+            attention, _, _ = keys.leave_one_out_attention(
+                device=device, working_memory=working_memory)
+            pooled[g] = attention @ loo.values  # (L, t)
+        return pooled
 
 
 # Full-batch L-BFGS up to this many samples; minibatches of _MINIBATCH queries above, each

@@ -609,3 +609,34 @@ def test_a_non_finite_loss_stops_the_descent_at_the_best_point(monkeypatch):
     assert np.all(np.isfinite(reg.bandwidth_)) and np.all(np.isfinite(reg.loss_curve_))
     # Never worse than where the descent started.
     assert reg.loss_curve_[-1] <= reference.loss_curve_[0] * (1 + 1e-9)
+
+
+# -- local polynomials in the CV estimators ---------------------------------------------
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_cv_scores_local_polynomials_by_exact_leave_one_out(degree):
+    X, y, w = _data(n=50, d=2)
+    X[3] = X[4]  # a repeated input leaves with all its rows
+    grid = [0.3, 0.6, 1.2]
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid, degree=degree).fit(X, y, sample_weight=w)
+    losses = []
+    for h in grid:
+        preds = _refit_loo_predictions(
+            lambda h=h: NadarayaWatsonRegressor(bandwidth=h, degree=degree), X, y, w)
+        losses.append(np.sum(w * (preds - y) ** 2) / w.sum())
+    np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-9)
+    assert cv.best_index_ == int(np.argmin(losses))
+    np.testing.assert_allclose(
+        cv.predict(X),
+        NadarayaWatsonRegressor(bandwidth=cv.bandwidth_, degree=degree).fit(X, y, w).predict(X))
+
+
+def test_cv_with_a_splitter_fits_local_polynomials():
+    X, y, _ = _data(n=60, d=2)
+    grid = [0.3, 0.6, 1.2]
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid, degree=1, cv=3).fit(X, y)
+    search = GridSearchCV(NadarayaWatsonRegressor(degree=1),
+                          {"bandwidth": [np.array([h, h]) for h in grid]}, cv=3).fit(X, y)
+    np.testing.assert_allclose(cv.cv_results_["mean_test_score"],
+                               search.cv_results_["mean_test_score"], rtol=1e-12)
