@@ -204,7 +204,8 @@ class NadarayaWatsonBase(BaseEstimator):
         self.X_fit_ = X.copy() if sp.issparse(X) else np.array(X, copy=True)
         self.sample_weight_ = sample_weight
         values = self._fit_targets(y)
-        self._fit_bandwidth(values, classifier=classifier, search=search)
+        degree = self._fit_bandwidth(values, classifier=classifier, search=search,
+                                     degree=degree)
         self._fit_keys(values, degree)
         return self
 
@@ -287,16 +288,18 @@ class NadarayaWatsonBase(BaseEstimator):
         )
         self.route_ = self.key_set_.route
 
-    def _fit_bandwidth(self, values, *, classifier, search=None):
+    def _fit_bandwidth(self, values, *, classifier, search=None, degree=0):
         """Set ``bandwidth_`` (and, for a learned one, ``n_iter_``, ``loss_curve_`` and for
         the full metric ``projection_``): chosen by ``search.select(training)`` when a
-        search is given, else resolved from the ``bandwidth`` parameter."""
+        search is given, else resolved from the ``bandwidth`` parameter. Returns the
+        degree of the fit: ``degree``, or the search's choice."""
         for stale in ("projection_", "n_iter_", "loss_curve_"):
             self.__dict__.pop(stale, None)
         if search is not None:
             training = self._training(values, classifier=classifier)
-            self.bandwidth_ = search.select(training).bandwidth
-            return
+            result = search.select(training)
+            self.bandwidth_ = result.bandwidth
+            return result.degree
         X, w, bandwidth = self.X_fit_, self.sample_weight_, self.bandwidth
         if self._precomputed():
             if isinstance(bandwidth, (str, LeaveOneOutBandwidth)):
@@ -306,13 +309,13 @@ class NadarayaWatsonBase(BaseEstimator):
                     "bandwidths need feature vectors)."
                 )
             self.bandwidth_ = check_bandwidth(bandwidth, 1)
-            return
+            return degree
         if isinstance(bandwidth, str) and bandwidth in RULES_OF_THUMB:
             self.bandwidth_ = RULES_OF_THUMB[bandwidth](X, w)
-            return
+            return degree
         if not isinstance(bandwidth, (LeaveOneOutBandwidth, str)):
             self.bandwidth_ = check_bandwidth(bandwidth, X.shape[1])
-            return
+            return degree
         selector = LeaveOneOutBandwidth() if isinstance(bandwidth, str) else clone(bandwidth)
         training = self._training(values, classifier=classifier)
         loo = training.leave_one_out_set("bandwidth='loo'")
@@ -326,6 +329,7 @@ class NadarayaWatsonBase(BaseEstimator):
             self.projection_ = result.projection
         self.n_iter_ = result.n_iter
         self.loss_curve_ = training.loss_over_rows(result.loss_curve, loo)
+        return degree
 
     def _fit_targets(self, y):
         """Store the encoded targets; return :meth:`_values`."""

@@ -640,3 +640,25 @@ def test_cv_with_a_splitter_fits_local_polynomials():
                           {"bandwidth": [np.array([h, h]) for h in grid]}, cv=3).fit(X, y)
     np.testing.assert_allclose(cv.cv_results_["mean_test_score"],
                                search.cv_results_["mean_test_score"], rtol=1e-12)
+
+
+@pytest.mark.parametrize("cv", [None, 3])
+def test_auto_degree_keeps_the_best_candidate_of_every_degree(cv):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 1, (120, 1))
+    y = 4 * X[:, 0] + np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(120)  # a trend
+    model = NadarayaWatsonRegressorCV(bandwidths=[0.05, 0.1, 0.2, 0.4], degree="auto",
+                                      cv=cv).fit(X, y)
+    degrees = model.cv_results_["degree"]
+    np.testing.assert_array_equal(degrees, np.repeat([0, 1, 2], 4))
+    scores = model.cv_results_["mean_test_score"]
+    assert model.best_index_ == int(np.argmax(scores))
+    assert model.degree_ == degrees[model.best_index_] > 0  # the trend needs a slope
+    np.testing.assert_array_equal(model.bandwidth_, model.bandwidths_[model.best_index_])
+    for degree in (0, 1, 2):  # each degree's scores are its own search's
+        alone = NadarayaWatsonRegressorCV(bandwidths=[0.05, 0.1, 0.2, 0.4], degree=degree,
+                                          cv=cv).fit(X, y)
+        np.testing.assert_allclose(scores[degrees == degree],
+                                   alone.cv_results_["mean_test_score"], rtol=1e-12)
+    plain = NadarayaWatsonRegressor(bandwidth=model.bandwidth_, degree=model.degree_)
+    np.testing.assert_allclose(model.predict(X), plain.fit(X, y).predict(X))
