@@ -141,15 +141,15 @@ class _BandwidthGridSearch:
         if self.degree == "auto":
             cv_results["degree"] = np.concatenate(
                 [np.full(len(run[2]), degree) for run, degree in zip(runs, degrees)])
-        best = int(np.argmax(scores))  # the first best: the lower degree on ties
         cv_results["bandwidth"] = grid
         cv_results["rank_test_score"] = (
             np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1
         )
-        degree = degrees[int(np.searchsorted(np.cumsum([len(run[2]) for run in runs]), best,
-                                             side="right"))]
+        chosen = _one_standard_error(runs)
+        best = sum(len(run[2]) for run in runs[:chosen]) + int(np.argmax(runs[chosen][0]))
         self.result_ = GridSearchResult(grid[best], grid, cv_results, best,
-                                        float(cv_results["mean_test_score"][best]), degree)
+                                        float(cv_results["mean_test_score"][best]),
+                                        degrees[chosen])
         return self.result_
 
     def _search(self, training, degree):
@@ -157,7 +157,7 @@ class _BandwidthGridSearch:
         that holds its best point."""
         multiples = self._default_multiples()
         grid = self._grid(training, multiples)
-        scores, cv_results = self._scores(grid, training, degree)
+        scores, cv_results, samples = self._scores(grid, training, degree)
         for _ in range(_MAX_EXTENSIONS):
             best = int(np.argmax(scores))
             if multiples is None or len(multiples) < 2 or 0 < best < len(grid) - 1:
@@ -166,24 +166,33 @@ class _BandwidthGridSearch:
             ratio = multiples[1] / multiples[0]
             steps = ratio ** np.arange(1, _EXTEND_BY + 1)  # (E,)
             new = multiples[0] / steps[::-1] if best == 0 else multiples[-1] * steps
-            new_scores, new_results = self._scores(self._grid(training, new), training,
-                                                   degree)
+            new_scores, new_results, new_samples = self._scores(
+                self._grid(training, new), training, degree)
             ordered = (lambda a, b: (b, a)) if best == 0 else (lambda a, b: (a, b))
             multiples = np.concatenate(ordered(multiples, new))
             scores = np.concatenate(ordered(scores, new_scores))
             cv_results = _concatenate(ordered(cv_results, new_results))
+            if samples is not None:
+                samples = (np.concatenate(ordered(samples[0], new_samples[0])), samples[1])
             grid = self._grid(training, multiples)
-        return scores, cv_results, grid
+        return scores, cv_results, grid, samples
 
     def _scores(self, grid, training, degree):
-        """Scores to rank the grid by, and the results as reported."""
+        """Scores to rank the grid by, the results as reported, and the scores per sample
+        with their weights (``(G, m)`` and ``(m,)``: each distinct input's negative
+        leave-one-out loss, or each split's score; None for a scorer of the leave-one-out
+        predictions), for the one-standard-error choice of a degree."""
         if self.cv is None:
             # Ranked in the pooled values' unit: squared errors in the targets' unit can
             # underflow or overflow (targets of 1e-200 or 1e250).
-            scores, reported = self._leave_one_out_scores(grid, training, degree)
-            return scores, {"mean_test_score": reported}
+            scores, reported, samples = self._leave_one_out_scores(grid, training, degree)
+            return scores, {"mean_test_score": reported}, samples
         cv_results = self._cross_validate(grid, training, degree)
-        return cv_results["mean_test_score"], cv_results
+        splits = np.column_stack([cv_results[f"split{i}_test_score"]
+                                  for i in range(sum(k.startswith("split") and
+                                                     k.endswith("_test_score")
+                                                     for k in cv_results))])  # (G, k)
+        return cv_results["mean_test_score"], cv_results, (splits, np.ones(splits.shape[1]))
 
     def _default_multiples(self):
         """The multiples of the reference bandwidth of a default grid; None for a given
@@ -230,8 +239,9 @@ class _BandwidthGridSearch:
             device=training.device, working_memory=training.working_memory,
         )
         if self.scorer is None:
-            return result.scores, -training.loss_over_rows(result.loss, loo)
-        return result.scores, result.scores
+            return (result.scores, -training.loss_over_rows(result.loss, loo),
+                    (-result.location_loss, loo.weight))
+        return result.scores, result.scores, None
 
     def _score_params(self, training):
         """The metadata the scorer of the leave-one-out predictions gets: as routed, or
@@ -280,6 +290,26 @@ def _auto_degrees(shape):
     return [p for p in (0, 1, 2)
             if p == 0 or (p < 2 or d <= 2) and 10 * n_terms(d, p) <= n
             and (n * n_terms(d, p)) ** 2 <= _AUTO_MAX_WORK]
+
+
+def _one_standard_error(runs):
+    """Which of the degrees' searches ``runs`` (scores, results, grid, per-sample scores)
+    to keep: the first (the lowest degree), unless a higher degree's best point beats the
+    one kept by more than one standard error of their per-sample differences (weights
+    count as repeated samples); by the best score when there are no per-sample scores."""
+    chosen = 0
+    for d in range(1, len(runs)):
+        if runs[d][3] is None or runs[chosen][3] is None:
+            if runs[d][0].max() > runs[chosen][0].max():
+                chosen = d
+            continue
+        (mine, w), (theirs, _) = runs[chosen][3], runs[d][3]
+        gain = theirs[int(np.argmax(runs[d][0]))] - mine[int(np.argmax(runs[chosen][0]))]
+        mean = float(np.sum(w * gain) / np.sum(w))
+        se = float(np.sqrt(np.sum(w * (gain - mean) ** 2) / np.sum(w) / np.sum(w)))
+        if mean > se:
+            chosen = d
+    return chosen
 
 
 def _concatenate(results):
@@ -501,8 +531,11 @@ _DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default=0
         matrix of the distinct training inputs per grid point). ``"auto"`` searches the
         grid for degrees 0 and 1, and 2 up to two features, each while its design has at
         most a tenth as many terms as there are samples and (samples x terms)^2 stays
-        below 5e7 (the exact leave-one-out fits' cost per grid point), and keeps the best
-        (the lower degree on ties); ``cv_results_["degree"]`` lists each candidate's."""
+        below 5e7 (the exact leave-one-out fits' cost per grid point), and keeps a higher
+        degree only if its best point beats the lower one's by more than one standard
+        error of the per-sample leave-one-out (or per-split) differences, as
+        :class:`~sklearn_nw.LeaveOneOutBandwidth` keeps per-feature bandwidths;
+        ``cv_results_["degree"]`` lists each candidate's."""
 
 # The plain estimators' fitted attributes that the CV estimators share.
 _FITTED = entries(ATTRIBUTES, "kernel_", "device_", "X_fit_", "route_", "key_set_",

@@ -625,6 +625,7 @@ class GridResult(NamedTuple):
     index: int  # its row in the grid
     scores: np.ndarray  # (G,) the score of each grid point, higher is better
     loss: np.ndarray  # (G,) weighted mean leave-one-out loss at the distinct inputs
+    location_loss: object = None  # (G, L) the leave-one-out loss at each distinct input
 
 
 class LeaveOneOutGrid:
@@ -689,7 +690,7 @@ class LeaveOneOutGrid:
             scores = np.array([self.score(p) for p in pooled.cpu().numpy()], dtype=np.float64)
         best = int(np.argmax(scores))
         return GridResult(np.asarray(self.grid, dtype=np.float64)[best], best, scores,
-                          mean_loss)
+                          mean_loss, per_location.cpu().numpy())
 
     def _local_pool(self, loo, kernel, dtype, device, working_memory):
         """Leave-one-out local polynomial fits (G, L, t) at the L distinct inputs, one

@@ -662,3 +662,21 @@ def test_auto_degree_keeps_the_best_candidate_of_every_degree(cv):
                                    alone.cv_results_["mean_test_score"], rtol=1e-12)
     plain = NadarayaWatsonRegressor(bandwidth=model.bandwidth_, degree=model.degree_)
     np.testing.assert_allclose(model.predict(X), plain.fit(X, y).predict(X))
+
+
+def test_auto_degree_keeps_a_higher_degree_only_past_one_standard_error():
+    from sklearn_nw._cv import _one_standard_error
+
+    w = np.ones(100)
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=100)
+
+    def run(shift, noise):  # one grid point: scores per sample, and their mean
+        per_sample = (base + shift + noise * rng.normal(size=100))[None, :]
+        return per_sample.mean(1), None, None, (per_sample, w)
+
+    # A small mean gain, much noisier than itself: not taken; a clear gain is.
+    assert _one_standard_error([run(0.0, 0.0), run(0.01, 1.0)]) == 0
+    assert _one_standard_error([run(0.0, 0.0), run(0.5, 0.1)]) == 1
+    # Compared with the degree kept so far, not only with degree 0.
+    assert _one_standard_error([run(0.0, 0.0), run(0.5, 0.1), run(0.52, 1.0)]) == 1
