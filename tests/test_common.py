@@ -34,7 +34,7 @@ ESTIMATORS = [
     NadarayaWatsonClassifier(bandwidth=LeaveOneOutBandwidth(max_iter=20)),
     NadarayaWatsonRegressorCV(),
     NadarayaWatsonRegressorCV(bandwidths=(0.3, 1.0, 3.0), kernel="epanechnikov", cv=3),
-    NadarayaWatsonRegressorCV(bandwidths=(0.5, 1.0, 2.0), degree=1),
+    NadarayaWatsonRegressorCV(bandwidths=(0.5, 1.0, 2.0), degree="auto"),
     NadarayaWatsonClassifierCV(),
     NadarayaWatsonClassifierCV(cv=3, scoring="accuracy"),
 ]
