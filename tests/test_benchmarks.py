@@ -145,7 +145,7 @@ def test_bandwidth_json_has_machine_config_sections_and_targets(bench_bandwidth,
     assert {"start", "end"} == set(saved["load_average"])
     # The run's targets are every section's targets, each met, not met or not evaluated.
     assert saved["targets"] == [t for s in saved["sections"].values() for t in s["targets"]]
-    assert len(saved["targets"]) == (2 if _installed("statsmodels") else 1) + 2 + 2 + 3
+    assert len(saved["targets"]) == (2 if _installed("statsmodels") else 1) + 2 + 2 + 4
     for t in saved["targets"]:
         assert t["section"] in bench_bandwidth.SECTIONS
         assert t["met"] in (True, False, None) and t["name"] and t["detail"]
@@ -217,6 +217,8 @@ def test_bandwidth_accuracy_section_scores_every_method(tiny_bandwidth_run):
             assert scores["mean"] == pytest.approx(sum(scores["scores"]) / 5)
             assert scores["fit_time_s"] > 0 and isinstance(scores["warnings"], list)
         assert r["nw_minus_knn"] == pytest.approx(r["methods"]["nw_loo"]["mean"]
+                                                  - r["methods"]["knn"]["mean"])
+        assert r["cv_minus_knn"] == pytest.approx(r["methods"]["nw_cv"]["mean"]
                                                   - r["methods"]["knn"]["mean"])
     assert 0 <= rows["iris"]["methods"]["nw_loo"]["mean"] <= 1
 
