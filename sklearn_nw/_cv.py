@@ -7,6 +7,7 @@ the scorer and the metadata, hands it to the plain estimator's fit path, which c
 search's results onto the estimator.
 """
 
+import re
 import warnings
 from inspect import signature
 from numbers import Integral
@@ -74,6 +75,16 @@ def _search_constraints(plain_class):
     return constraints
 
 
+class _DegreeSearch(NamedTuple):
+    """One degree's search: its grid, scores and results, and the per-sample scores with
+    their weights (None for a scorer of the leave-one-out predictions)."""
+
+    scores: np.ndarray  # (G,)
+    cv_results: dict
+    grid: np.ndarray  # (G, d)
+    samples: object  # ((G, m), (m,)) or None
+
+
 class GridSearchResult(NamedTuple):
     """What :meth:`_BandwidthGridSearch.select` found."""
 
@@ -135,18 +146,19 @@ class _BandwidthGridSearch:
         degrees = (_auto_degrees(training.X.shape) if self.degree == "auto"
                    else [self.degree])
         runs = [self._search(training, degree) for degree in degrees]
-        scores = np.concatenate([run[0] for run in runs])
-        grid = np.concatenate([run[2] for run in runs])
-        cv_results = _concatenate([run[1] for run in runs])
+        scores = np.concatenate([run.scores for run in runs])
+        grid = np.concatenate([run.grid for run in runs])
+        cv_results = _concatenate([run.cv_results for run in runs])
         if self.degree == "auto":
             cv_results["degree"] = np.concatenate(
-                [np.full(len(run[2]), degree) for run, degree in zip(runs, degrees)])
+                [np.full(len(run.grid), degree) for run, degree in zip(runs, degrees)])
         cv_results["bandwidth"] = grid
         cv_results["rank_test_score"] = (
             np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1
         )
         chosen = _one_standard_error(runs)
-        best = sum(len(run[2]) for run in runs[:chosen]) + int(np.argmax(runs[chosen][0]))
+        best = (sum(len(run.grid) for run in runs[:chosen])
+                + int(np.argmax(runs[chosen].scores)))
         self.result_ = GridSearchResult(grid[best], grid, cv_results, best,
                                         float(cv_results["mean_test_score"][best]),
                                         degrees[chosen])
@@ -175,7 +187,7 @@ class _BandwidthGridSearch:
             if samples is not None:
                 samples = (np.concatenate(ordered(samples[0], new_samples[0])), samples[1])
             grid = self._grid(training, multiples)
-        return scores, cv_results, grid, samples
+        return _DegreeSearch(scores, cv_results, grid, samples)
 
     def _scores(self, grid, training, degree):
         """Scores to rank the grid by, the results as reported, and the scores per sample
@@ -188,10 +200,8 @@ class _BandwidthGridSearch:
             scores, reported, samples = self._leave_one_out_scores(grid, training, degree)
             return scores, {"mean_test_score": reported}, samples
         cv_results = self._cross_validate(grid, training, degree)
-        splits = np.column_stack([cv_results[f"split{i}_test_score"]
-                                  for i in range(sum(k.startswith("split") and
-                                                     k.endswith("_test_score")
-                                                     for k in cv_results))])  # (G, k)
+        splits = np.column_stack([v for k, v in cv_results.items()
+                                  if re.fullmatch(r"split\d+_test_score", k)])  # (G, k)
         return cv_results["mean_test_score"], cv_results, (splits, np.ones(splits.shape[1]))
 
     def _default_multiples(self):
@@ -293,18 +303,19 @@ def _auto_degrees(shape):
 
 
 def _one_standard_error(runs):
-    """Which of the degrees' searches ``runs`` (scores, results, grid, per-sample scores)
-    to keep: the first (the lowest degree), unless a higher degree's best point beats the
-    one kept by more than one standard error of their per-sample differences (weights
-    count as repeated samples); by the best score when there are no per-sample scores."""
+    """Which of the degrees' searches ``runs`` (:class:`_DegreeSearch`) to keep: the first
+    (the lowest degree), unless a higher degree's best point beats the one kept by more
+    than one standard error of their per-sample differences (weights count as repeated
+    samples); by the best score when there are no per-sample scores."""
     chosen = 0
     for d in range(1, len(runs)):
-        if runs[d][3] is None or runs[chosen][3] is None:
-            if runs[d][0].max() > runs[chosen][0].max():
+        kept, other = runs[chosen], runs[d]
+        if other.samples is None or kept.samples is None:
+            if other.scores.max() > kept.scores.max():
                 chosen = d
             continue
-        (mine, w), (theirs, _) = runs[chosen][3], runs[d][3]
-        gain = theirs[int(np.argmax(runs[d][0]))] - mine[int(np.argmax(runs[chosen][0]))]
+        (mine, w), (theirs, _) = kept.samples, other.samples
+        gain = theirs[int(np.argmax(other.scores))] - mine[int(np.argmax(kept.scores))]
         mean = float(np.sum(w * gain) / np.sum(w))
         se = float(np.sqrt(np.sum(w * (gain - mean) ** 2) / np.sum(w) / np.sum(w)))
         if mean > se:

@@ -665,7 +665,7 @@ def test_auto_degree_keeps_the_best_candidate_of_every_degree(cv):
 
 
 def test_auto_degree_keeps_a_higher_degree_only_past_one_standard_error():
-    from sklearn_nw._cv import _one_standard_error
+    from sklearn_nw._cv import _DegreeSearch, _one_standard_error
 
     w = np.ones(100)
     rng = np.random.default_rng(0)
@@ -673,7 +673,7 @@ def test_auto_degree_keeps_a_higher_degree_only_past_one_standard_error():
 
     def run(shift, noise):  # one grid point: scores per sample, and their mean
         per_sample = (base + shift + noise * rng.normal(size=100))[None, :]
-        return per_sample.mean(1), None, None, (per_sample, w)
+        return _DegreeSearch(per_sample.mean(1), {}, np.ones((1, 1)), (per_sample, w))
 
     # A small mean gain, much noisier than itself: not taken; a clear gain is.
     assert _one_standard_error([run(0.0, 0.0), run(0.01, 1.0)]) == 0
