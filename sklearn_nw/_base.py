@@ -28,12 +28,14 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ._adaptive import Adaptive
 from ._engine import resolve_device
 from ._keys import KeySet, resolve_route
 from ._leave_one_out import leave_one_out_set
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from .bandwidth import (
     RULES_OF_THUMB,
+    AdaptiveBandwidth,
     LeaveOneOutBandwidth,
     check_bandwidth,
     search_reference,
@@ -149,6 +151,7 @@ class NadarayaWatsonBase(BaseEstimator):
             _NumberInterval(Real, 0, None, closed="neither"),
             StrOptions(set(RULES_OF_THUMB) | {"loo"}),
             LeaveOneOutBandwidth,
+            AdaptiveBandwidth,
             "array-like",
         ],
         "n_neighbors": [_NumberInterval(Integral, 1, None, closed="left"), None],
@@ -230,8 +233,22 @@ class NadarayaWatsonBase(BaseEstimator):
     def _check_parameter_combinations(self, degree=0):
         """Refuse parameters that cannot go together before any long work (a bandwidth
         search, an index)."""
+        bandwidth = getattr(self, "bandwidth", None)  # the CV estimators search theirs
+        if isinstance(bandwidth, AdaptiveBandwidth):
+            refused = [what for what, on in (
+                (f"n_neighbors={self.n_neighbors!r} (the bandwidth already follows the "
+                 "k nearest)", self.n_neighbors is not None),
+                ("metric='precomputed'", self._precomputed()),
+                ("compute='compiled'", self.compute == "compiled"),
+                ("algorithm='cell_list'", self.algorithm == "cell_list")) if on]
+            if refused:
+                raise ValueError(
+                    "An AdaptiveBandwidth finds each query's nearest training points with "
+                    "a tree or a brute force search and sums over every training point; "
+                    f"it cannot be used with {' or '.join(refused)}."
+                )
+            bandwidth = bandwidth.base  # what a degree > 0 needs to know of it
         if degree:
-            bandwidth = getattr(self, "bandwidth", None)  # the CV estimators search theirs
             refused = [what for what, on in (
                 ("metric='precomputed' (no coordinates to fit a polynomial in)",
                  self._precomputed()),
@@ -273,10 +290,12 @@ class NadarayaWatsonBase(BaseEstimator):
         precomputed = self._precomputed()
         n_coords = (self.projection_.shape[1] if hasattr(self, "projection_")
                     else self.X_fit_.shape[1])
+        adaptive = (None if self.bandwidth_kind_ == "fixed" else Adaptive(
+            self.bandwidth_kind_, self.bandwidth_neighbors_, self.bandwidth_scale_))
         route, algorithm = resolve_route(
             self.kernel_, n_neighbors=self.n_neighbors, algorithm=self.algorithm,
             compute=self.compute, precomputed=precomputed, n_samples=self.X_fit_.shape[0],
-            n_coords=n_coords,
+            n_coords=n_coords, adaptive=adaptive is not None,
         )
         self.key_set_ = KeySet(
             self.X_fit_, self.sample_weight_, values,
@@ -284,23 +303,30 @@ class NadarayaWatsonBase(BaseEstimator):
             algorithm=algorithm, n_neighbors=self.n_neighbors,
             # Class probabilities must be exactly 0 where no attention goes.
             exact_zeros=is_classifier(self), explicit_algorithm=self.algorithm != "auto",
-            degree=degree,
+            degree=degree, adaptive=adaptive,
         )
         self.route_ = self.key_set_.route
+        if self.key_set_.key_bandwidth is not None:
+            self.key_bandwidths_ = self.key_set_.key_bandwidth / self.key_set_.search_scale
 
     def _fit_bandwidth(self, values, *, classifier, search=None, degree=0):
         """Set ``bandwidth_`` (and, for a learned one, ``n_iter_``, ``loss_curve_`` and for
         the full metric ``projection_``): chosen by ``search.select(training)`` when a
         search is given, else resolved from the ``bandwidth`` parameter. Returns the
         degree of the fit: ``degree``, or the search's choice."""
-        for stale in ("projection_", "n_iter_", "loss_curve_"):
+        for stale in ("projection_", "n_iter_", "loss_curve_", "key_bandwidths_"):
             self.__dict__.pop(stale, None)
         if search is not None:
             training = self._training(values, classifier=classifier)
             result = search.select(training)
             self.bandwidth_ = result.bandwidth
+            self._set_adaptive(result.adaptive)
             return result.degree
         X, w, bandwidth = self.X_fit_, self.sample_weight_, self.bandwidth
+        adaptive = None
+        if isinstance(bandwidth, AdaptiveBandwidth):
+            adaptive, bandwidth = bandwidth.resolve(), bandwidth.base
+        self._set_adaptive(adaptive)
         if self._precomputed():
             if isinstance(bandwidth, (str, LeaveOneOutBandwidth)):
                 raise ValueError(
@@ -330,6 +356,13 @@ class NadarayaWatsonBase(BaseEstimator):
         self.n_iter_ = result.n_iter
         self.loss_curve_ = training.loss_over_rows(result.loss_curve, loo)
         return degree
+
+    def _set_adaptive(self, adaptive):
+        """Record the adaptive bandwidth (an :class:`~sklearn_nw._adaptive.Adaptive` or
+        None) in the fitted attributes."""
+        self.bandwidth_kind_ = "fixed" if adaptive is None else adaptive.kind
+        self.bandwidth_neighbors_ = None if adaptive is None else adaptive.n_neighbors
+        self.bandwidth_scale_ = None if adaptive is None else adaptive.scale
 
     def _fit_targets(self, y):
         """Store the encoded targets; return :meth:`_values`."""
@@ -384,7 +417,8 @@ class NadarayaWatsonBase(BaseEstimator):
         Returns the pooled values as an ndarray (n_queries, t) and the attention (None, an
         ndarray, or a scipy.sparse CSR array for compact kernels and restricted routes).
         """
-        if return_attention and self.route_ == "dense" and not self.kernel_.is_compact:
+        if (return_attention and self.route_ in ("dense", "adaptive")
+                and not self.kernel_.is_compact):
             self._check_dense_attention(X.shape[0], "predict(X, return_attention=True)")
         result = self.key_set_.pool(
             X, return_attention=return_attention, compute=self.compute,

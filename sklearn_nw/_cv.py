@@ -33,11 +33,17 @@ from sklearn.utils.metadata_routing import (
     process_routing,
 )
 
+from ._adaptive import KINDS, Adaptive
 from ._classification import NadarayaWatsonClassifier
 from ._docs import ATTRIBUTES, entries
 from ._local_poly import n_terms
 from ._regression import NadarayaWatsonRegressor
-from .bandwidth import LeaveOneOutGrid, search_reference
+from .bandwidth import (
+    AdaptiveBandwidth,
+    LeaveOneOutAdaptiveGrid,
+    LeaveOneOutGrid,
+    search_reference,
+)
 
 # Multiples of Scott's rule in the default grid.
 _DEFAULT_GRID = (1 / 8, 8)
@@ -51,6 +57,20 @@ _MAX_EXTENSIONS = 4
 # this much (n p)^2 per grid point: n=1,600, d=9 (p = 10) took 30 s a fit here, against a
 # tenth of a second for degree 0.
 _AUTO_MAX_WORK = 5e7
+
+
+# The adaptive bandwidths' candidates: k nearest (units of sample weight) times scale c. A
+# best point at an end of either goes on past it (k doubled, c halved or doubled), up to
+# _MAX_EXTENSIONS times.
+_ADAPTIVE_NEIGHBORS = (1, 2, 4, 8, 16, 32, 64)
+_ADAPTIVE_SCALES = (0.25, 0.5, 1.0)
+# bandwidth_kinds="auto" tries adaptive bandwidths (exact leave-one-out, dense (L, L)
+# matrices of the L distinct inputs) up to this many distinct inputs; with local
+# polynomials (degree="auto") only while (L p)^2 per candidate stays below this (1-D
+# series, small tables: their candidates outnumber the fixed grid's).
+_ADAPTIVE_AUTO_MAX_INPUTS = 4096
+_ADAPTIVE_LOCAL_MAX_WORK = 5e6
+FAMILIES = ("fixed", *KINDS)
 
 
 def _accepts_sample_weight(scorer):
@@ -69,20 +89,23 @@ def _search_constraints(plain_class):
         "bandwidths": [Interval(Integral, 1, None, closed="left"), "array-like", None],
         "cv": ["cv_object"],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
+        "bandwidth_kinds": [StrOptions({"auto"}), list, tuple],
     })
     if "degree" in constraints:  # the regressor: a degree, or the best by the search
         constraints["degree"] = [*constraints["degree"], StrOptions({"auto"})]
     return constraints
 
 
-class _DegreeSearch(NamedTuple):
-    """One degree's search: its grid, scores and results, and the per-sample scores with
-    their weights (None for a scorer of the leave-one-out predictions)."""
+class _FamilySearch(NamedTuple):
+    """The search of one degree and kind of bandwidth: its grid, scores and results, and
+    the per-sample scores with their weights (None for a scorer of the leave-one-out
+    predictions)."""
 
     scores: np.ndarray  # (G,)
     cv_results: dict
-    grid: np.ndarray  # (G, d)
+    grid: np.ndarray  # (G, d) bandwidths (for an adaptive kind, the base metric's)
     samples: object  # ((G, m), (m,)) or None
+    adaptive: list  # (G,) the Adaptive of each point; None for fixed bandwidths
 
 
 class GridSearchResult(NamedTuple):
@@ -94,6 +117,7 @@ class GridSearchResult(NamedTuple):
     best_index: int
     best_score: float
     degree: int = 0  # the local polynomials' degree of the best point
+    adaptive: object = None  # the best point's Adaptive bandwidth, or None (fixed)
 
 
 class _BandwidthGridSearch:
@@ -122,36 +146,57 @@ class _BandwidthGridSearch:
     """
 
     def __init__(self, bandwidths, *, cv=None, scorer=None, estimator=None, params=None,
-                 routed=None, owner=None, degree=0):
+                 routed=None, owner=None, degree=0, kinds=("fixed",)):
         self.bandwidths = bandwidths
         self.degree = degree
+        self.kinds = kinds
         self.cv = cv
         self.scorer = scorer
         self.estimator = estimator
         self.params = {} if params is None else params
         self.routed = routed
         self.owner = owner
+        self._shared = {}
 
     def select(self, training):
-        """Score every grid point on ``training`` (a :class:`~sklearn_nw._base.Training`)
+        """Score every candidate on ``training`` (a :class:`~sklearn_nw._base.Training`)
         and return the best as a :class:`GridSearchResult`.
+
+        The candidates come in families, one per degree and kind of bandwidth (fixed,
+        balloon, sample-point), searched one after the other, simplest first: each
+        degree's fixed bandwidths, then its adaptive ones, then the next degree's. A
+        family is kept over the one kept before it only if its best point beats that
+        one's by more than one standard error (:func:`_one_standard_error`).
 
         A default grid (multiples of the reference bandwidth) whose best point is at one
         of its ends goes on past it, ``_EXTEND_BY`` points at a time at the grid's ratio,
         up to ``_MAX_EXTENSIONS`` times: the optimum can lie far from Scott's rule (a
-        series with a short period, or no signal at all). With ``degree="auto"`` the grid
-        is searched for each candidate degree (:func:`_auto_degrees`) and the results are
-        listed one degree after the other, with a ``"degree"`` entry.
+        series with a short period, or no signal at all); so do the adaptive
+        candidates' k and c.
         """
         degrees = (_auto_degrees(training.X.shape) if self.degree == "auto"
                    else [self.degree])
-        runs = [self._search(training, degree) for degree in degrees]
+        self._shared = {}  # the adaptive grids' neighbors, found once for this fit
+        kinds = self._kinds(training)
+        families = [(degree, kind) for degree in degrees for kind in kinds
+                    if not (degree and kind != "fixed" and self.kinds == "auto"
+                            and (len(training.X) * n_terms(training.X.shape[1], degree)) ** 2
+                            > _ADAPTIVE_LOCAL_MAX_WORK)]
+        runs = [self._search(training, degree, kind) for degree, kind in families]
         scores = np.concatenate([run.scores for run in runs])
         grid = np.concatenate([run.grid for run in runs])
         cv_results = _concatenate([run.cv_results for run in runs])
         if self.degree == "auto":
             cv_results["degree"] = np.concatenate(
-                [np.full(len(run.grid), degree) for run, degree in zip(runs, degrees)])
+                [np.full(len(run.grid), degree) for run, (degree, _) in zip(runs, families)])
+        adaptive = [a for run in runs for a in run.adaptive]
+        if kinds != ("fixed",):
+            cv_results["kind"] = np.array(["fixed" if a is None else a.kind for a in adaptive])
+            for key, field in (("n_neighbors", "n_neighbors"), ("scale", "scale")):
+                cv_results[key] = np.ma.masked_array(
+                    [0 if a is None else getattr(a, field) for a in adaptive],
+                    mask=[a is None for a in adaptive],
+                    dtype=np.int64 if key == "n_neighbors" else np.float64)
         cv_results["bandwidth"] = grid
         cv_results["rank_test_score"] = (
             np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1
@@ -161,12 +206,26 @@ class _BandwidthGridSearch:
                 + int(np.argmax(runs[chosen].scores)))
         self.result_ = GridSearchResult(grid[best], grid, cv_results, best,
                                         float(cv_results["mean_test_score"][best]),
-                                        degrees[chosen])
+                                        families[chosen][0], adaptive[best])
         return self.result_
 
-    def _search(self, training, degree):
-        """Scores, results and grid of one degree, the default grid extended past an end
+    def _kinds(self, training):
+        """The kinds of bandwidth searched: as given, in the order of ``FAMILIES``; for
+        ``"auto"`` all three with exact leave-one-out up to
+        ``_ADAPTIVE_AUTO_MAX_INPUTS`` distinct inputs, else fixed bandwidths only."""
+        if self.kinds != "auto":
+            return tuple(kind for kind in FAMILIES if kind in self.kinds)
+        n_inputs = len(np.unique(training.X, axis=0))
+        if (self.cv is None and n_inputs <= _ADAPTIVE_AUTO_MAX_INPUTS
+                and _max_neighbors(training) >= 2):
+            return FAMILIES
+        return ("fixed",)
+
+    def _search(self, training, degree, kind):
+        """Scores, results and grid of one family, the default grid extended past an end
         that holds its best point."""
+        if kind != "fixed":
+            return self._adaptive_search(training, degree, kind)
         multiples = self._default_multiples()
         grid = self._grid(training, multiples)
         scores, cv_results, samples = self._scores(grid, training, degree)
@@ -187,18 +246,61 @@ class _BandwidthGridSearch:
             if samples is not None:
                 samples = (np.concatenate(ordered(samples[0], new_samples[0])), samples[1])
             grid = self._grid(training, multiples)
-        return _DegreeSearch(scores, cv_results, grid, samples)
+        return _FamilySearch(scores, cv_results, grid, samples, [None] * len(grid))
 
-    def _scores(self, grid, training, degree):
+    def _adaptive_search(self, training, degree, kind):
+        """Scores and results of the adaptive bandwidths of one kind: every k of
+        ``_ADAPTIVE_NEIGHBORS`` (up to what the data hold) with every c of
+        ``_ADAPTIVE_SCALES``, in the metric of the reference bandwidth; a best point at
+        the largest k, or at either end of c, adds the next ones past it."""
+        base = search_reference(training.X, training.sample_weight)
+        k_max = _max_neighbors(training)
+        ks = [k for k in _ADAPTIVE_NEIGHBORS if k <= k_max] or [k_max]
+        scales = list(_ADAPTIVE_SCALES)
+        candidates, scores, cv_results, samples = [], np.empty(0), None, None
+        for _ in range(_MAX_EXTENSIONS + 1):
+            new = [Adaptive(kind, k, c) for k in ks for c in scales
+                   if Adaptive(kind, k, c) not in candidates]
+            new_scores, new_results, new_samples = self._scores(
+                new, training, degree, base=base)
+            candidates += new
+            scores = np.concatenate([scores, new_scores])
+            cv_results = (new_results if cv_results is None
+                          else _concatenate([cv_results, new_results]))
+            if new_samples is not None:
+                samples = (new_samples if samples is None else
+                           (np.concatenate([samples[0], new_samples[0]]), samples[1]))
+            best = candidates[int(np.argmax(scores))]
+            extended = False
+            if best.scale in (scales[0], scales[-1]):
+                scales = ([best.scale / 2, *scales] if best.scale == scales[0]
+                          else [*scales, best.scale * 2])
+                extended = True
+            if best.n_neighbors == ks[-1] and 2 * ks[-1] <= k_max:
+                ks.append(2 * ks[-1])
+                extended = True
+            if not extended:
+                break
+        grid = np.repeat(base[None], len(candidates), axis=0)
+        return _FamilySearch(scores, cv_results, grid, samples, candidates)
+
+    def _scores(self, grid, training, degree, base=None):
         """Scores to rank the grid by, the results as reported, and the scores per sample
         with their weights (``(G, m)`` and ``(m,)``: each distinct input's negative
         leave-one-out loss, or each split's score; None for a scorer of the leave-one-out
-        predictions), for the one-standard-error choice of a degree."""
+        predictions), for the one-standard-error choice of a family. ``grid`` is an
+        array of bandwidths, or with ``base`` (the metric) a list of Adaptive."""
         if self.cv is None:
             # Ranked in the pooled values' unit: squared errors in the targets' unit can
             # underflow or overflow (targets of 1e-200 or 1e250).
-            scores, reported, samples = self._leave_one_out_scores(grid, training, degree)
+            strategy = (LeaveOneOutGrid(grid, degree=degree) if base is None
+                        else LeaveOneOutAdaptiveGrid(grid, base, degree=degree,
+                                                     shared=self._shared))
+            scores, reported, samples = self._leave_one_out_scores(strategy, training)
             return scores, {"mean_test_score": reported}, samples
+        if base is not None:
+            grid = [AdaptiveBandwidth(a.kind, n_neighbors=a.n_neighbors, scale=a.scale,
+                                      base=base) for a in grid]
         cv_results = self._cross_validate(grid, training, degree)
         splits = np.column_stack([v for k, v in cv_results.items()
                                   if re.fullmatch(r"split\d+_test_score", k)])  # (G, k)
@@ -232,8 +334,9 @@ class _BandwidthGridSearch:
             raise ValueError(f"bandwidths must be positive and finite; got {grid.tolist()}.")
         return grid
 
-    def _leave_one_out_scores(self, grid, training, degree):
-        """Exact leave-one-out scores of every grid point, in one pass over the data: to
+    def _leave_one_out_scores(self, strategy, training):
+        """Exact leave-one-out scores of every grid point of ``strategy`` (a
+        :class:`~sklearn_nw.bandwidth.LeaveOneOutGrid`), in one pass over the data: to
         rank them, and as reported (the default loss in the targets' unit)."""
         loo = training.leave_one_out_set("cv=None")
         score = None
@@ -244,10 +347,17 @@ class _BandwidthGridSearch:
                 predictions = _as_fitted(training, training.outputs(loo.expand(pooled)))
                 return scorer(predictions, training.X, training.y, **score_params)
 
-        result = LeaveOneOutGrid(grid, score=score, degree=degree).select(
+        strategy.score = score
+        result = strategy.select(
             loo, training.kernel, loss=training.loss, dtype=training.dtype,
             device=training.device, working_memory=training.working_memory,
         )
+        if self.scorer is None and result.location_accuracy is not None:
+            # The classifier: the accuracy, ties broken by the log-loss (bounded, far
+            # below the accuracy's resolution).
+            accuracy = result.location_accuracy @ loo.weight / loo.weight.sum()  # (G,)
+            ranked = accuracy - 1e-15 * np.minimum(result.loss, 1e6)
+            return ranked, accuracy, (result.location_accuracy, loo.weight)
         if self.scorer is None:
             return (result.scores, -training.loss_over_rows(result.loss, loo),
                     (-result.location_loss, loo.weight))
@@ -302,11 +412,20 @@ def _auto_degrees(shape):
             and (n * n_terms(d, p)) ** 2 <= _AUTO_MAX_WORK]
 
 
+def _max_neighbors(training):
+    """The largest k an adaptive bandwidth's exact leave-one-out allows: k units of
+    weight at other locations than any input and any neighbor of it left out."""
+    _, inverse = np.unique(training.X, axis=0, return_inverse=True)
+    weight = np.bincount(inverse.reshape(-1), weights=training.sample_weight)
+    return max(1, int(np.floor(weight.sum() - 2 * weight.max() + 1e-9)))
+
+
 def _one_standard_error(runs):
-    """Which of the degrees' searches ``runs`` (:class:`_DegreeSearch`) to keep: the first
-    (the lowest degree), unless a higher degree's best point beats the one kept by more
-    than one standard error of their per-sample differences (weights count as repeated
-    samples); by the best score when there are no per-sample scores."""
+    """Which of the families' searches ``runs`` (:class:`_FamilySearch`) to keep: the
+    first (fixed bandwidths of the lowest degree), unless a later one's best point beats
+    the one kept by more than one standard error of their per-sample differences (weights
+    count as repeated samples); by the best score when there are no per-sample
+    scores."""
     chosen = 0
     for d in range(1, len(runs)):
         kept, other = runs[chosen], runs[d]
@@ -440,6 +559,7 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, params):
               & set(estimator.get_params(deep=False)) - {"degree"})
     plain = estimator._plain_class(**{k: getattr(estimator, k) for k in sorted(shared)})
     degree = getattr(estimator, "degree", 0)
+    kinds = _check_kinds(estimator)
     if _routing_enabled():
         plain.set_fit_request(sample_weight=True)
     search = _BandwidthGridSearch(
@@ -450,6 +570,7 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, params):
         estimator=plain, params=params, routed=routed,
         # Only named in a warning about sample weights.
         owner=None if sample_weight is None else str(estimator), degree=degree,
+        kinds=kinds,
     )
     estimator._fit(X, y, sample_weight, classifier=is_classifier(estimator), search=search,
                    degree=degree)
@@ -460,7 +581,38 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, params):
     estimator.best_index_ = result.best_index
     estimator.best_score_ = result.best_score
     estimator.bandwidths_ = result.grid
+    estimator.best_params_ = {"bandwidth": result.bandwidth, "kind": estimator.bandwidth_kind_}
+    if result.adaptive is not None:
+        estimator.best_params_.update(n_neighbors=result.adaptive.n_neighbors,
+                                      scale=result.adaptive.scale)
+    if "degree" in estimator.get_params(deep=False):
+        estimator.best_params_["degree"] = result.degree
     return estimator
+
+
+def _check_kinds(estimator):
+    """``bandwidth_kinds`` as the search takes it ("auto", or a tuple of kinds), with the
+    parameters adaptive bandwidths cannot go with refused."""
+    kinds = estimator.bandwidth_kinds
+    if kinds == "auto":
+        return "auto" if estimator.n_neighbors is None else ("fixed",)
+    if not kinds or any(kind not in FAMILIES for kind in kinds) or len(set(kinds)) < len(
+            kinds):
+        raise ValueError(
+            f"bandwidth_kinds must be 'auto' or distinct kinds among {FAMILIES}; got "
+            f"{kinds!r}."
+        )
+    if any(kind != "fixed" for kind in kinds):
+        refused = [what for what, on in (
+            (f"n_neighbors={estimator.n_neighbors!r}", estimator.n_neighbors is not None),
+            ("compute='compiled'", estimator.compute == "compiled"),
+            ("algorithm='cell_list'", estimator.algorithm == "cell_list")) if on]
+        if refused:
+            raise ValueError(
+                f"bandwidth_kinds={kinds!r} searches adaptive bandwidths, which cannot be "
+                f"used with {' or '.join(refused)}."
+            )
+    return tuple(kinds)
 
 
 def _metadata_routing(estimator):
@@ -593,10 +745,11 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     _default_scoring = "r2"
     _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonRegressor)
 
-    def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
-                 n_neighbors=None, algorithm="auto", compute="auto", device="cpu",
-                 degree=0):
+    def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto", cv=None,
+                 scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
+                 device="cpu", degree=0):
         self.bandwidths = bandwidths
+        self.bandwidth_kinds = bandwidth_kinds
         self.kernel = kernel
         self.cv = cv
         self.scoring = scoring
@@ -645,9 +798,11 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     _default_scoring = "accuracy"
     _parameter_constraints: ClassVar[dict] = _search_constraints(NadarayaWatsonClassifier)
 
-    def __init__(self, bandwidths=None, kernel="gaussian", *, cv=None, scoring=None,
-                 n_neighbors=None, algorithm="auto", compute="auto", device="cpu"):
+    def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto", cv=None,
+                 scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
+                 device="cpu"):
         self.bandwidths = bandwidths
+        self.bandwidth_kinds = bandwidth_kinds
         self.kernel = kernel
         self.cv = cv
         self.scoring = scoring

@@ -658,7 +658,7 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
 
 
 def candidate_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
-                   return_attention=False):
+                   return_attention=False, exact_zeros=False):
     """Nadaraya-Watson pooling over given candidate keys (a k-nearest or radius graph).
 
     Query i attends only to keys ``indices[indptr[i]:indptr[i + 1]]``, at distances
@@ -681,6 +681,9 @@ def candidate_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
         Log weight of each candidate pair (a key's sample weight, or a part of it).
     return_attention : bool
         Also return the attention as CSR parts ``(indptr, indices, values)``.
+    exact_zeros : bool
+        Weights outside the support are exactly 0 (class probabilities; always so with
+        the attention).
 
     Returns
     -------
@@ -692,7 +695,7 @@ def candidate_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
     if log_w is not None:
         # Shifted by the largest weight: every logit <= 0, so no max pass per row.
         logits += log_w - log_w[torch.isfinite(log_w)].max()
-    weights = exp_(logits, exact_zeros=return_attention)  # (nnz,)
+    weights = exp_(logits, exact_zeros=exact_zeros or return_attention)  # (nnz,)
     den = torch.segment_reduce(weights, "sum", offsets=indptr)  # (n_q,)
     num = torch.segment_reduce(weights[:, None] * v[indices], "sum", offsets=indptr, axis=0)
     redo = ~(den > tiny)  # (n_q,) rows that underflowed or have no kernel mass

@@ -22,6 +22,11 @@ The routes (the ``route_`` of a fitted estimator):
 ``"k_nearest"``
     The ``n_neighbors`` nearest keys (in units of sample weight), from a tree or a brute
     force search (:class:`TreeSearch`).
+``"adaptive"``
+    Adaptive (nearest-neighbor) bandwidths (:mod:`sklearn_nw._adaptive`): each query's
+    distance to its k-th nearest key from a tree or a brute force search
+    (:class:`TreeSearch`), then every key of positive weight, the distances divided by
+    the query's bandwidth (balloon) or by each key's (sample-point).
 ``"precomputed"``
     Each query row's stored distances (``metric="precomputed"``), or the nearest of them
     with ``n_neighbors``.
@@ -42,6 +47,7 @@ import torch
 from sklearn.neighbors import BallTree, KDTree
 from sklearn.utils import gen_batches
 
+from ._adaptive import LeaveOneOutNeighbors, kth_distances
 from ._cells import CellList
 from ._compiled import AUTO_MAX_COORDS, CompileError, config_key, current_policy
 from ._engine import (
@@ -85,11 +91,11 @@ _REACH_SAMPLE = 32
 # pairs; queries with more share blocks of candidates (one dense problem per block).
 _PAIRS_MAX_CANDIDATES = 2048
 
-ROUTES = ("dense", "cell_list", "radius", "k_nearest", "precomputed")
+ROUTES = ("dense", "cell_list", "radius", "k_nearest", "adaptive", "precomputed")
 
 
 def resolve_route(kernel, *, n_neighbors, algorithm, compute, precomputed, n_samples,
-                  n_coords):
+                  n_coords, adaptive=False):
     """The route of a fit and the search algorithm it uses (None for none).
 
     ``algorithm="auto"`` searches a compact kernel's support from ``_TREE_MIN_SAMPLES``
@@ -98,6 +104,8 @@ def resolve_route(kernel, *, n_neighbors, algorithm, compute, precomputed, n_sam
     """
     if precomputed:
         return "precomputed", None
+    if adaptive:
+        return "adaptive", algorithm
     if n_neighbors is not None:
         return "k_nearest", algorithm
     if not kernel.is_compact or algorithm == "brute" or compute == "compiled":
@@ -139,8 +147,9 @@ class TreeSearch:
         if algorithm == "auto":
             algorithm = "brute" if d > 15 or 5 >= n // 2 else "kd_tree"
         self.algorithm = algorithm
+        self.points = points
         if algorithm == "brute":
-            self.tree, self.points = None, points
+            self.tree = None
         else:
             Tree = KDTree if algorithm == "kd_tree" else BallTree
             self.tree = Tree(points, leaf_size=_LEAF_SIZE)
@@ -165,10 +174,11 @@ class TreeSearch:
     def _brute_chunk(self):
         return max(1, _BRUTE_BYTES // (8 * len(self.points)))
 
-    def _brute_distances(self, queries):
-        """Exact distances (b, n) of a few queries to every point (explicit differences,
-        as the trees compute them)."""
-        q, x = torch.from_numpy(np.ascontiguousarray(queries)), torch.from_numpy(self.points)
+
+    def distances(self, queries):
+        """Exact distances (b, n) of queries to every point, as the searches compute
+        them."""
+        q, x = (torch.from_numpy(np.ascontiguousarray(a)) for a in (queries, self.points))
         return torch.cdist(q, x, compute_mode="donot_use_mm_for_euclid_dist").numpy()
 
     def _brute_nearest(self, queries, k):
@@ -176,7 +186,7 @@ class TreeSearch:
         dist = np.empty((len(queries), k))
         ind = np.empty((len(queries), k), dtype=np.intp)
         for rows in gen_batches(len(queries), self._brute_chunk()):
-            d = torch.from_numpy(self._brute_distances(queries[rows]))  # (b, n)
+            d = torch.from_numpy(self.distances(queries[rows]))  # (b, n)
             nearest = torch.topk(d, k, dim=1, largest=False, sorted=True)
             dist[rows], ind[rows] = nearest.values.numpy(), nearest.indices.numpy()
         return dist, ind
@@ -188,7 +198,7 @@ class TreeSearch:
         if self.tree is None:
             dist, ind = np.empty(len(queries), dtype=object), np.empty(len(queries), dtype=object)
             for rows in gen_batches(len(queries), self._brute_chunk()):
-                d = self._brute_distances(queries[rows])  # (b, n)
+                d = self.distances(queries[rows])  # (b, n)
                 for j, (row, r) in enumerate(zip(d, radii[rows]), start=rows.start):
                     ind[j] = np.flatnonzero(row <= r)
                     dist[j] = row[ind[j]]
@@ -259,12 +269,16 @@ class KeySet:
         order at bandwidths near the smallest float).
     index_rows : ndarray of shape (n_indexed,) or None
         The keys that ``index`` holds.
-    key_bandwidth : None
-        Room for a bandwidth per key (adaptive bandwidths); every key shares ``metric``.
+    adaptive : Adaptive or None
+        An adaptive bandwidth (route ``"adaptive"``): its kind, k and c.
+    key_bandwidth : ndarray of shape (n,) or None
+        A sample-point bandwidth's ``c d_k(x_i)`` per key, in the search space; None
+        otherwise (every key shares ``metric``).
     """
 
     def __init__(self, X, sample_weight, values, metric, kernel, *, route, algorithm=None,
-                 n_neighbors=None, exact_zeros=False, explicit_algorithm=False, degree=0):
+                 n_neighbors=None, exact_zeros=False, explicit_algorithm=False, degree=0,
+                 adaptive=None):
         if route not in ROUTES:
             raise ValueError(f"Unknown route {route!r}; expected one of {ROUTES}.")
         if degree and route == "precomputed":
@@ -278,6 +292,9 @@ class KeySet:
         self.kernel = kernel
         self.n_neighbors = n_neighbors
         self.exact_zeros = exact_zeros
+        self.adaptive = adaptive
+        if (adaptive is None) != (route != "adaptive"):
+            raise ValueError("The adaptive route needs an adaptive bandwidth, and only it.")
         self.key_bandwidth = None
         with np.errstate(divide="ignore"):
             self.log_w = np.log(sample_weight).astype(self.dtype)  # (n,)
@@ -289,8 +306,12 @@ class KeySet:
         # The search space: the metric divided by its largest bandwidth (1 for a learned
         # projection, whose distances do not overflow).
         self.search_scale = 1.0 if self.metric.ndim == 2 else float(self.metric.max())
-        if route in ("cell_list", "radius", "k_nearest"):
+        if route in ("cell_list", "radius", "k_nearest", "adaptive"):
             self._build_index(algorithm, explicit_algorithm)
+        if adaptive is not None and adaptive.kind == "sample_point":
+            self.key_bandwidth = adaptive.scale * kth_distances(
+                self.index, self.sample_weight[self.index_rows], self.search_space(X),
+                adaptive.n_neighbors, leave_out_location=True)  # (n,)
         if kernel.is_compact and self.route in ("dense", "cell_list"):
             self._support = self._support_keys()
         self._dense = self._dense_keys() if self.route == "dense" else None
@@ -440,6 +461,46 @@ class KeySet:
         return Pooled(out.cpu().numpy(),
                       _numpy_attention(attention, queries.shape[0], self.X.shape[0]),
                       n_fallback)
+
+    def _pool_adaptive(self, q, call):
+        """Adaptive bandwidths: each query against every key of positive weight, the
+        distances divided by the query's bandwidth ``c d_k(q)`` (balloon) or each key's
+        (sample-point, whose weights carry ``h_i^(-r)``), in chunks of queries within
+        ``working_memory``."""
+        adaptive, search_queries = self.adaptive, self.search_space(q)
+        weight = self.sample_weight[self.index_rows]  # (n',)
+        tiny = np.finfo(np.float64).tiny
+        if adaptive.kind == "balloon":
+            h = np.maximum(adaptive.scale * kth_distances(
+                self.index, weight, search_queries, adaptive.n_neighbors), tiny)  # (n_q,)
+        else:
+            h = np.maximum(self.key_bandwidth[self.index_rows], tiny)  # (n',)
+            # w_i h_i^(-r), relative to the smallest h (no overflow at many coordinates).
+            weight = weight * (h.min() / h) ** self._n_coords()
+        n_keys = len(self.index_rows)
+        ind = np.tile(self.index_rows, _CANDIDATE_CHUNK)  # (chunk n',) every key, per query
+
+        def candidates(rows):
+            dist = self.index.distances(search_queries[rows])  # (b, n')
+            dist /= h[rows, None] if adaptive.kind == "balloon" else h
+            b = dist.shape[0]
+            return (dist.ravel(), ind[:b * n_keys], np.full(b, n_keys),
+                    np.tile(weight, b))
+
+        row_bytes = n_keys * (8 * 8 + 16 * self.values.shape[1])
+        step = min(_CANDIDATE_CHUNK, chunk_rows(q.shape[0], row_bytes, call.working_memory))
+        out, attention, n_fallback = self._pool_candidates(q.shape[0], candidates, 1.0, call,
+                                                           chunk=step)
+        if attention is not None and not self.kernel.is_compact:
+            crow, col, val = attention  # every key of positive weight in every row
+            dense = torch.zeros(q.shape[0], self.X.shape[0], dtype=val.dtype)
+            dense[:, torch.as_tensor(self.index_rows)] = val.cpu().reshape(q.shape[0], n_keys)
+            attention = dense
+        return out, attention, n_fallback
+
+    def _n_coords(self):
+        """The coordinates of the metric: features, or the projection's components."""
+        return self.metric.shape[1] if self.metric.ndim == 2 else self.X.shape[1]
 
     def _pool_local(self, q, call):
         """Local polynomial fits on the route's attention, in chunks of queries whose
@@ -664,7 +725,8 @@ class KeySet:
 
         return self._pool_candidates(q.shape[0], candidates, self.search_scale, call)
 
-    def _pool_candidates(self, n_q, candidates, scale, call, values=None):
+    def _pool_candidates(self, n_q, candidates, scale, call, values=None,
+                         chunk=_CANDIDATE_CHUNK):
         """Attention restricted to each query's candidates, in chunks of queries.
 
         ``candidates(rows)`` gives, for a slice of query rows, the distances (``scale``
@@ -679,7 +741,7 @@ class KeySet:
             return torch.as_tensor(a, dtype=torch.long, device=device)
 
         parts, offset = [], 0
-        for rows in gen_batches(n_q, _CANDIDATE_CHUNK):
+        for rows in gen_batches(n_q, chunk):
             dist, ind, counts, pair_w = candidates(rows)
             indptr = np.concatenate([[0], np.cumsum(counts)])
             with np.errstate(divide="ignore"):
@@ -687,6 +749,7 @@ class KeySet:
             part = candidate_pool(
                 tensor(dist), index(ind), index(indptr), values, self.kernel,
                 scale=scale, log_w=pair_log_w, return_attention=call.return_attention,
+                exact_zeros=self.exact_zeros,
             )
             parts.append((part, offset))
             offset += len(ind)
@@ -805,7 +868,9 @@ class KeySet:
                                 estimator_name=estimator_name)
         G = len(loo.weight)
         values = np.zeros((G, 0), dtype=self.dtype)
-        if self.kernel.is_compact:
+        if self.route == "adaptive":
+            attention, n_fallback = self._adaptive_leave_one_out(loo, working_memory)
+        elif self.kernel.is_compact:
             candidates = self._leave_one_out_candidates(loo, working_memory)
             _, attention, n_fallback = self._pool_candidates(G, candidates, self.search_scale,
                                                              call, values=values)
@@ -821,6 +886,29 @@ class KeySet:
         if not self.degree:
             return attention, n_fallback, 0
         return (*self._local_attention(attention, call), n_fallback)
+
+    def _adaptive_leave_one_out(self, loo, working_memory):
+        """Exact leave-one-out attention (G, G) of the distinct inputs under the adaptive
+        bandwidth (:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors`): dense, CSR for
+        compact kernels; refused above ``working_memory``."""
+        G = len(loo.weight)
+        if 4 * G * G * 8 > working_memory * 2**20:
+            raise ValueError(
+                f"The leave-one-out attention of an adaptive bandwidth holds dense ({G}, "
+                f"{G}) matrices, more than scikit-learn's working_memory of "
+                f"{working_memory} MiB. Raise the limit with "
+                "sklearn.config_context(working_memory=...)."
+            )
+        points = torch.from_numpy(self.search_space(loo.X))  # (G, r)
+        D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
+        neighbors = LeaveOneOutNeighbors(D, torch.from_numpy(loo.weight),
+                                         self.adaptive.n_neighbors)
+        attention, n_fallback = neighbors.attention(self.adaptive, self.kernel,
+                                                    self._n_coords())
+        attention = attention.to(_torch_dtype(self.dtype))
+        if self.kernel.is_compact:
+            return sp.csr_array(attention.numpy()), n_fallback
+        return attention, n_fallback
 
     def _local_attention(self, attention, call):
         """The equivalent kernels (n, n) of local fits at the keys themselves from their
@@ -911,6 +999,7 @@ _POOLS = {
     "cell_list": KeySet._pool_support,
     "radius": KeySet._pool_searched,
     "k_nearest": KeySet._pool_searched,
+    "adaptive": KeySet._pool_adaptive,
     "precomputed": KeySet._pool_stored,
 }
 

@@ -18,12 +18,15 @@ import torch
 from scipy.optimize import minimize
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
+from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import ThreadpoolController
 
+from ._adaptive import KINDS, Adaptive, LeaveOneOutNeighbors
+from ._engine import chunk_rows
 from ._engine_loo import loo_grid_pool
 from ._keys import KeySet
+from ._local_poly import local_fit_dense, n_terms
 from ._loo_objective import (
     LOG_LIMIT,
     LogProgress,
@@ -38,6 +41,7 @@ from ._losses import get_loss
 
 __all__ = [
     "RULES_OF_THUMB",
+    "AdaptiveBandwidth",
     "LeaveOneOutBandwidth",
     "check_bandwidth",
     "scott_bandwidth",
@@ -618,6 +622,100 @@ class LeaveOneOutBandwidth(BaseEstimator):
         return np.asarray(curve), converged
 
 
+class AdaptiveBandwidth(BaseEstimator):
+    r"""Nearest-neighbor (adaptive) bandwidth: each query's own, or each training point's.
+
+    Pass it as the ``bandwidth`` of a Nadaraya-Watson estimator. A single bandwidth
+    cannot follow the density of the data: where points are sparse it averages too few,
+    where they are dense too many. k nearest neighbors follow it by construction; these
+    bandwidths do the same with any kernel. With ``d_k(z)`` the distance from ``z`` to
+    the nearest training points holding ``n_neighbors`` units of sample weight
+    (weights count as repeated rows), measured in the metric of ``base``:
+
+    - ``kind="balloon"`` (R np's ``"generalized_nn"``): the query's bandwidth is
+      :math:`h(q) = c\,d_k(q)`, and :math:`\alpha_i(q) \propto w_i\,k(u_i / h(q))`.
+    - ``kind="sample_point"`` (np's ``"adaptive_nn"``): training point i carries
+      :math:`h_i = c\,d_k(x_i)`, its distance to its k nearest *other* training points
+      (the rows at its own location do not count), and
+      :math:`\alpha_i(q) \propto w_i\,h_i^{-r}\,k(u_i / h_i)`, with r the number of
+      coordinates (the normalisation of a kernel density of width :math:`h_i`).
+
+    where :math:`u_i = \lVert (q - x_i) / h_{base} \rVert` and c is ``scale``. With the
+    top-hat kernel and ``scale`` just above 1 (``1 + 1e-9``: the k-th distance itself
+    must not round out of the support) the balloon is exactly
+    :class:`~sklearn.neighbors.KNeighborsRegressor` with ``weights="uniform"``, except that
+    every training point tied at the k-th distance gets the same weight (scikit-learn's
+    choice among ties depends on the order of the rows). A query whose ``d_k`` is 0
+    (k units of weight at its very location) averages those points.
+
+    Leave-one-out (``attention_weights_``, the CV estimators) is exact: as refitting
+    without the point, whose own location then no longer counts towards ``d_k``, and
+    whose neighbors' sample-point bandwidths are those they have without it.
+
+    Parameters
+    ----------
+    kind : {"balloon", "sample_point"}, default="balloon"
+        Bandwidth per query, or per training point.
+    n_neighbors : int, default=10
+        k, in units of sample weight.
+    scale : float, default=1.0
+        c, the bandwidth in units of the k-th neighbor distance. For the Gaussian, about
+        0.5 weighs the k nearest almost alike and those beyond much less.
+    base : {"scott", "silverman", "loo"}, float, array-like of shape (n_features,) or LeaveOneOutBandwidth, default="scott"
+        The metric distances are measured in, as the estimator's ``bandwidth`` takes it
+        (a rule of thumb, given per-feature bandwidths or a learned bandwidth or metric).
+        Only the ratios between features matter: ``d_k`` scales with the metric. Scott's
+        rule weighs the features by their standard deviations.
+
+    See Also
+    --------
+    sklearn.neighbors.KNeighborsRegressor : k nearest neighbors, the top-hat balloon.
+    LeaveOneOutBandwidth : A global bandwidth learned by leave-one-out.
+
+    References
+    ----------
+    G. R. Terrell and D. W. Scott, "Variable kernel density estimation", Annals of
+    Statistics 20(3), 1992 (balloon and sample-point estimators).
+    L. Breiman, W. Meisel and E. Purcell, "Variable kernel estimates of multivariate
+    densities", Technometrics 19(2), 1977.
+    T. Hayfield and J. S. Racine, "Nonparametric econometrics: the np package", Journal of
+    Statistical Software 27(5), 2008.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.neighbors import KNeighborsRegressor
+    >>> from sklearn_nw import AdaptiveBandwidth, NadarayaWatsonRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X, y = rng.uniform(size=(50, 2)), rng.normal(size=50)
+    >>> knn = AdaptiveBandwidth(n_neighbors=5, scale=1 + 1e-9, base=1.0)
+    >>> reg = NadarayaWatsonRegressor("tophat", bandwidth=knn).fit(X, y)
+    >>> bool(np.allclose(reg.predict(X), KNeighborsRegressor(5).fit(X, y).predict(X)))
+    True
+    """  # noqa: E501 (a numpydoc type line is one line)
+
+    _parameter_constraints: ClassVar[dict] = {
+        "kind": [StrOptions(set(KINDS))],
+        "n_neighbors": [Interval(Integral, 1, None, closed="left")],
+        "scale": [Interval(Real, 0, None, closed="neither")],
+        "base": [StrOptions(set(RULES_OF_THUMB) | {"loo"}), LeaveOneOutBandwidth,
+                 Interval(Real, 0, None, closed="neither"), "array-like"],
+    }
+
+    def __init__(self, kind="balloon", *, n_neighbors=10, scale=1.0, base="scott"):
+        self.kind = kind
+        self.n_neighbors = n_neighbors
+        self.scale = scale
+        self.base = base
+
+    def resolve(self):
+        """The validated parameters as the key set uses them."""
+        self._validate_params()
+        if not math.isfinite(self.scale):
+            raise ValueError(f"scale must be finite; got {self.scale!r}.")
+        return Adaptive(self.kind, int(self.n_neighbors), float(self.scale))
+
+
 class GridResult(NamedTuple):
     """What :meth:`LeaveOneOutGrid.select` found."""
 
@@ -626,6 +724,9 @@ class GridResult(NamedTuple):
     scores: np.ndarray  # (G,) the score of each grid point, higher is better
     loss: np.ndarray  # (G,) weighted mean leave-one-out loss at the distinct inputs
     location_loss: object = None  # (G, L) the leave-one-out loss at each distinct input
+    # (G, L) the log-loss's: the share of each distinct input's rows whose class the
+    # leave-one-out probabilities predict (the first class of the largest); else None.
+    location_accuracy: object = None
 
 
 class LeaveOneOutGrid:
@@ -666,21 +767,8 @@ class LeaveOneOutGrid:
         result : GridResult
         """
         loss = get_loss(loss)
-        device = torch.device(device)
-        torch_dtype = torch.float32 if np.dtype(dtype) == np.float32 else torch.float64
-
-        def tensor(a):
-            return torch.as_tensor(np.asarray(a), dtype=torch_dtype, device=device)
-
-        if self.degree:
-            pooled = torch.from_numpy(self._local_pool(
-                loo, kernel, np.dtype(dtype), device, working_memory))  # (G, L, t)
-        else:
-            pooled = loo_grid_pool(
-                tensor(loo.X), tensor(loo.values), tensor(self.grid), kernel,
-                tensor(loo.log_weight), tensor(loo.self_log_weight),
-                working_memory=working_memory,
-            ).double()  # (G, L, t) at the L distinct inputs
+        pooled = self._pool(loo, kernel, np.dtype(dtype), torch.device(device),
+                            working_memory)  # (G, L, t) at the L distinct inputs
         per_location = loss.per_row(pooled, pooled.new_tensor(loo.values))  # (G, L)
         weight = pooled.new_tensor(loo.weight)  # (L,)
         mean_loss = ((per_location * weight).sum(1) / weight.sum()).cpu().numpy()  # (G,)
@@ -689,8 +777,30 @@ class LeaveOneOutGrid:
         else:
             scores = np.array([self.score(p) for p in pooled.cpu().numpy()], dtype=np.float64)
         best = int(np.argmax(scores))
+        accuracy = None
+        if loss.name == "log_loss":
+            hits = pooled.argmax(2, keepdim=True)  # (G, L, 1) the predicted classes
+            accuracy = pooled.new_tensor(loo.values).expand_as(pooled).gather(2, hits)[..., 0]
+            accuracy = accuracy.cpu().numpy()  # (G, L)
         return GridResult(np.asarray(self.grid, dtype=np.float64)[best], best, scores,
-                          mean_loss, per_location.cpu().numpy())
+                          mean_loss, per_location.cpu().numpy(), accuracy)
+
+    def _pool(self, loo, kernel, dtype, device, working_memory):
+        """The leave-one-out predictions (G, L, t), float64, of every grid point at the L
+        distinct inputs."""
+        if self.degree:
+            return torch.from_numpy(self._local_pool(loo, kernel, dtype, device,
+                                                     working_memory))
+        torch_dtype = torch.float32 if dtype == np.float32 else torch.float64
+
+        def tensor(a):
+            return torch.as_tensor(np.asarray(a), dtype=torch_dtype, device=device)
+
+        return loo_grid_pool(
+            tensor(loo.X), tensor(loo.values), tensor(self.grid), kernel,
+            tensor(loo.log_weight), tensor(loo.self_log_weight),
+            working_memory=working_memory,
+        ).double()
 
     def _local_pool(self, loo, kernel, dtype, device, working_memory):
         """Leave-one-out local polynomial fits (G, L, t) at the L distinct inputs, one
@@ -712,6 +822,77 @@ class LeaveOneOutGrid:
             attention, _, _ = keys.leave_one_out_attention(
                 device=device, working_memory=working_memory)
             pooled[g] = attention @ loo.values  # (L, t)
+        return pooled
+
+
+class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
+    """Adaptive bandwidths chosen from candidates by their exact leave-one-out loss or
+    score: :class:`LeaveOneOutGrid` for :class:`AdaptiveBandwidth`.
+
+    The distances between the distinct inputs and each one's nearest others are found
+    once and shared by every candidate
+    (:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors`): dense (L, L) matrices.
+
+    Parameters
+    ----------
+    candidates : list of Adaptive
+        Kind, k and c of each candidate.
+    base : ndarray of shape (d,)
+        The per-feature bandwidths distances are measured in (only their ratios matter).
+    score : callable, default=None
+        As for :class:`LeaveOneOutGrid`.
+    degree : int, default=0
+        As for :class:`LeaveOneOutGrid`: local fits with each candidate's leave-one-out
+        attention as weights.
+    shared : dict, default=None
+        Where the neighbors found are kept for the next grids of the same training set
+        and base (the extensions of a search, the other kind, other degrees).
+    """
+
+    def __init__(self, candidates, base, score=None, degree=0, shared=None):
+        super().__init__(np.repeat(np.asarray(base, dtype=np.float64)[None], len(candidates),
+                                   axis=0), score=score, degree=degree)
+        self.candidates = candidates
+        self.shared = {} if shared is None else shared
+
+    def _neighbors(self, scaled, weight, max_neighbors):
+        """The distinct inputs' neighbors (scaled (L, r), weights (L,)), from ``shared``
+        when found there for at least ``max_neighbors``."""
+        found = self.shared.get("neighbors")
+        if found is None or found[0] < max_neighbors:
+            points = scaled * float(self.grid[0].max())  # the key set's search space
+            D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
+            found = (max_neighbors, LeaveOneOutNeighbors(D, weight, max_neighbors))
+            self.shared["neighbors"] = found
+        return found[1]
+
+    def _pool(self, loo, kernel, dtype, device, working_memory):
+        L, r = loo.X.shape
+        if 6 * L * L * 8 > working_memory * 2**20:
+            raise ValueError(
+                f"The leave-one-out grid of adaptive bandwidths holds dense ({L}, {L}) "
+                f"matrices, more than scikit-learn's working_memory of {working_memory} "
+                "MiB. Raise the limit with sklearn.config_context(working_memory=...), "
+                "or search fixed bandwidths only."
+            )
+        scaled = torch.as_tensor(loo.X / self.grid[0], device=device)  # (L, r) float64
+        neighbors = self._neighbors(scaled, torch.as_tensor(loo.weight, device=device),
+                                    max(c.n_neighbors for c in self.candidates))
+        values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
+        pooled = torch.empty(len(self.candidates), L, values.shape[1], dtype=torch.float64)
+        if self.degree:
+            centred = scaled - scaled[loo.weight > 0].mean(0)  # (L, r)
+            p = n_terms(r, self.degree)
+            step = chunk_rows(L, L * (2 * p + 2) * 8, working_memory)
+        for g, candidate in enumerate(self.candidates):
+            attention, _ = neighbors.attention(candidate, kernel, r)  # (L, L)
+            out = attention @ values  # (L, t)
+            if self.degree:
+                for rows in gen_batches(L, step):
+                    local, _, singular = local_fit_dense(
+                        centred[rows], centred, attention[rows], values, self.degree)
+                    out[rows] = torch.where(singular[:, None], out[rows], local)
+            pooled[g] = out.cpu()
         return pooled
 
 

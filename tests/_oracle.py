@@ -127,3 +127,45 @@ def nearest_index(q, X):
     """Index of the training point nearest to q (Euclidean), by numpy argmin."""
     diff = np.asarray(X, dtype=np.float64) - np.asarray(q, dtype=np.float64)
     return int(np.argmin((diff * diff).sum(axis=1)))
+
+
+def kth_distance(q, X, h, k, sample_weight, skip_location=False):
+    """The distance from q at which the nearest training rows hold k units of weight
+    (weights count as repeated rows); with ``skip_location`` rows at q itself do not
+    count."""
+    pairs = sorted((scaled_distance(q, x, h), w) for x, w in zip(X, sample_weight)
+                   if w > 0 and not (skip_location and np.array_equal(q, x)))
+    held = 0.0
+    for u, w in pairs:
+        held += w
+        if held >= k - 1e-9:
+            return u
+    raise AssertionError("oracle: fewer than k units of weight")
+
+
+def adaptive_weights(Q, X, h, profile, kind, k, c, sample_weight=None):
+    """Attention of adaptive bandwidths: ``w_j k(u_ij / (c d_k(q_i)))`` (balloon) or
+    ``w_j h_j^-d k(u_ij / h_j)`` with ``h_j = c d_k(x_j)`` over the other locations
+    (sample-point); a row with no mass goes to its nearest row(s) in the adaptive metric,
+    weighted alike."""
+    Q = np.asarray(Q, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64)
+    n, d = X.shape
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    key_h = [c * kth_distance(x, X, h, k, w, skip_location=True) for x in X]
+    A = np.zeros((Q.shape[0], n))
+    for i, q in enumerate(Q):
+        ratio, weight = np.full(n, np.inf), np.zeros(n)
+        query_h = c * kth_distance(q, X, h, k, w) if kind == "balloon" else None
+        for j in range(n):
+            if w[j] <= 0:
+                continue
+            width = query_h if kind == "balloon" else key_h[j]
+            u = scaled_distance(q, X[j], h)
+            ratio[j] = u / width if width > 0 else (0.0 if u == 0 else np.inf)
+            weight[j] = w[j] if kind == "balloon" else w[j] * width ** -d
+            A[i, j] = weight[j] * profile(ratio[j])
+        if A[i].sum() == 0:
+            A[i] = np.where(ratio == ratio.min(), weight, 0.0)
+        A[i] /= A[i].sum()
+    return A
