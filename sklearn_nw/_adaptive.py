@@ -179,7 +179,7 @@ class LeaveOneOutNeighbors:
             H[position, i[pick]] = h_left[pick]
             ratio = D[rows] / H
             key_log_w = log_w - n_coords * torch.log(H)
-        ratio[torch.arange(len(rows)), rows] = math.inf
+        ratio[torch.arange(len(rows), device=rows.device), rows] = math.inf
         ratio[:, W <= 0] = math.inf
         nearest = ratio == ratio.min(1, keepdim=True).values  # (e, L)
         return torch.softmax(torch.where(nearest, key_log_w, -math.inf), dim=1)

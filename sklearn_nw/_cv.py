@@ -211,12 +211,13 @@ class _BandwidthGridSearch:
 
     def _kinds(self, training):
         """The kinds of bandwidth searched: as given, in the order of ``FAMILIES``; for
-        ``"auto"`` all three with exact leave-one-out up to
+        ``"auto"`` all three with a default grid and exact leave-one-out up to
         ``_ADAPTIVE_AUTO_MAX_INPUTS`` distinct inputs, else fixed bandwidths only."""
         if self.kinds != "auto":
             return tuple(kind for kind in FAMILIES if kind in self.kinds)
         n_inputs = len(np.unique(training.X, axis=0))
-        if (self.cv is None and n_inputs <= _ADAPTIVE_AUTO_MAX_INPUTS
+        if (self.cv is None and self._default_multiples() is not None
+                and n_inputs <= _ADAPTIVE_AUTO_MAX_INPUTS
                 and _max_neighbors(training) >= 2):
             return FAMILIES
         return ("fixed",)
@@ -648,22 +649,34 @@ _SHARED_DOC = r"""
     Parameters
     ----------
     bandwidths : int, array-like of shape (n_bandwidths,) or (n_bandwidths, n_features), default=None
-        The grid: scalar bandwidths, or per-feature bandwidth vectors. An int ``m`` means
-        ``m`` multiples of Scott's rule, geometrically spaced from 1/8 to 8; None means 25.
-        Such a default grid whose best point is at one of its ends goes on past it, 8
-        points at a time at the same ratio, up to 4 times (to 1/2048 or 2048 times
-        Scott's rule); a given grid is searched as it is.
+        The grid of fixed bandwidths: scalar bandwidths, or per-feature bandwidth vectors.
+        An int ``m`` means ``m`` multiples of Scott's rule, geometrically spaced from 1/8
+        to 8; None means 25. Such a default grid whose best point is at one of its ends
+        goes on past it, 8 points at a time at the same ratio, up to 4 times (to 1/2048
+        or 2048 times Scott's rule); a given grid is searched as it is.
     kernel : str, Kernel or callable, default="gaussian"
         As in the plain estimator.
+    bandwidth_kinds : "auto" or list of {{"fixed", "balloon", "sample_point"}}, default="auto"
+        The kinds of bandwidth searched: the fixed grid, and
+        :class:`~sklearn_nw.AdaptiveBandwidth` of either kind, with k nearest neighbors
+        (units of sample weight) 1, 2, 4, ..., 64 (up to what the data hold) and scale c
+        1/4, 1/2, 1, all in the metric of Scott's rule; a best point at the largest k, or
+        at either end of c, goes on past it (k doubled, c halved or doubled) up to 4
+        times. The kinds are searched one after the other, fixed first, and a later one
+        is kept only if its best point beats the kept one's by more than one standard
+        error of their per-sample differences (with a splitter, per-split). ``"auto"``:
+        all three with ``cv=None``, the default grid and up to 4,096 distinct training
+        inputs (the exact leave-one-out of adaptive bandwidths holds dense matrices of
+        them), without ``n_neighbors``; otherwise fixed bandwidths only.
     cv : int, cross-validation generator or iterable, default=None
         None: exact leave-one-out for every grid point, in one pass over the distance
         blocks (the distances are computed once and shared by all bandwidths), with sample
         weights as frequency weights. Otherwise scikit-learn's splitters, through
         :class:`~sklearn.model_selection.GridSearchCV`.
     scoring : str or callable, default=None
-        None: with ``cv=None`` the negative sample-weighted {loss} of the leave-one-out
-        predictions; with a splitter the estimator's ``score``. A scorer name or callable
-        is applied to the leave-one-out predictions (``cv=None``) or to each split.
+        None: with ``cv=None`` {default_score} of the leave-one-out predictions; with a
+        splitter the estimator's ``score``. A scorer name or callable is applied to the
+        leave-one-out predictions (``cv=None``) or to each split.
     n_neighbors : int, default=None
         As in the plain estimator (the leave-one-out scores use all training points).
     algorithm : {{"auto", "brute", "kd_tree", "ball_tree", "cell_list"}}, default="auto"
@@ -676,19 +689,26 @@ _SHARED_DOC = r"""
     Attributes
     ----------
     bandwidth_ : ndarray of shape (n_features,)
-        The chosen bandwidth (the first best grid point on ties).
-    bandwidths_ : ndarray of shape (n_bandwidths, n_features)
-        The grid as bandwidth vectors, with the extensions of a default grid.
+        The chosen bandwidth (the first best grid point on ties); for an adaptive one,
+        the metric its distances are measured in (Scott's rule).
+    bandwidths_ : ndarray of shape (n_candidates, n_features)
+        ``cv_results_["bandwidth"]``.
     best_score_ : float
-        Score of the chosen bandwidth.
+        Score of the chosen candidate.
     best_index_ : int
-        Its index in the grid.
+        Its index in ``cv_results_``.
+    best_params_ : dict
+        The chosen candidate: ``"kind"`` and ``"bandwidth"``, for an adaptive bandwidth
+        ``"n_neighbors"`` and ``"scale"``, and for the regressor ``"degree"``.
     cv_results_ : dict of ndarrays
-        ``"bandwidth"`` (the grid), ``"mean_test_score"``, ``"rank_test_score"``, and with a
+        One entry per candidate: ``"bandwidth"`` (the grid with the extensions of a
+        default grid; for adaptive candidates their metric), ``"mean_test_score"``,
+        ``"rank_test_score"``; when adaptive bandwidths are searched ``"kind"``,
+        ``"n_neighbors"`` and ``"scale"`` (masked for fixed bandwidths); and with a
         splitter the per-split scores and timings of GridSearchCV.
 """  # noqa: E501 (a numpydoc type line is one line)
 
-_DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default=0
+_DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default="auto"
         As in :class:`NadarayaWatsonRegressor`: the degree of the local polynomials. With
         ``cv=None`` each grid point is scored by exact leave-one-out local fits (a dense
         matrix of the distinct training inputs per grid point). ``"auto"`` searches the
@@ -698,10 +718,13 @@ _DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default=0
         degree only if its best point beats the lower one's by more than one standard
         error of the per-sample leave-one-out (or per-split) differences, as
         :class:`~sklearn_nw.LeaveOneOutBandwidth` keeps per-feature bandwidths;
-        ``cv_results_["degree"]`` lists each candidate's."""
+        ``cv_results_["degree"]`` lists each candidate's. Adaptive bandwidths are tried
+        with local polynomials (``"auto"``) only while (samples x terms)^2 stays below
+        5e6: their candidates outnumber the fixed grid's."""
 
 # The plain estimators' fitted attributes that the CV estimators share.
-_FITTED = entries(ATTRIBUTES, "kernel_", "device_", "X_fit_", "route_", "key_set_",
+_FITTED = entries(ATTRIBUTES, "bandwidth_kind_", "bandwidth_neighbors_", "bandwidth_scale_",
+                 "key_bandwidths_", "kernel_", "device_", "X_fit_", "route_", "key_set_",
                   "sample_weight_", "attention_weights_", "n_features_in_",
                   "feature_names_in_")
 
@@ -714,7 +737,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     leave-one-out; then it predicts like :class:`NadarayaWatsonRegressor` with
     ``bandwidth=bandwidth_``.
 """
-        + _SHARED_DOC.format(loss="mean squared error").replace(
+        + _SHARED_DOC.format(
+            default_score="the negative sample-weighted mean squared error").replace(
             "\n\n    Attributes\n", "\n" + _DEGREE_DOC + "\n\n    Attributes\n", 1)
         + """    degree_ : int
         The degree of the fit: ``degree``, or the one ``"auto"`` chose.
@@ -747,7 +771,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto", cv=None,
                  scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", degree=0):
+                 device="cpu", degree="auto"):
         self.bandwidths = bandwidths
         self.bandwidth_kinds = bandwidth_kinds
         self.kernel = kernel
@@ -779,7 +803,9 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     ``cv=None`` is an exact, cheap leave-one-out; then it predicts like
     :class:`NadarayaWatsonClassifier` with ``bandwidth=bandwidth_``.
 """
-        + _SHARED_DOC.format(loss="log-loss")
+        + _SHARED_DOC.format(
+            default_score="the sample-weighted accuracy (ties between candidates broken by "
+            "their log-loss)")
         + """    classes_ : ndarray of shape (n_classes,)
         The class labels.
     y_fit_ : ndarray of shape (n_samples_fit,)

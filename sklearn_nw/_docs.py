@@ -11,13 +11,15 @@ PARAMETERS = {
         :class:`~sklearn_nw.kernels.Kernel`, or a function mapping a torch tensor of scaled
         distances ``u >= 0`` to non-negative weights.""",
     "bandwidth": """\
-    bandwidth : float, array-like of shape (n_features,), {"scott", "silverman", "loo"} or LeaveOneOutBandwidth, default="scott"
+    bandwidth : float, array-like of shape (n_features,), {"scott", "silverman", "loo"}, LeaveOneOutBandwidth or AdaptiveBandwidth, default="scott"
         The bandwidth h, one per feature (a scalar is used for every feature); a rule of
         thumb computed from the weighted training data
         (:func:`~sklearn_nw.bandwidth.scott_bandwidth`,
-        :func:`~sklearn_nw.bandwidth.silverman_bandwidth`); or learned on the
+        :func:`~sklearn_nw.bandwidth.silverman_bandwidth`); learned on the
         leave-one-out loss (``"loo"``, or a :class:`~sklearn_nw.LeaveOneOutBandwidth` with
-        its options).""",  # noqa: E501 (a numpydoc type line is one line)
+        its options); or adaptive, following the density of the training points
+        (:class:`~sklearn_nw.AdaptiveBandwidth`: each query's, or each training point's,
+        c times its distance to its k nearest neighbors).""",  # noqa: E501 (a numpydoc type line is one line)
     "n_neighbors": """\
     n_neighbors : int, default=None
         Restrict each query's attention to its ``n_neighbors`` nearest training points (in
@@ -87,7 +89,23 @@ ATTRIBUTES = {
     "bandwidth_": """\
     bandwidth_ : ndarray of shape (n_features,)
         The bandwidth used (for a learned metric, the effective per-feature bandwidths
-        ``1 / ||projection_[j]||``).""",
+        ``1 / ||projection_[j]||``; for an adaptive bandwidth, the per-feature bandwidths
+        of its ``base``, the metric its distances are measured in).""",
+    "bandwidth_kind_": """\
+    bandwidth_kind_ : {"fixed", "balloon", "sample_point"}
+        ``"fixed"``: one bandwidth for every query and training point; else the kind of
+        :class:`~sklearn_nw.AdaptiveBandwidth`.""",
+    "bandwidth_neighbors_": """\
+    bandwidth_neighbors_ : int or None
+        The k of an adaptive bandwidth (None for a fixed one).""",
+    "bandwidth_scale_": """\
+    bandwidth_scale_ : float or None
+        The c of an adaptive bandwidth (None for a fixed one).""",
+    "key_bandwidths_": """\
+    key_bandwidths_ : ndarray of shape (n_samples_fit,)
+        A sample-point bandwidth's ``c d_k(x_i)`` of each training point, in units of
+        ``bandwidth_`` (training point i's bandwidths are ``key_bandwidths_[i] *
+        bandwidth_``). Only with ``AdaptiveBandwidth(kind="sample_point")``.""",
     "projection_": """\
     projection_ : ndarray of shape (n_features, n_components)
         The learned linear metric of ``LeaveOneOutBandwidth(form="full")``: distances are
@@ -110,12 +128,14 @@ ATTRIBUTES = {
     X_fit_ : ndarray of shape (n_samples_fit, n_features)
         Training inputs (the keys), float64 or float32 as given.""",
     "route_": """\
-    route_ : {"dense", "cell_list", "radius", "k_nearest", "precomputed"}
+    route_ : {"dense", "cell_list", "radius", "k_nearest", "adaptive", "precomputed"}
         The route that ``predict`` takes, resolved once at fit from ``kernel``,
-        ``n_neighbors``, ``algorithm``, ``compute`` and ``metric``: sums over every training
-        point (``"dense"``); a compact kernel's support, searched on a cell list or by a
-        tree (``"radius"``); the ``n_neighbors`` nearest points; or the stored
-        precomputed distances.""",
+        ``bandwidth``, ``n_neighbors``, ``algorithm``, ``compute`` and ``metric``: sums
+        over every training point (``"dense"``); a compact kernel's support, searched on a
+        cell list or by a tree (``"radius"``); the ``n_neighbors`` nearest points; an
+        adaptive bandwidth (each query's k-th neighbor found by a tree or a brute force
+        search, then sums over every training point); or the stored precomputed
+        distances.""",
     "key_set_": """\
     key_set_ : KeySet
         The training points as attention sees them, built at fit: weights, the pooled

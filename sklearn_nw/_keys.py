@@ -308,6 +308,13 @@ class KeySet:
         self.search_scale = 1.0 if self.metric.ndim == 2 else float(self.metric.max())
         if route in ("cell_list", "radius", "k_nearest", "adaptive"):
             self._build_index(algorithm, explicit_algorithm)
+        if adaptive is not None and self.sample_weight.sum() < adaptive.n_neighbors * (
+                1 - 1e-9):
+            raise ValueError(
+                f"An adaptive bandwidth with n_neighbors={adaptive.n_neighbors} needs k "
+                f"units of sample weight; there are only {self.sample_weight.sum():g}. "
+                "Lower n_neighbors."
+            )
         if adaptive is not None and adaptive.kind == "sample_point":
             self.key_bandwidth = adaptive.scale * kth_distances(
                 self.index, self.sample_weight[self.index_rows], self.search_space(X),
@@ -869,7 +876,8 @@ class KeySet:
         G = len(loo.weight)
         values = np.zeros((G, 0), dtype=self.dtype)
         if self.route == "adaptive":
-            attention, n_fallback = self._adaptive_leave_one_out(loo, working_memory)
+            attention, n_fallback = self._adaptive_leave_one_out(loo, working_memory,
+                                                                 call.device)
         elif self.kernel.is_compact:
             candidates = self._leave_one_out_candidates(loo, working_memory)
             _, attention, n_fallback = self._pool_candidates(G, candidates, self.search_scale,
@@ -887,7 +895,7 @@ class KeySet:
             return attention, n_fallback, 0
         return (*self._local_attention(attention, call), n_fallback)
 
-    def _adaptive_leave_one_out(self, loo, working_memory):
+    def _adaptive_leave_one_out(self, loo, working_memory, device):
         """Exact leave-one-out attention (G, G) of the distinct inputs under the adaptive
         bandwidth (:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors`): dense, CSR for
         compact kernels; refused above ``working_memory``."""
@@ -899,15 +907,15 @@ class KeySet:
                 f"{working_memory} MiB. Raise the limit with "
                 "sklearn.config_context(working_memory=...)."
             )
-        points = torch.from_numpy(self.search_space(loo.X))  # (G, r)
+        points = torch.as_tensor(self.search_space(loo.X), device=device)  # (G, r)
         D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
-        neighbors = LeaveOneOutNeighbors(D, torch.from_numpy(loo.weight),
+        neighbors = LeaveOneOutNeighbors(D, torch.as_tensor(loo.weight, device=device),
                                          self.adaptive.n_neighbors)
         attention, n_fallback = neighbors.attention(self.adaptive, self.kernel,
                                                     self._n_coords())
         attention = attention.to(_torch_dtype(self.dtype))
         if self.kernel.is_compact:
-            return sp.csr_array(attention.numpy()), n_fallback
+            return sp.csr_array(attention.cpu().numpy()), n_fallback
         return attention, n_fallback
 
     def _local_attention(self, attention, call):

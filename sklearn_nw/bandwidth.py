@@ -711,8 +711,6 @@ class AdaptiveBandwidth(BaseEstimator):
     def resolve(self):
         """The validated parameters as the key set uses them."""
         self._validate_params()
-        if not math.isfinite(self.scale):
-            raise ValueError(f"scale must be finite; got {self.scale!r}.")
         return Adaptive(self.kind, int(self.n_neighbors), float(self.scale))
 
 

@@ -199,7 +199,7 @@ def test_bandwidth_cv_section_checks_the_leave_one_out_argmin(tiny_bandwidth_run
         assert r["n_grid"] == len(r["loo_loss"]) == g and _all_finite(r["loo_loss"])
         assert isinstance(r["chosen_is_loo_argmin"], bool)
         assert 0 <= r["chosen_index"] < g and 0 <= r["loo_argmin_index"] < g
-        assert math.isfinite(r["max_abs_score_plus_loss"])
+        assert math.isfinite(r["max_abs_score_error"])
 
 
 def test_bandwidth_accuracy_section_scores_every_method(tiny_bandwidth_run):

@@ -8,6 +8,7 @@ from numpy.testing import assert_allclose
 from sklearn.neighbors import KNeighborsTransformer
 
 from sklearn_nw import (
+    AdaptiveBandwidth,
     NadarayaWatsonClassifier,
     NadarayaWatsonRegressor,
     NadarayaWatsonRegressorCV,
@@ -76,3 +77,24 @@ def test_cuda_leave_one_out_grid_and_learned_bandwidth():
     learned = NadarayaWatsonRegressor(bandwidth="loo", device="cuda").fit(X, y, w)
     reference = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y, w)
     assert learned.loss_curve_.min() == pytest.approx(reference.loss_curve_.min(), rel=1e-3)
+
+
+@pytest.mark.parametrize("kind", ["balloon", "sample_point"])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_cuda_adaptive_bandwidths_agree_with_the_cpu(kind, kernel):
+    X, y, w, Q = _data(n=1500)
+    bandwidth = AdaptiveBandwidth(kind, n_neighbors=12, scale=0.8)
+    cpu = NadarayaWatsonRegressor(kernel, bandwidth=bandwidth).fit(X, y, w)
+    gpu = NadarayaWatsonRegressor(kernel, bandwidth=bandwidth, device="cuda").fit(X, y, w)
+    assert_allclose(gpu.predict(Q), cpu.predict(Q), rtol=1e-10, atol=1e-12)
+    loo_gpu, loo_cpu = gpu.attention_weights_, cpu.attention_weights_
+    if kernel == "epanechnikov":
+        loo_gpu, loo_cpu = loo_gpu.toarray(), loo_cpu.toarray()
+    assert_allclose(loo_gpu, loo_cpu, atol=1e-12)
+    cv_cpu = NadarayaWatsonRegressorCV(kernel, bandwidth_kinds=[kind]).fit(X[:600], y[:600])
+    cv_gpu = NadarayaWatsonRegressorCV(kernel, bandwidth_kinds=[kind], device="cuda").fit(
+        X[:600], y[:600])
+    for key in ("kind", "n_neighbors", "scale", "degree"):
+        assert cv_gpu.best_params_[key] == cv_cpu.best_params_[key]
+    assert_allclose(cv_gpu.cv_results_["mean_test_score"], cv_cpu.cv_results_["mean_test_score"],
+                    rtol=1e-9)

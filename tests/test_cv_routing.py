@@ -58,6 +58,8 @@ def recording_scorer(request=None):
 
 
 def cv_estimator(classifier, **params):
+    if not classifier:
+        params.setdefault("degree", 0)  # routing is the same at every degree
     cls = NadarayaWatsonClassifierCV if classifier else NadarayaWatsonRegressorCV
     return cls(bandwidths=BANDWIDTHS, **params)
 
@@ -100,10 +102,10 @@ def test_routed_sample_weight_reaches_requesting_scorer(cv):
     X, y, sample_weight, _ = make_data()
     with sklearn.config_context(enable_metadata_routing=True):
         scorer, received = recording_scorer(request=True)
-        weighted = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, cv=cv, scoring=scorer)
+        weighted = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=cv, scoring=scorer)
         weighted.fit(X, y, sample_weight=sample_weight)
         scorer_off, received_off = recording_scorer(request=False)
-        unweighted = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, cv=cv, scoring=scorer_off)
+        unweighted = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=cv, scoring=scorer_off)
         unweighted.fit(X, y, sample_weight=sample_weight)
     n_calls = len(BANDWIDTHS) * (1 if cv is None else N_SPLITS)
     assert len(received) == len(received_off) == n_calls
@@ -119,7 +121,7 @@ def test_routing_requires_request_on_user_scorer():
     """As in RidgeCV: weights passed to a scorer that did not say whether it wants them."""
     X, y, sample_weight, _ = make_data()
     scorer, _ = recording_scorer()
-    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, cv=N_SPLITS, scoring=scorer)
+    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=N_SPLITS, scoring=scorer)
     with sklearn.config_context(enable_metadata_routing=True), \
             pytest.raises(sklearn.exceptions.UnsetMetadataPassedError, match="score"):
         est.fit(X, y, sample_weight=sample_weight)
@@ -147,7 +149,7 @@ def test_groups_routed_to_splitter(classifier):
 def test_metadata_nobody_consumes_raises():
     """As in RidgeCV: ``groups`` with a splitter that does not use them."""
     X, y, _, groups = make_data()
-    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, cv=N_SPLITS)
+    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=N_SPLITS)
     with sklearn.config_context(enable_metadata_routing=True), \
             pytest.raises(TypeError, match="not routed to any object"):
         est.fit(X, y, groups=groups)
@@ -156,7 +158,7 @@ def test_metadata_nobody_consumes_raises():
 @pytest.mark.parametrize("cv", [None, N_SPLITS])
 def test_extra_params_without_routing_raise(cv):
     X, y, _, groups = make_data()
-    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, cv=cv)
+    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=cv)
     with pytest.raises(ValueError, match="enable_metadata_routing=True"):
         est.fit(X, y, groups=groups)
 
@@ -179,14 +181,14 @@ def test_get_metadata_routing(classifier):
 def test_plain_callable_scorer(cv):
     """``scorer(estimator, X, y)`` without sample_weight: no error and no warning."""
     X, y, _, _ = make_data()
-    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, cv=cv, scoring=plain_scorer)
+    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=cv, scoring=plain_scorer)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         est.fit(X, y)
     assert np.all(np.isfinite(est.cv_results_["mean_test_score"]))
     if cv is None:  # the same numbers as an explicit scorer of the leave-one-out predictions
         scorer, _ = recording_scorer()
-        reference = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, scoring=scorer).fit(X, y)
+        reference = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, scoring=scorer).fit(X, y)
         assert_allclose(est.cv_results_["mean_test_score"],
                         reference.cv_results_["mean_test_score"])
 
@@ -196,7 +198,7 @@ def test_plain_callable_scorer_with_sample_weight_warns(cv):
     """Weights given to a scorer that cannot take them: scikit-learn's warning, not an error,
     with or without a splitter."""
     X, y, sample_weight, _ = make_data()
-    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, cv=cv, scoring=plain_scorer)
+    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=cv, scoring=plain_scorer)
     with pytest.warns(UserWarning, match="does not support sample_weight"):
         est.fit(X, y, sample_weight=sample_weight)
 
@@ -207,7 +209,7 @@ def test_scorer_gets_sample_weight_only_when_given(cv):
     folds' with a splitter), and none (not ones) when none were given."""
     X, y, sample_weight, _ = make_data()
     scorer, received = recording_scorer()
-    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, cv=cv, scoring=scorer)
+    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=cv, scoring=scorer)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         est.fit(X, y, sample_weight=sample_weight)

@@ -291,7 +291,7 @@ def test_verbose_logs_without_tqdm(monkeypatch, caplog):
 def test_regressor_cv_picks_lowest_loo_loss():
     X, y, w = _data(n=50)
     grid = [0.05, 0.2, 0.5, 1.0, 3.0]
-    cv = NadarayaWatsonRegressorCV(bandwidths=grid).fit(X, y, sample_weight=w)
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid, degree=0).fit(X, y, sample_weight=w)
     losses = []
     for h in grid:
         preds = _refit_loo_predictions(
@@ -312,7 +312,7 @@ def test_default_grid_scores_equal_refits(dtype, rtol):
     # blocks are squares of others: check every point against brute-force refits, with
     # zero, unit and larger weights.
     X, y, w = _data(n=50, d=3)
-    cv = NadarayaWatsonRegressorCV().fit(X.astype(dtype), y, sample_weight=w)
+    cv = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X.astype(dtype), y, sample_weight=w)
     assert len(cv.bandwidths_) == 25
     losses = []
     for h in cv.bandwidths_:
@@ -329,7 +329,7 @@ def test_a_default_grid_goes_on_past_an_edge_holding_the_optimum():
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 10, (400, 1))
     y = np.sin(2 * np.pi * X[:, 0]) + 0.2 * rng.standard_normal(400)
-    cv = NadarayaWatsonRegressorCV().fit(X, y)
+    cv = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X, y)
     reference = search_reference(X, np.ones(len(X)))  # the default grid's unit
     assert len(cv.bandwidths_) > 25
     assert 0 < cv.best_index_ < len(cv.bandwidths_) - 1  # an interior optimum
@@ -341,7 +341,7 @@ def test_a_default_grid_goes_on_past_an_edge_holding_the_optimum():
     assert cv.best_score_ == pytest.approx(-np.mean((refits - y) ** 2), rel=1e-10)
     assert 1 - np.mean((refits - y) ** 2) / np.var(y) > 0.8
     # A given grid is the user's: not extended.
-    given = NadarayaWatsonRegressorCV(bandwidths=[0.5, 1.0, 2.0]).fit(X, y)
+    given = NadarayaWatsonRegressorCV(bandwidths=[0.5, 1.0, 2.0], degree=0).fit(X, y)
     assert len(given.bandwidths_) == 3 and given.best_index_ == 0
 
 
@@ -365,23 +365,26 @@ def test_per_feature_grid_and_classifier_cv():
     labels = np.where(y > 0, "up", "down")
     grid = [[0.3, 0.3], [0.3, 5.0], [5.0, 0.3]]
     cv = NadarayaWatsonClassifierCV(bandwidths=grid).fit(X, labels)
-    losses = []
+    accuracies, losses = [], []
     for h in grid:
         proba = _refit_loo_predictions(
             lambda h=h: NadarayaWatsonClassifier(bandwidth=np.array(h)), X, labels,
             np.ones(len(X)), "predict_proba",
         )
-        p_true = proba[np.arange(len(X)), np.searchsorted(cv.classes_, labels)]
-        losses.append(-np.mean(np.log(np.clip(p_true, np.finfo(float).eps, None))))
-    np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-10)
-    np.testing.assert_array_equal(cv.bandwidth_, grid[int(np.argmin(losses))])
+        true = np.searchsorted(cv.classes_, labels)
+        accuracies.append(np.mean(proba.argmax(1) == true))
+        losses.append(-np.mean(np.log(proba[np.arange(len(X)), true])))
+    # The default score is the leave-one-out accuracy; ties go to the lower log-loss.
+    np.testing.assert_allclose(cv.cv_results_["mean_test_score"], accuracies, rtol=1e-12)
+    best = max(range(len(grid)), key=lambda g: (accuracies[g], -losses[g]))
+    np.testing.assert_array_equal(cv.bandwidth_, grid[best])
 
 
 def test_cv_with_splitter_matches_gridsearchcv():
     X, y, _ = _data(n=80)
     grid = [0.1, 0.4, 1.0]
     folds = KFold(4, shuffle=True, random_state=0)
-    cv = NadarayaWatsonRegressorCV(bandwidths=grid, cv=folds).fit(X, y)
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid, cv=folds, degree=0).fit(X, y)
     scores = [cross_val_score(NadarayaWatsonRegressor(bandwidth=h), X, y, cv=folds).mean()
               for h in grid]
     np.testing.assert_allclose(cv.cv_results_["mean_test_score"], scores)
@@ -390,7 +393,7 @@ def test_cv_with_splitter_matches_gridsearchcv():
 
 def test_loo_scoring_uses_the_scorer():
     X, y, _ = _data(n=60)
-    cv = NadarayaWatsonRegressorCV(bandwidths=[0.2, 1.0], scoring="neg_mean_absolute_error")
+    cv = NadarayaWatsonRegressorCV(bandwidths=[0.2, 1.0], degree=0, scoring="neg_mean_absolute_error")
     cv.fit(X, y)
     for h, score in zip([0.2, 1.0], cv.cv_results_["mean_test_score"]):
         a = NadarayaWatsonRegressor(bandwidth=h).fit(X, y).attention_weights_
@@ -409,7 +412,7 @@ def test_loo_scoring_uses_the_scorer():
 def test_cv_bad_grids(bandwidths, match):
     X, y, _ = _data(n=20)
     with pytest.raises(ValueError, match=match):
-        NadarayaWatsonRegressorCV(bandwidths=bandwidths).fit(X, y)
+        NadarayaWatsonRegressorCV(bandwidths=bandwidths, degree=0).fit(X, y)
 
 
 def test_bad_selector_parameters():
@@ -478,9 +481,11 @@ def test_scaling_all_weights_changes_no_learned_bandwidth(Estimator):
     b = Estimator(bandwidth="loo").fit(X, y, sample_weight=1.5 * w)
     np.testing.assert_allclose(b.bandwidth_, a.bandwidth_, rtol=1e-6)
     np.testing.assert_allclose(b.loss_curve_[-1], a.loss_curve_[-1], rtol=1e-9)
+    # Adaptive bandwidths count weights as rows: scaling them changes the k nearest.
     cv_a = (NadarayaWatsonClassifierCV if Estimator is NadarayaWatsonClassifier
-            else NadarayaWatsonRegressorCV)().fit(X, y, sample_weight=w)
-    cv_b = type(cv_a)().fit(X, y, sample_weight=1.5 * w)
+            else NadarayaWatsonRegressorCV)(bandwidth_kinds=["fixed"]).fit(
+        X, y, sample_weight=w)
+    cv_b = type(cv_a)(bandwidth_kinds=["fixed"]).fit(X, y, sample_weight=1.5 * w)
     assert cv_b.best_index_ == cv_a.best_index_
     np.testing.assert_allclose(cv_b.cv_results_["mean_test_score"],
                                cv_a.cv_results_["mean_test_score"], rtol=1e-9)
@@ -492,8 +497,8 @@ def test_balanced_class_weights_are_scale_free():
     from sklearn.utils.class_weight import compute_sample_weight
 
     balanced = compute_sample_weight("balanced", labels)
-    a = NadarayaWatsonClassifierCV().fit(X, labels, sample_weight=balanced)
-    b = NadarayaWatsonClassifierCV().fit(X, labels, sample_weight=7.0 * balanced)
+    a = NadarayaWatsonClassifierCV(bandwidth_kinds=["fixed"]).fit(X, labels, sample_weight=balanced)
+    b = NadarayaWatsonClassifierCV(bandwidth_kinds=["fixed"]).fit(X, labels, sample_weight=7.0 * balanced)
     assert a.best_index_ == b.best_index_
     np.testing.assert_allclose(a.cv_results_["mean_test_score"],
                                b.cv_results_["mean_test_score"], rtol=1e-9)
@@ -506,9 +511,9 @@ def test_bandwidths_do_not_depend_on_the_unit_of_y(unit):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "constant targets" warning, no overflow
         scaled = NadarayaWatsonRegressor(bandwidth="loo").fit(X, unit * y, sample_weight=w)
-        cv = NadarayaWatsonRegressorCV().fit(X, unit * y, sample_weight=w)
+        cv = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X, unit * y, sample_weight=w)
     np.testing.assert_allclose(scaled.bandwidth_, reference.bandwidth_, rtol=1e-6)
-    cv_reference = NadarayaWatsonRegressorCV().fit(X, y, sample_weight=w)
+    cv_reference = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X, y, sample_weight=w)
     assert cv.best_index_ == cv_reference.best_index_
     np.testing.assert_allclose(cv.predict(X) / unit, cv_reference.predict(X), rtol=1e-9)
     if 1e-150 < unit < 1e150:  # the squared errors themselves are floats
@@ -525,7 +530,7 @@ def test_cv_scores_are_the_row_losses_with_duplicates():
     y = np.concatenate([y, y[:10] + 0.5])  # other targets at repeated inputs
     w = np.concatenate([w, np.ones(10)])
     grid = [0.1, 0.4, 1.5]
-    cv = NadarayaWatsonRegressorCV(bandwidths=grid).fit(X, y, sample_weight=w)
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid, degree=0).fit(X, y, sample_weight=w)
     losses = []
     for h in grid:
         preds = _refit_loo_predictions(lambda h=h: NadarayaWatsonRegressor(bandwidth=h),
@@ -534,13 +539,12 @@ def test_cv_scores_are_the_row_losses_with_duplicates():
     np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-10)
     labels = (y > 0).astype(int)
     clf = NadarayaWatsonClassifierCV(bandwidths=grid).fit(X, labels, sample_weight=w)
-    losses = []
+    accuracies = []
     for h in grid:
         proba = _refit_loo_predictions(lambda h=h: NadarayaWatsonClassifier(bandwidth=h),
                                        X, labels, w, "predict_proba")
-        p_true = np.clip(proba[np.arange(len(X)), labels], np.finfo(float).eps, None)
-        losses.append(-np.sum(w * np.log(p_true)) / w.sum())
-    np.testing.assert_allclose(-clf.cv_results_["mean_test_score"], losses, rtol=1e-10)
+        accuracies.append(np.sum(w * (proba.argmax(1) == labels)) / w.sum())
+    np.testing.assert_allclose(clf.cv_results_["mean_test_score"], accuracies, rtol=1e-12)
 
 
 @pytest.mark.parametrize("kernel", ["tophat", "boxcar", "uniform", "symmetric_beta_0", "step"])
@@ -553,7 +557,8 @@ def test_kernels_without_a_gradient_learn_on_exact_grids(kernel):
     reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth="loo").fit(X, y)
     assert reg.n_iter_ >= 1 and np.all(np.diff(reg.loss_curve_) <= 0)
     # Never worse than the best of the exact grids it was refined from.
-    cv = NadarayaWatsonRegressorCV(kernel=kernel, bandwidths=np.geomspace(0.05, 3, 40)).fit(X, y)
+    cv = NadarayaWatsonRegressorCV(kernel=kernel, bandwidths=np.geomspace(0.05, 3, 40),
+                                   degree=0).fit(X, y)
     assert reg.loss_curve_[-1] <= -cv.best_score_ * (1 + 1e-9)
     with pytest.raises(ValueError, match="form='full'.*has no gradient"):
         NadarayaWatsonRegressor(kernel=kernel,
@@ -563,7 +568,7 @@ def test_kernels_without_a_gradient_learn_on_exact_grids(kernel):
 def test_cv_grid_is_not_the_users_array():
     X, y, _ = _data(n=40)
     grid = np.array([[0.2, 0.3], [0.5, 0.6], [1.0, 1.2]])  # per-feature vectors
-    cv = NadarayaWatsonRegressorCV(bandwidths=grid).fit(X, y)
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid, degree=0).fit(X, y)
     before = cv.bandwidth_.copy()
     grid *= 100
     np.testing.assert_array_equal(cv.bandwidth_, before)
@@ -665,7 +670,7 @@ def test_auto_degree_keeps_the_best_candidate_of_every_degree(cv):
 
 
 def test_auto_degree_keeps_a_higher_degree_only_past_one_standard_error():
-    from sklearn_nw._cv import _DegreeSearch, _one_standard_error
+    from sklearn_nw._cv import _FamilySearch, _one_standard_error
 
     w = np.ones(100)
     rng = np.random.default_rng(0)
@@ -673,7 +678,7 @@ def test_auto_degree_keeps_a_higher_degree_only_past_one_standard_error():
 
     def run(shift, noise):  # one grid point: scores per sample, and their mean
         per_sample = (base + shift + noise * rng.normal(size=100))[None, :]
-        return _DegreeSearch(per_sample.mean(1), {}, np.ones((1, 1)), (per_sample, w))
+        return _FamilySearch(per_sample.mean(1), {}, np.ones((1, 1)), (per_sample, w), [None])
 
     # A small mean gain, much noisier than itself: not taken; a clear gain is.
     assert _one_standard_error([run(0.0, 0.0), run(0.01, 1.0)]) == 0

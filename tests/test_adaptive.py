@@ -1,0 +1,311 @@
+"""Adaptive bandwidths: k-nearest-neighbor equivalence, the slow oracle, exact
+leave-one-out against explicit refits, and the CV estimators' choice among kinds."""
+
+import warnings
+
+import numpy as np
+import pytest
+from _oracle import COMPACT, PROFILES, adaptive_weights, kth_distance
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+
+from sklearn_nw import (
+    AdaptiveBandwidth,
+    NadarayaWatsonClassifier,
+    NadarayaWatsonClassifierCV,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
+from sklearn_nw.kernels import KERNELS
+
+KINDS = ("balloon", "sample_point")
+JUST_ABOVE_ONE = 1 + 1e-9
+
+
+def _data(n=60, d=2, seed=0, grid=None):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, d))
+    if grid:  # coordinates on a grid: many tied distances
+        X = np.round(X * grid) / grid
+    y = np.sin(4 * X[:, 0]) + X[:, -1] + 0.1 * rng.standard_normal(n)
+    return X, y
+
+
+# -- k nearest neighbors ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 4, 13])
+@pytest.mark.parametrize("algorithm", ["auto", "brute", "ball_tree"])
+def test_tophat_balloon_is_k_nearest_neighbors(k, algorithm):
+    X, y = _data(80, 3)
+    Xq = np.random.default_rng(1).uniform(size=(40, 3))
+    bandwidth = AdaptiveBandwidth(n_neighbors=k, scale=JUST_ABOVE_ONE, base=1.0)
+    reg = NadarayaWatsonRegressor("tophat", bandwidth=bandwidth, algorithm=algorithm).fit(X, y)
+    knn = KNeighborsRegressor(n_neighbors=k).fit(X, y)
+    np.testing.assert_allclose(reg.predict(Xq), knn.predict(Xq), rtol=1e-12)
+    # Training points are their own first neighbor, for both.
+    np.testing.assert_allclose(reg.predict(X), knn.predict(X), rtol=1e-12)
+    labels = (y > np.median(y)).astype(int) + (y > np.quantile(y, 0.8))
+    clf = NadarayaWatsonClassifier("tophat", bandwidth=bandwidth).fit(X, labels)
+    proba = KNeighborsClassifier(n_neighbors=k).fit(X, labels).predict_proba(Xq)
+    np.testing.assert_array_equal(clf.predict_proba(Xq) == 0, proba == 0)
+    np.testing.assert_allclose(clf.predict_proba(Xq), proba, rtol=1e-12)
+
+
+def test_tophat_balloon_with_ties_averages_every_tied_point():
+    # Grid coordinates: many queries have several training points at the k-th distance.
+    # scikit-learn keeps some of them (its choice depends on the order of the rows); the
+    # balloon gives each the same weight, which is KNeighborsRegressor with every point
+    # within the k-th distance.
+    X, y = _data(120, 2, grid=4)
+    Xq = _data(60, 2, seed=3, grid=4)[0]
+    k = 5
+    reg = NadarayaWatsonRegressor(
+        "tophat", bandwidth=AdaptiveBandwidth(n_neighbors=k, scale=JUST_ABOVE_ONE, base=1.0),
+    ).fit(X, y)
+    predictions = reg.predict(Xq)
+    n_tied = 0
+    for q, prediction in zip(Xq, predictions):
+        distances = np.sqrt(((X - q) ** 2).sum(1))
+        m = int(np.sum(distances <= np.sort(distances)[k - 1]))
+        n_tied += m > k
+        expected = KNeighborsRegressor(n_neighbors=m).fit(X, y).predict(q[None])[0]
+        assert prediction == pytest.approx(expected, rel=1e-12)
+        if m == k:
+            knn = KNeighborsRegressor(n_neighbors=k).fit(X, y).predict(q[None])[0]
+            assert prediction == pytest.approx(knn, rel=1e-12)
+    assert n_tied > 10  # the data do have ties at the k-th distance
+
+
+def test_integer_weights_count_as_repeated_rows():
+    X, y = _data(40, 2)
+    w = np.random.default_rng(2).integers(1, 4, len(y))
+    Xq = _data(20, 2, seed=5)[0]
+    for kind in KINDS:
+        bandwidth = AdaptiveBandwidth(kind, n_neighbors=6, scale=0.7)
+        weighted = NadarayaWatsonRegressor(bandwidth=bandwidth).fit(X, y, sample_weight=w)
+        repeated = NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(
+            kind, n_neighbors=6, scale=0.7, base=weighted.bandwidth_)).fit(
+            np.repeat(X, w, axis=0), np.repeat(y, w))
+        np.testing.assert_allclose(weighted.predict(Xq), repeated.predict(Xq), rtol=1e-12)
+    # The top-hat balloon on repeated rows is KNN on them (distinct points: no ties).
+    tophat = NadarayaWatsonRegressor("tophat", bandwidth=AdaptiveBandwidth(
+        n_neighbors=7, scale=JUST_ABOVE_ONE, base=1.0)).fit(X, y, sample_weight=w)
+    knn = KNeighborsRegressor(n_neighbors=7).fit(np.repeat(X, w, axis=0), np.repeat(y, w))
+    # KNN may split a repeated point at the k-th rank; only where it does not compare.
+    kept = [i for i, q in enumerate(Xq)
+            if _units_at_kth(X, w, q, 7) == 7]
+    assert len(kept) > 5
+    np.testing.assert_allclose(tophat.predict(Xq[kept]), knn.predict(Xq[kept]), rtol=1e-12)
+
+
+def _units_at_kth(X, w, q, k):
+    """Units of weight within the k-th (repeated-rows) distance of q."""
+    distances = np.sqrt(((X - q) ** 2).sum(1))
+    kth = kth_distance(q, X, np.ones(X.shape[1]), k, w)
+    return w[distances <= kth].sum()
+
+
+# -- the slow oracle -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", sorted(KERNELS))
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kernel_matches_the_oracle(kernel, kind):
+    X, y = _data(30, 2)
+    Xq = _data(12, 2, seed=7)[0]
+    w = np.random.default_rng(4).uniform(0.5, 2.0, len(y))
+    w[3] = 0.0
+    h = np.array([0.3, 0.6])
+    reg = NadarayaWatsonRegressor(kernel, bandwidth=AdaptiveBandwidth(
+        kind, n_neighbors=4, scale=1.3, base=h))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # compact kernels: queries with no one in reach
+        reg.fit(X, y, sample_weight=w)
+        prediction, attention = reg.predict(Xq, return_attention=True)
+    expected = adaptive_weights(Xq, X, h, PROFILES[kernel], kind, 4, 1.3, w)
+    attention = attention.toarray() if hasattr(attention, "toarray") else attention
+    np.testing.assert_allclose(attention, expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(prediction, expected @ y, rtol=1e-9)
+    if kind == "sample_point":
+        key_h = [1.3 * kth_distance(x, X, h, 4, w, skip_location=True) for x in X]
+        np.testing.assert_allclose(reg.key_bandwidths_, key_h, rtol=1e-12)
+    assert reg.bandwidth_kind_ == kind
+    assert (reg.bandwidth_neighbors_, reg.bandwidth_scale_) == (4, 1.3)
+    assert reg.route_ == "adaptive"
+
+
+def test_multi_output_and_classifier_match_the_oracle():
+    X, y = _data(40, 2)
+    Y = np.column_stack([y, y**2])
+    Xq = _data(10, 2, seed=8)[0]
+    bandwidth = AdaptiveBandwidth("sample_point", n_neighbors=5, scale=0.8, base=1.0)
+    expected = adaptive_weights(Xq, X, np.ones(2), PROFILES["gaussian"], "sample_point", 5,
+                                0.8)
+    reg = NadarayaWatsonRegressor(bandwidth=bandwidth).fit(X, Y)
+    np.testing.assert_allclose(reg.predict(Xq), expected @ Y, rtol=1e-9)
+    labels = np.array(["a", "b", "c"])[(y > 0.5).astype(int) + (y > 1.2)]
+    clf = NadarayaWatsonClassifier(bandwidth=bandwidth).fit(X, labels)
+    onehot = (labels[:, None] == clf.classes_).astype(float)
+    np.testing.assert_allclose(clf.predict_proba(Xq), expected @ onehot, rtol=1e-9)
+
+
+# -- exact leave-one-out --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tophat", "exponential"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_leave_one_out_equals_refitting_without_the_point(kernel, kind):
+    # Duplicated inputs, integer and zero weights: each location leaves with every copy.
+    X, y = _data(36, 2, grid=10)
+    X[5], X[9] = X[3], X[3]
+    w = np.random.default_rng(6).integers(1, 4, len(y)).astype(float)
+    w[7] = 0.0
+    bandwidth = AdaptiveBandwidth(kind, n_neighbors=5, scale=JUST_ABOVE_ONE, base=1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = NadarayaWatsonRegressor(kernel, bandwidth=bandwidth).fit(X, y, w)
+        attention = model.attention_weights_
+        attention = attention.toarray() if hasattr(attention, "toarray") else attention
+        for i in range(len(y)):
+            out = ~np.all(X == X[i], axis=1)
+            refit = NadarayaWatsonRegressor(kernel, bandwidth=bandwidth).fit(
+                X[out], y[out], w[out])
+            _, row = refit.predict(X[i:i + 1], return_attention=True)
+            row = row.toarray() if hasattr(row, "toarray") else row
+            expected = np.zeros(len(y))
+            expected[out] = row[0]
+            np.testing.assert_allclose(attention[i], expected, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_local_linear_leave_one_out_equals_refits(kind):
+    X, y = _data(40, 1)
+    bandwidth = AdaptiveBandwidth(kind, n_neighbors=6, scale=1.5)
+    model = NadarayaWatsonRegressor(bandwidth=bandwidth, degree=1).fit(X, y)
+    loo = model.attention_weights_ @ y
+    refits = [NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(
+        kind, n_neighbors=6, scale=1.5, base=model.bandwidth_), degree=1).fit(
+        np.delete(X, i, 0), np.delete(y, i)).predict(X[i:i + 1])[0] for i in range(len(y))]
+    np.testing.assert_allclose(loo, refits, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cv_leave_one_out_scores_are_those_of_refits(kind):
+    X, y = _data(30, 2)
+    cv = NadarayaWatsonRegressorCV(bandwidth_kinds=[kind], degree=0).fit(X, y)
+    results = cv.cv_results_
+    for i in (0, 7, len(results["kind"]) - 1):
+        bandwidth = AdaptiveBandwidth(kind, n_neighbors=int(results["n_neighbors"][i]),
+                                      scale=float(results["scale"][i]),
+                                      base=results["bandwidth"][i])
+        loo = [NadarayaWatsonRegressor(bandwidth=bandwidth).fit(
+            np.delete(X, j, 0), np.delete(y, j)).predict(X[j:j + 1])[0]
+            for j in range(len(y))]
+        mse = np.mean((np.array(loo) - y) ** 2)
+        assert results["mean_test_score"][i] == pytest.approx(-mse, rel=1e-9)
+    best = cv.best_index_
+    assert cv.best_params_ == {"bandwidth": cv.bandwidth_, "kind": kind,
+                               "n_neighbors": results["n_neighbors"][best],
+                               "scale": results["scale"][best], "degree": 0}
+
+
+# -- the CV estimators' choice ----------------------------------------------------------------
+
+
+def test_default_cv_searches_every_kind_and_says_which_won():
+    X, y = _data(120, 2)
+    reg = NadarayaWatsonRegressorCV().fit(X, y)
+    kinds = reg.cv_results_["kind"]
+    assert set(kinds) == {"fixed", "balloon", "sample_point"}
+    assert np.ma.is_masked(reg.cv_results_["n_neighbors"][kinds == "fixed"][0])
+    assert reg.best_params_["kind"] == reg.bandwidth_kind_ == kinds[reg.best_index_]
+    assert reg.cv_results_["rank_test_score"].min() == 1
+    labels = (y > np.median(y)).astype(int)
+    clf = NadarayaWatsonClassifierCV().fit(X, labels)
+    assert set(clf.cv_results_["kind"]) == {"fixed", "balloon", "sample_point"}
+    # The classifier's default leave-one-out score is the accuracy.
+    assert 0.5 < clf.best_score_ <= 1.0
+
+
+def test_adaptive_candidates_reach_a_small_optimum():
+    # Dense where y varies fast, sparse where it is flat: a k-nearest bandwidth wins, and
+    # its best scale lies below the initial candidates.
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.uniform(0, 1, 300), rng.uniform(1, 10, 60)])[:, None]
+    y = np.where(X[:, 0] < 1, np.sin(40 * X[:, 0]), 0.0) + 0.05 * rng.standard_normal(360)
+    reg = NadarayaWatsonRegressorCV(bandwidth_kinds=["balloon"]).fit(X, y)
+    assert reg.bandwidth_kind_ == "balloon"
+    best = reg.cv_results_["scale"][reg.best_index_]
+    scales = reg.cv_results_["scale"]
+    assert scales.min() < best < scales.max()  # an interior point, after extending
+
+
+def test_cv_with_a_splitter_searches_adaptive_kinds_with_gridsearchcv():
+    X, y = _data(60, 2)
+    reg = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed", "balloon"], cv=3).fit(X, y)
+    assert {"fixed", "balloon"} == set(reg.cv_results_["kind"])
+    assert "split2_test_score" in reg.cv_results_
+    reg.predict(X[:3])
+
+
+# -- bad input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"kind": "knn"}, "kind"),
+    ({"n_neighbors": 0}, "n_neighbors"),
+    ({"scale": -1.0}, "scale"),
+    ({"scale": float("inf")}, "scale"),
+    ({"base": "median"}, "base"),
+])
+def test_bad_adaptive_parameters(params, match):
+    X, y = _data(20, 2)
+    with pytest.raises(ValueError, match=match):
+        NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(**params)).fit(X, y)
+
+
+def test_too_few_neighbors_is_an_error_naming_them():
+    X, y = _data(6, 2)
+    with pytest.raises(ValueError, match="n_neighbors=9 needs k units"):
+        NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(n_neighbors=9)).fit(X, y).predict(X)
+    with pytest.raises(ValueError, match="n_neighbors=6 needs k units"):
+        NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth("sample_point", n_neighbors=6)).fit(
+            X, y)
+
+
+@pytest.mark.parametrize("params", [
+    {"n_neighbors": 3}, {"compute": "compiled"}, {"algorithm": "cell_list"},
+    {"metric": "precomputed"},
+])
+def test_adaptive_refuses_what_it_cannot_serve(params):
+    X, y = _data(20, 2)
+    with pytest.raises(ValueError, match="AdaptiveBandwidth"):
+        NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(), **params).fit(X, y)
+
+
+def test_cv_refuses_adaptive_kinds_with_n_neighbors_and_unknown_kinds():
+    X, y = _data(20, 2)
+    with pytest.raises(ValueError, match="searches adaptive bandwidths"):
+        NadarayaWatsonRegressorCV(bandwidth_kinds=["balloon"], n_neighbors=3).fit(X, y)
+    with pytest.raises(ValueError, match="bandwidth_kinds must be"):
+        NadarayaWatsonRegressorCV(bandwidth_kinds=["ballon"]).fit(X, y)
+    # "auto" with n_neighbors searches fixed bandwidths only.
+    reg = NadarayaWatsonRegressorCV(n_neighbors=3).fit(X, y)
+    assert reg.bandwidth_kind_ == "fixed" and "kind" not in reg.cv_results_
+
+
+def test_learned_base_with_degree_is_refused():
+    X, y = _data(20, 2)
+    with pytest.raises(ValueError, match="degree=1"):
+        NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(base="loo"), degree=1).fit(X, y)
+
+
+def test_compact_kernel_attention_is_sparse_and_gaussian_dense():
+    X, y = _data(50, 2)
+    for kernel, sparse in (("epanechnikov", True), ("gaussian", False)):
+        reg = NadarayaWatsonRegressor(kernel, bandwidth=AdaptiveBandwidth(n_neighbors=5)).fit(
+            X, y)
+        _, attention = reg.predict(X[:4], return_attention=True)
+        assert hasattr(attention, "toarray") is sparse
+        assert hasattr(reg.attention_weights_, "toarray") is sparse
+        assert kernel in COMPACT or not sparse
