@@ -82,11 +82,11 @@ def kth_distances(index, weight, queries, k, *, leave_out_location=False):
         m = min(2 * m, n)  # fractional weights: look further
     short = np.flatnonzero(~reached[:, -1])
     if len(short):
-        held = cumulative[short[0], -1]
+        where = " at other locations than each training point" if leave_out_location else ""
         raise ValueError(
-            f"An adaptive bandwidth with n_neighbors={k} needs k units of sample weight "
-            f"{'at other locations than each training point' if leave_out_location else ''}"
-            f"; there are only {held:g}. Lower n_neighbors."
+            f"An adaptive bandwidth with n_neighbors={k} needs k units of sample weight"
+            f"{where}; there are only {cumulative[short[0], -1]:g} (n_samples={n} with "
+            "positive weight). Lower n_neighbors."
         )
     return dist[np.arange(len(dist)), np.argmax(reached, axis=1)]
 

@@ -312,8 +312,8 @@ class KeySet:
                 1 - 1e-9):
             raise ValueError(
                 f"An adaptive bandwidth with n_neighbors={adaptive.n_neighbors} needs k "
-                f"units of sample weight; there are only {self.sample_weight.sum():g}. "
-                "Lower n_neighbors."
+                f"units of sample weight; there are only {self.sample_weight.sum():g} "
+                f"(n_samples={X.shape[0]}). Lower n_neighbors."
             )
         if adaptive is not None and adaptive.kind == "sample_point":
             self.key_bandwidth = adaptive.scale * kth_distances(
@@ -489,7 +489,8 @@ class KeySet:
 
         def candidates(rows):
             dist = self.index.distances(search_queries[rows])  # (b, n')
-            dist /= h[rows, None] if adaptive.kind == "balloon" else h
+            with np.errstate(over="ignore"):  # h = tiny: d_k = 0, only distance 0 counts
+                dist /= h[rows, None] if adaptive.kind == "balloon" else h
             b = dist.shape[0]
             return (dist.ravel(), ind[:b * n_keys], np.full(b, n_keys),
                     np.tile(weight, b))

@@ -3,6 +3,7 @@
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_nw import (
+    AdaptiveBandwidth,
     LeaveOneOutBandwidth,
     NadarayaWatsonClassifier,
     NadarayaWatsonClassifierCV,
@@ -32,10 +33,18 @@ ESTIMATORS = [
     NadarayaWatsonRegressor(bandwidth="loo"),
     NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth("isotropic", max_iter=20)),
     NadarayaWatsonClassifier(bandwidth=LeaveOneOutBandwidth(max_iter=20)),
+    NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(n_neighbors=1)),
+    NadarayaWatsonRegressor(kernel="epanechnikov",
+                            bandwidth=AdaptiveBandwidth("sample_point", n_neighbors=2)),
+    NadarayaWatsonClassifier(kernel="tophat", bandwidth=AdaptiveBandwidth(n_neighbors=1)),
+    NadarayaWatsonClassifier(bandwidth=AdaptiveBandwidth("sample_point", n_neighbors=1)),
+    NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(n_neighbors=1, scale=2.0), degree=1),
     NadarayaWatsonRegressorCV(),
+    NadarayaWatsonRegressorCV(degree=0),
     NadarayaWatsonRegressorCV(bandwidths=(0.3, 1.0, 3.0), kernel="epanechnikov", cv=3),
     NadarayaWatsonRegressorCV(bandwidths=(0.5, 1.0, 2.0), degree="auto"),
     NadarayaWatsonClassifierCV(),
+    NadarayaWatsonClassifierCV(bandwidth_kinds=["balloon", "sample_point"]),
     NadarayaWatsonClassifierCV(cv=3, scoring="accuracy"),
 ]
 

@@ -105,7 +105,8 @@ def test_routed_sample_weight_reaches_requesting_scorer(cv):
         weighted = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=cv, scoring=scorer)
         weighted.fit(X, y, sample_weight=sample_weight)
         scorer_off, received_off = recording_scorer(request=False)
-        unweighted = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=cv, scoring=scorer_off)
+        unweighted = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=cv,
+                                               scoring=scorer_off)
         unweighted.fit(X, y, sample_weight=sample_weight)
     n_calls = len(BANDWIDTHS) * (1 if cv is None else N_SPLITS)
     assert len(received) == len(received_off) == n_calls
@@ -188,7 +189,8 @@ def test_plain_callable_scorer(cv):
     assert np.all(np.isfinite(est.cv_results_["mean_test_score"]))
     if cv is None:  # the same numbers as an explicit scorer of the leave-one-out predictions
         scorer, _ = recording_scorer()
-        reference = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, scoring=scorer).fit(X, y)
+        reference = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0,
+                                              scoring=scorer).fit(X, y)
         assert_allclose(est.cv_results_["mean_test_score"],
                         reference.cv_results_["mean_test_score"])
 

@@ -23,6 +23,11 @@ from sklearn_nw._engine_loo import _squaring_chains, loo_loss
 from sklearn_nw.bandwidth import scott_bandwidth, search_reference
 from sklearn_nw.kernels import Gaussian, get_kernel
 
+# The CV estimators' fixed grid alone (and for the regressor Nadaraya-Watson alone): the
+# search these tests are about.
+FIXED_KINDS = {"bandwidth_kinds": ["fixed"]}
+FIXED = {**FIXED_KINDS, "degree": 0}
+
 
 def _data(n=60, d=2, seed=0):
     rng = np.random.default_rng(seed)
@@ -312,7 +317,7 @@ def test_default_grid_scores_equal_refits(dtype, rtol):
     # blocks are squares of others: check every point against brute-force refits, with
     # zero, unit and larger weights.
     X, y, w = _data(n=50, d=3)
-    cv = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X.astype(dtype), y, sample_weight=w)
+    cv = NadarayaWatsonRegressorCV(**FIXED).fit(X.astype(dtype), y, sample_weight=w)
     assert len(cv.bandwidths_) == 25
     losses = []
     for h in cv.bandwidths_:
@@ -329,7 +334,7 @@ def test_a_default_grid_goes_on_past_an_edge_holding_the_optimum():
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 10, (400, 1))
     y = np.sin(2 * np.pi * X[:, 0]) + 0.2 * rng.standard_normal(400)
-    cv = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X, y)
+    cv = NadarayaWatsonRegressorCV(**FIXED).fit(X, y)
     reference = search_reference(X, np.ones(len(X)))  # the default grid's unit
     assert len(cv.bandwidths_) > 25
     assert 0 < cv.best_index_ < len(cv.bandwidths_) - 1  # an interior optimum
@@ -393,7 +398,8 @@ def test_cv_with_splitter_matches_gridsearchcv():
 
 def test_loo_scoring_uses_the_scorer():
     X, y, _ = _data(n=60)
-    cv = NadarayaWatsonRegressorCV(bandwidths=[0.2, 1.0], degree=0, scoring="neg_mean_absolute_error")
+    cv = NadarayaWatsonRegressorCV(bandwidths=[0.2, 1.0], degree=0,
+                                   scoring="neg_mean_absolute_error")
     cv.fit(X, y)
     for h, score in zip([0.2, 1.0], cv.cv_results_["mean_test_score"]):
         a = NadarayaWatsonRegressor(bandwidth=h).fit(X, y).attention_weights_
@@ -497,8 +503,8 @@ def test_balanced_class_weights_are_scale_free():
     from sklearn.utils.class_weight import compute_sample_weight
 
     balanced = compute_sample_weight("balanced", labels)
-    a = NadarayaWatsonClassifierCV(bandwidth_kinds=["fixed"]).fit(X, labels, sample_weight=balanced)
-    b = NadarayaWatsonClassifierCV(bandwidth_kinds=["fixed"]).fit(X, labels, sample_weight=7.0 * balanced)
+    a = NadarayaWatsonClassifierCV(**FIXED_KINDS).fit(X, labels, sample_weight=balanced)
+    b = NadarayaWatsonClassifierCV(**FIXED_KINDS).fit(X, labels, sample_weight=7.0 * balanced)
     assert a.best_index_ == b.best_index_
     np.testing.assert_allclose(a.cv_results_["mean_test_score"],
                                b.cv_results_["mean_test_score"], rtol=1e-9)
@@ -511,9 +517,9 @@ def test_bandwidths_do_not_depend_on_the_unit_of_y(unit):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "constant targets" warning, no overflow
         scaled = NadarayaWatsonRegressor(bandwidth="loo").fit(X, unit * y, sample_weight=w)
-        cv = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X, unit * y, sample_weight=w)
+        cv = NadarayaWatsonRegressorCV(**FIXED).fit(X, unit * y, sample_weight=w)
     np.testing.assert_allclose(scaled.bandwidth_, reference.bandwidth_, rtol=1e-6)
-    cv_reference = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X, y, sample_weight=w)
+    cv_reference = NadarayaWatsonRegressorCV(**FIXED).fit(X, y, sample_weight=w)
     assert cv.best_index_ == cv_reference.best_index_
     np.testing.assert_allclose(cv.predict(X) / unit, cv_reference.predict(X), rtol=1e-9)
     if 1e-150 < unit < 1e150:  # the squared errors themselves are floats
