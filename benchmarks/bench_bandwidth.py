@@ -2,7 +2,7 @@
 
 What it measures
 ----------------
-Four sections (``--sections``), all in float64 on the CPU, in this process. Before any timing
+Three sections (``--sections``), all in float64 on the CPU, in this process. Before any timing
 one small fit runs through each leave-one-out path (L-BFGS, minibatch Adam with KDTree
 neighbors, the one-pass grid of the CV estimators, and statsmodels' ``cv_ls``), so that
 one-time imports and first calls are not timed.
@@ -33,19 +33,8 @@ one-time imports and first calls are not timed.
    leave-one-out loss (squared error, log-loss) is recomputed here from
    ``attention_weights_``, to check that the CV estimator chose its argmin. Targets (the
    default grid): GridSearchCV / CV estimator time >= ``CV_TARGET``; the argmin (both grids).
-4. ``accuracy``: data sets shipped with scikit-learn and statsmodels (``DATASETS``; larger
-   ones subsampled to ``--max-samples``). 5-fold cross-validation (shuffled, seed 0) of
-   ``make_pipeline(StandardScaler(), NadarayaWatson...(bandwidth="loo"))`` and of the CV
-   estimators (``NadarayaWatsonRegressorCV(degree="auto")``, which also chooses local-linear
-   or local-quadratic fits, and ``NadarayaWatsonClassifierCV()``) against
-   ``make_pipeline(StandardScaler(), KNeighbors...)`` tuned by an inner 5-fold GridSearchCV
-   over ``KNN_NEIGHBORS`` x {"uniform", "distance"}, and, for regression data sets with at
-   most ``SM_MAX_N`` samples and ``SM_MAX_D`` features, statsmodels' ``KernelReg(reg_type=
-   "lc", bw="cv_ls")`` on the standardised training folds. Scores: mean R^2 (regression) or
-   accuracy (classification) over the outer folds. Targets: NW >= KNN on most data sets,
-   never below KNN by more than ``KNN_MARGIN``, never below statsmodels; the CV estimators
-   >= KNN on at least 11 of the 14 data sets and never below by more than 0.01 (issue 11);
-   differences under ``TIE`` count as ties.
+The accuracy of the estimators on real data sets, against tuned k-nearest neighbors,
+statsmodels and R's locfit, is ``bench_accuracy.py``'s.
 
 Targets are reported, never enforced. Warnings raised by the methods are recorded in the json,
 and so is the 1-minute load average at the start and the end: on a shared machine a core
@@ -53,8 +42,8 @@ taken by another process stalls every parallel torch operation (tens of times sl
 time on an idle machine, or with ``--threads 1``.
 
 Usage: ``python benchmarks/bench_bandwidth.py [--sections S ...] [--n-loo N] [--n-irrelevant N]
-[--n-queries M] [--cv-sizes N ...] [--n-grid G] [--datasets D ...] [--max-samples N]
-[--repeats R] [--out-dir DIR] [--threads T]``; writes bench_bandwidth.json and .md.
+[--n-queries M] [--cv-sizes N ...] [--n-grid G] [--repeats R] [--out-dir DIR]
+[--threads T]``; writes bench_bandwidth.json and .md.
 """
 
 import argparse
@@ -80,10 +69,7 @@ from _common import (
 )
 from sklearn import config_context, get_config
 from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
-from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_validate
-from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.model_selection import GridSearchCV
 
 from sklearn_nw import (
     LeaveOneOutBandwidth,
@@ -94,7 +80,7 @@ from sklearn_nw import (
 )
 from sklearn_nw.bandwidth import scott_bandwidth
 
-SECTIONS = ("loo", "irrelevant", "cv", "accuracy")
+SECTIONS = ("loo", "irrelevant", "cv")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 NOISE = 0.3
 N_RELEVANT = 2  # the target depends on x0 and x1 only
@@ -103,15 +89,10 @@ SPEED_TARGET = 100.0
 TIME_TARGET = 2.0
 RMSE_TARGET = 1.10
 CV_TARGET = 2.0
-KNN_MARGIN = 0.03
-TIE = 5e-4  # section 4: scores this close (equal at the 3 decimals shown) count as ties
 # The oracle of section 2: a from half the smallest to twice the largest learned relevant
 # bandwidth; b from about the data's width (x is uniform on [-2, 2]) to "feature ignored".
 ORACLE_A = 8
 ORACLE_B = (0.5, 2.0, 10.0, 1e3)
-KNN_NEIGHBORS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
-# statsmodels' cv_ls is a Nelder-Mead search over O(n^2 d) leave-one-out sums in Python.
-SM_MAX_N, SM_MAX_D = 500, 6
 N_FOLDS = 5
 
 
@@ -128,90 +109,6 @@ def make_problem(n, d, seed=0):
     return X, truth(X) + NOISE * rng.standard_normal(n)
 
 
-def _sklearn_data(loader):
-    def load():
-        from sklearn import datasets
-
-        return getattr(datasets, loader)(return_X_y=True)
-
-    return load
-
-
-def _statsmodels_data(name, target, features):
-    """Loader of a statsmodels data set: ``features`` columns and ``target``, a column name or
-    a function of the data frame."""
-
-    def load():
-        import statsmodels.datasets
-
-        frame = getattr(statsmodels.datasets, name).load_pandas().data
-        y = frame[target] if isinstance(target, str) else target(frame)
-        return frame[features].to_numpy(np.float64), np.asarray(y, dtype=np.float64)
-
-    return load
-
-
-STAR98 = ["LOWINC", "PERASIAN", "PERBLACK", "PERHISP", "PERMINTE", "AVYRSEXP", "AVSALK",
-          "PERSPENK", "PTRATIO", "PCTAF", "PCTCHRT", "PCTYRRND"]  # without the interactions
-FAIR = ["rate_marriage", "age", "yrs_married", "children", "religious", "educ", "occupation",
-        "occupation_husb"]
-RANDHIE = ["lncoins", "idp", "lpi", "fmde", "physlm", "disea", "hlthg", "hlthf", "hlthp"]
-# name: (task, what is predicted from what, loader). Statsmodels' own endog and exog are kept
-# except: engel (there the regression runs the wrong way round), ccard and star98 (a GLM
-# design with squares and interactions, which a kernel method does not need), grunfeld (the
-# categorical firm and the year left out), anes96 (the vote, binary, instead of the 7-level
-# party identification) and fair (any affair, binary, as in statsmodels' logit example).
-DATASETS = {
-    "diabetes": ("regression", "scikit-learn: disease progression ~ 10 baseline variables",
-                 _sklearn_data("load_diabetes")),
-    "engel": ("regression", "statsmodels: food expenditure ~ income",
-              _statsmodels_data("engel", "foodexp", ["income"])),
-    "cancer": ("regression", "statsmodels: cancer deaths ~ population",
-               _statsmodels_data("cancer", "cancer", ["population"])),
-    "grunfeld": ("regression", "statsmodels: investment ~ firm value, capital",
-                 _statsmodels_data("grunfeld", "invest", ["value", "capital"])),
-    "ccard": ("regression", "statsmodels: credit card spending ~ age, income, owns home",
-              _statsmodels_data("ccard", "AVGEXP", ["AGE", "INCOME", "OWNRENT"])),
-    "statecrime": ("regression", "statsmodels: murder rate ~ urban, poverty, hs_grad, single",
-                   _statsmodels_data("statecrime", "murder",
-                                     ["urban", "poverty", "hs_grad", "single"])),
-    "star98": ("regression", "statsmodels: share above the maths median ~ 12 school variables",
-               _statsmodels_data("star98", lambda f: f["NABOVE"] / (f["NABOVE"] + f["NBELOW"]),
-                                 STAR98)),
-    "randhie": ("regression", "statsmodels: doctor visits ~ 9 insurance and health variables",
-                _statsmodels_data("randhie", "mdvis", RANDHIE)),
-    "iris": ("classification", "scikit-learn: species ~ 4 measurements",
-             _sklearn_data("load_iris")),
-    "wine": ("classification", "scikit-learn: cultivar ~ 13 chemical analyses",
-             _sklearn_data("load_wine")),
-    "breast_cancer": ("classification", "scikit-learn: malignant ~ 30 cell-nucleus features",
-                      _sklearn_data("load_breast_cancer")),
-    "digits": ("classification", "scikit-learn: digit ~ 8x8 pixels",
-               _sklearn_data("load_digits")),
-    "anes96": ("classification", "statsmodels: 1996 vote ~ 8 survey answers",
-               _statsmodels_data("anes96", "vote", ["logpopul", "TVnews", "selfLR", "ClinLR",
-                                                    "DoleLR", "age", "educ", "income"])),
-    "fair": ("classification", "statsmodels: any affair ~ 8 marriage variables",
-             _statsmodels_data("fair", lambda f: f["affairs"] > 0, FAIR)),
-    # Too small for a 5-fold score that means much (test folds of 4-7 points): opt-in only.
-    "stackloss": ("regression", "statsmodels: stack loss ~ air flow, water temp, acid",
-                  _statsmodels_data("stackloss", "STACKLOSS",
-                                    ["AIRFLOW", "WATERTEMP", "ACIDCONC"])),
-    "longley": ("regression", "statsmodels: employment ~ 6 macroeconomic series",
-                _statsmodels_data("longley", "TOTEMP",
-                                  ["GNPDEFL", "GNP", "UNEMP", "ARMED", "POP", "YEAR"])),
-    "copper": ("regression", "statsmodels: world copper consumption ~ 5 series",
-               _statsmodels_data("copper", "WORLDCONSUMPTION",
-                                 ["COPPERPRICE", "INCOMEINDEX", "ALUMPRICE", "INVENTORYINDEX",
-                                  "TIME"])),
-    "spector": ("classification", "statsmodels: grade improved ~ GPA, TUCE, PSI",
-                _statsmodels_data("spector", "GRADE", ["GPA", "TUCE", "PSI"])),
-}
-TINY = ("stackloss", "longley", "copper", "spector")
-DEFAULT_DATASETS = tuple(name for name in DATASETS if name not in TINY)
-
-
-# -- helpers ---------------------------------------------------------------------------------
 @contextlib.contextmanager
 def recording(into):
     """Collect the distinct warnings of the block into the set ``into`` instead of raising."""
@@ -248,16 +145,20 @@ def rmse(pred, truth_values):
 
 
 class KernelRegCV(RegressorMixin, BaseEstimator):
-    """statsmodels' local-constant ``KernelReg`` with ``bw="cv_ls"``, as a scikit-learn
-    regressor (every feature continuous; a fixed seed avoids statsmodels >= 0.15's
-    FutureWarning)."""
+    """statsmodels' ``KernelReg`` with ``bw="cv_ls"``, local-constant (``reg_type="lc"``)
+    or local-linear (``"ll"``), as a scikit-learn regressor (every feature continuous; a
+    fixed seed avoids statsmodels >= 0.15's FutureWarning)."""
+
+    def __init__(self, reg_type="lc"):
+        self.reg_type = reg_type
 
     def fit(self, X, y):
         from statsmodels.nonparametric.kernel_regression import KernelReg
 
         seed = {"rng": 0} if "rng" in inspect.signature(KernelReg).parameters else {}
         self.model_ = KernelReg(endog=np.asarray(y, dtype=np.float64), exog=X,
-                                var_type="c" * X.shape[1], reg_type="lc", bw="cv_ls", **seed)
+                                var_type="c" * X.shape[1], reg_type=self.reg_type, bw="cv_ls",
+                                **seed)
         # cv_ls searches unconstrained (Nelder-Mead) and can return negative bandwidths;
         # its Gaussian kernel is even and the 1/h factors cancel, so h acts as |h|.
         self.bandwidth_ = np.abs(np.asarray(self.model_.bw, dtype=np.float64))
@@ -513,134 +414,6 @@ def markdown_cv(report):
                          "`exp` per point.")] + _warning_lines({"section 3": report["warnings"]})
 
 
-# -- 4. accuracy on real data -------------------------------------------------------------------
-def _knn_search(task, n_train):
-    """KNN in a scaling pipeline, tuned by an inner 5-fold grid search (neighbors up to the
-    smallest inner training fold)."""
-    regression = task == "regression"
-    pipe = make_pipeline(StandardScaler(),
-                         KNeighborsRegressor() if regression else KNeighborsClassifier())
-    inner_train = n_train - -(-n_train // N_FOLDS)
-    step = pipe.steps[-1][0]
-    grid = {f"{step}__n_neighbors": [k for k in KNN_NEIGHBORS if k <= inner_train],
-            f"{step}__weights": ["uniform", "distance"]}
-    inner = (KFold if regression else StratifiedKFold)(N_FOLDS, shuffle=True, random_state=0)
-    return GridSearchCV(pipe, grid, cv=inner)
-
-
-def section_accuracy(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
-    """Outer 5-fold scores of NW with a learned bandwidth, tuned KNN and statsmodels' cv_ls."""
-    results = []
-    sm_missing = _statsmodels_missing()
-    for name in datasets:
-        task, description, load = DATASETS[name]
-        _progress(f"accuracy: {name}")
-        load_warnings = set()
-        try:
-            with recording(load_warnings):
-                X, y = load()
-        except (ImportError, OSError, ValueError) as exc:
-            results.append({"dataset": name, "status": "skipped", "reason": repr(exc)})
-            continue
-        n_total = len(y)
-        if n_total > max_samples:
-            keep = np.sort(np.random.default_rng(seed).choice(n_total, max_samples, replace=False))
-            X, y = X[keep], y[keep]
-        regression = task == "regression"
-        if not regression:
-            y = np.unique(y, return_inverse=True)[1]
-        outer = (KFold if regression else StratifiedKFold)(N_FOLDS, shuffle=True,
-                                                           random_state=seed)
-        n_train = len(y) - -(-len(y) // N_FOLDS)  # the smallest outer training fold
-        nw = NadarayaWatsonRegressor if regression else NadarayaWatsonClassifier
-        # The CV estimator: the regressor also chooses local-linear or -quadratic fits.
-        nw_cv = (NadarayaWatsonRegressorCV(degree="auto") if regression
-                 else NadarayaWatsonClassifierCV())
-        methods = {"nw_loo": make_pipeline(StandardScaler(), nw(bandwidth="loo")),
-                   "nw_cv": make_pipeline(StandardScaler(), nw_cv),
-                   "knn": _knn_search(task, n_train)}
-        small = len(y) <= SM_MAX_N and X.shape[1] <= SM_MAX_D
-        if regression and small and sm_missing is None:
-            methods["statsmodels"] = make_pipeline(StandardScaler(), KernelRegCV())
-        scores = {}
-        for method, estimator in methods.items():
-            method_warnings = set()
-            with recording(method_warnings):
-                cv = cross_validate(estimator, X, y, cv=outer)
-            scores[method] = {"scores": cv["test_score"].tolist(),
-                              "mean": float(cv["test_score"].mean()),
-                              "fit_time_s": float(cv["fit_time"].sum()),
-                              "warnings": sorted(method_warnings)}
-        row = {"dataset": name, "status": "ok", "task": task, "description": description,
-               "score": "R^2" if regression else "accuracy", "n": len(y), "n_total": n_total,
-               "d": X.shape[1], "methods": scores,
-               "nw_minus_knn": scores["nw_loo"]["mean"] - scores["knn"]["mean"],
-               "cv_minus_knn": scores["nw_cv"]["mean"] - scores["knn"]["mean"],
-               "load_warnings": sorted(load_warnings)}
-        if "statsmodels" in scores:
-            row["nw_minus_statsmodels"] = scores["nw_loo"]["mean"] - scores["statsmodels"]["mean"]
-        results.append(row)
-    report = {"config": {"datasets": list(datasets), "max_samples": max_samples,
-                         "folds": f"{N_FOLDS}-fold (Stratified)KFold, shuffled, seed {seed}",
-                         "knn_neighbors": list(KNN_NEIGHBORS),
-                         "statsmodels_limits": {"max_n": SM_MAX_N, "max_d": SM_MAX_D}},
-              "results": results}
-    ok = [r for r in results if r["status"] == "ok"]
-    wins = sum(r["nw_minus_knn"] >= -TIE for r in ok)
-    worst = min(ok, key=lambda r: r["nw_minus_knn"], default=None)
-    with_sm = [r for r in ok if "nw_minus_statsmodels" in r]
-    below_sm = [f"{r['dataset']} ({r['nw_minus_statsmodels']:+.3f})" for r in with_sm
-                if r["nw_minus_statsmodels"] < -TIE]
-    cv_wins = sum(r["cv_minus_knn"] >= -TIE for r in ok)
-    cv_worst = min(ok, key=lambda r: r["cv_minus_knn"], default=None)
-    report["targets"] = [
-        _target("accuracy", "NW loo >= KNN on most data sets", 2 * wins > len(ok) if ok else None,
-                f"{wins} of {len(ok)}, ties within {TIE:g} included"),
-        _target("accuracy", "NW CV (regressor: degree='auto') >= KNN on at least 11 of 14 "
-                "data sets, never below by more than 0.01 (issue 11)",
-                cv_wins >= min(11, len(ok)) and cv_worst["cv_minus_knn"] >= -0.01
-                if ok else None,
-                f"{cv_wins} of {len(ok)}, worst {cv_worst['dataset']} "
-                f"({cv_worst['cv_minus_knn']:+.3f})" if ok else "none"),
-        _target("accuracy", f"NW loo never below KNN by more than {KNN_MARGIN:g}",
-                worst["nw_minus_knn"] >= -KNN_MARGIN if worst else None,
-                f"worst {worst['dataset']} ({worst['nw_minus_knn']:+.3f})" if worst else "none"),
-        _target("accuracy", f"NW loo never below statsmodels cv_ls by more than {TIE:g}",
-                not below_sm if with_sm else None,
-                ("below on: " + ", ".join(below_sm) if below_sm else
-                 f"{len(with_sm)} data sets") if with_sm else "statsmodels ran on none")]
-    return report
-
-
-def markdown_accuracy(report):
-    c = report["config"]
-    lines = [(f"### 4. Accuracy on real data ({c['folds']}; mean R^2 or accuracy over the "
-              "folds; inputs standardised)"), "",
-             ("| data set | task (score) | n × d | NW loo | KNN tuned | NW − KNN "
-              "| statsmodels cv_ls | NW − statsmodels | NW CV | CV − KNN "
-              "| fit s NW / CV / KNN / sm |"),
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in report["results"]:
-        if r["status"] != "ok":
-            lines.append(f"| {r['dataset']} | {r['status']}: {r['reason']} | | | | | | | | | |")
-            continue
-        m = r["methods"]
-        size = f"{r['n']:,}" + (f" of {r['n_total']:,}" if r["n"] < r["n_total"] else "")
-        sm = (f"{m['statsmodels']['mean']:.3f} | {r['nw_minus_statsmodels']:+.3f}"
-              if "statsmodels" in m else "– | –")
-        times = " / ".join(f"{m[k]['fit_time_s']:.1f}" if k in m else "–"
-                           for k in ("nw_loo", "nw_cv", "knn", "statsmodels"))
-        lines.append(f"| {r['dataset']} | {r['task']} ({r['score']}) | {size} × {r['d']} "
-                     f"| {m['nw_loo']['mean']:.3f} | {m['knn']['mean']:.3f} "
-                     f"| {r['nw_minus_knn']:+.3f} | {sm} | {m['nw_cv']['mean']:.3f} "
-                     f"| {r['cv_minus_knn']:+.3f} | {times} |")
-    ok = [r for r in report["results"] if r["status"] == "ok"]
-    lines += ["", "Data sets: " + "; ".join(f"{r['dataset']}: {r['description']}" for r in ok)
-              + "."]
-    return lines + _warning_lines({f"{r['dataset']} {method}": m["warnings"]
-                                   for r in ok for method, m in r["methods"].items()})
-
-
 def _warning_lines(warned):
     """Markdown lines listing the warnings recorded per label, if any."""
     warned = {label: w for label, w in warned.items() if w}
@@ -651,8 +424,7 @@ def _warning_lines(warned):
 
 # -- the whole run ---------------------------------------------------------------------------
 def run_benchmark(sections=SECTIONS, n_loo=1000, n_irrelevant=100_000, n_queries=5000,
-                  cv_sizes=(2000, 5000), n_grid=20, datasets=DEFAULT_DATASETS,
-                  max_samples=2000, repeats=3, out_dir=RESULTS_DIR):
+                  cv_sizes=(2000, 5000), n_grid=20, repeats=3, out_dir=RESULTS_DIR):
     """Run the chosen sections, print each table as it is done, write the json and markdown;
     return the report."""
     sections = [s for s in SECTIONS if s in sections]
@@ -672,8 +444,7 @@ def run_benchmark(sections=SECTIONS, n_loo=1000, n_irrelevant=100_000, n_queries
             "irrelevant": (lambda: section_irrelevant(n_irrelevant, n_queries=n_queries,
                                                       statsmodels_s=_statsmodels_s(report)),
                            markdown_irrelevant),
-            "cv": (lambda: section_cv(cv_sizes, n_grid=n_grid, repeats=repeats), markdown_cv),
-            "accuracy": (lambda: section_accuracy(datasets, max_samples), markdown_accuracy)}
+            "cv": (lambda: section_cv(cv_sizes, n_grid=n_grid, repeats=repeats), markdown_cv)}
     for name in sections:
         _progress(f"section {name}")
         run, to_markdown = runs[name]
@@ -710,18 +481,13 @@ def _statsmodels_s(report):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
-                        help="1 loo, 2 irrelevant, 3 cv, 4 accuracy (default: all)")
+                        help="1 loo, 2 irrelevant, 3 cv (default: all)")
     parser.add_argument("--n-loo", type=int, default=1000, help="section 1 samples")
     parser.add_argument("--n-irrelevant", type=int, default=100_000, help="section 2 samples")
     parser.add_argument("--n-queries", type=int, default=5000, help="section 2 fresh queries")
     parser.add_argument("--cv-sizes", type=int, nargs="+", default=[2000, 5000],
                         help="section 3 sample sizes")
     parser.add_argument("--n-grid", type=int, default=20, help="section 3 grid points")
-    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS),
-                        default=list(DEFAULT_DATASETS),
-                        help=f"section 4 (default: all but the tiny {', '.join(TINY)})")
-    parser.add_argument("--max-samples", type=int, default=2000,
-                        help="section 4: larger data sets are subsampled to this")
     parser.add_argument("--repeats", type=int, default=3, help="for the cheap timed calls")
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--threads", type=int, default=None,
@@ -730,7 +496,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     run_benchmark(args.sections, args.n_loo, args.n_irrelevant, args.n_queries, args.cv_sizes,
-                  args.n_grid, args.datasets, args.max_samples, args.repeats, args.out_dir)
+                  args.n_grid, args.repeats, args.out_dir)
 
 
 if __name__ == "__main__":

@@ -114,7 +114,7 @@ def test_runner_finds_the_benchmarks(bench):
 
 # -- bench_bandwidth -------------------------------------------------------------------------
 TINY_BANDWIDTH = {"n_loo": 150, "n_irrelevant": 400, "n_queries": 100, "cv_sizes": (150,),
-                  "n_grid": 4, "datasets": ("iris", "engel"), "max_samples": 60, "repeats": 2}
+                  "n_grid": 4, "repeats": 2}
 
 
 def _all_finite(values):
@@ -145,7 +145,7 @@ def test_bandwidth_json_has_machine_config_sections_and_targets(bench_bandwidth,
     assert {"start", "end"} == set(saved["load_average"])
     # The run's targets are every section's targets, each met, not met or not evaluated.
     assert saved["targets"] == [t for s in saved["sections"].values() for t in s["targets"]]
-    assert len(saved["targets"]) == (2 if _installed("statsmodels") else 1) + 2 + 2 + 4
+    assert len(saved["targets"]) == (2 if _installed("statsmodels") else 1) + 2 + 2
     for t in saved["targets"]:
         assert t["section"] in bench_bandwidth.SECTIONS
         assert t["met"] in (True, False, None) and t["name"] and t["detail"]
@@ -202,36 +202,14 @@ def test_bandwidth_cv_section_checks_the_leave_one_out_argmin(tiny_bandwidth_run
         assert math.isfinite(r["max_abs_score_error"])
 
 
-def test_bandwidth_accuracy_section_scores_every_method(tiny_bandwidth_run):
-    section = tiny_bandwidth_run[0]["sections"]["accuracy"]
-    rows = {r["dataset"]: r for r in section["results"]}
-    assert list(rows) == ["iris", "engel"]
-    assert rows["iris"]["task"] == "classification" and rows["engel"]["task"] == "regression"
-    # statsmodels' cv_ls runs on small regression data sets only.
-    assert "statsmodels" not in rows["iris"]["methods"]
-    assert ("statsmodels" in rows["engel"]["methods"]) == _installed("statsmodels")
-    for r in rows.values():
-        assert r["status"] == "ok" and r["n"] == 60 < r["n_total"]
-        for scores in r["methods"].values():
-            assert len(scores["scores"]) == 5 and _all_finite(scores["scores"])
-            assert scores["mean"] == pytest.approx(sum(scores["scores"]) / 5)
-            assert scores["fit_time_s"] > 0 and isinstance(scores["warnings"], list)
-        assert r["nw_minus_knn"] == pytest.approx(r["methods"]["nw_loo"]["mean"]
-                                                  - r["methods"]["knn"]["mean"])
-        assert r["cv_minus_knn"] == pytest.approx(r["methods"]["nw_cv"]["mean"]
-                                                  - r["methods"]["knn"]["mean"])
-    assert 0 <= rows["iris"]["methods"]["nw_loo"]["mean"] <= 1
-
-
 def test_bandwidth_markdown_is_printed_and_saved(bench_bandwidth, tiny_bandwidth_run):
     report, out_dir, stdout = tiny_bandwidth_run
     table = (out_dir / "bench_bandwidth.md").read_text()
     assert stdout == table
     assert table.startswith(f"Machine: {report['machine']['cpu']}")
-    for number in range(1, 5):
+    for number in range(1, 4):
         assert f"\n### {number}. " in table
     assert table.count("\n- Target (") == len(report["targets"])
-    assert "| iris | classification (accuracy) | 60 of 150 × 4 |" in table
 
 
 def test_bandwidth_sections_run_alone(bench_bandwidth, tmp_path):
@@ -250,6 +228,79 @@ def test_bandwidth_sections_run_alone(bench_bandwidth, tmp_path):
 def test_runner_finds_the_bandwidth_benchmark(bench):
     _, run = bench
     assert run.discover(["bandwidth"]) == [BENCHMARKS / "bench_bandwidth.py"]
+
+
+# -- bench_accuracy --------------------------------------------------------------------------
+TINY_ACCURACY = {"datasets": ("iris", "engel"), "max_samples": 60, "n_large": 300,
+                 "randhie_rows": 300}
+
+
+@pytest.fixture(scope="module")
+def bench_accuracy(bench):
+    """bench_accuracy, imported while the ``bench`` fixture has benchmarks/ on sys.path."""
+    return importlib.import_module("bench_accuracy")
+
+
+@pytest.fixture(scope="module")
+def tiny_accuracy_run(bench_accuracy, tmp_path_factory):
+    """One tiny run of both sections: the report it returns, its output folder and stdout."""
+    return _quiet_run(bench_accuracy, tmp_path_factory.mktemp("bench_accuracy"),
+                      **TINY_ACCURACY)
+
+
+def test_accuracy_section_scores_every_method(tiny_accuracy_run):
+    section = tiny_accuracy_run[0]["sections"]["accuracy"]
+    rows = {r["dataset"]: r for r in section["results"]}
+    assert list(rows) == ["iris", "engel"]
+    assert rows["iris"]["task"] == "classification" and rows["engel"]["task"] == "regression"
+    # statsmodels' cv_ls runs on small regression data sets only.
+    assert "statsmodels" not in rows["iris"]["methods"]
+    assert ("statsmodels" in rows["engel"]["methods"]) == _installed("statsmodels")
+    assert ("statsmodels_ll" in rows["engel"]["methods"]) == _installed("statsmodels")
+    # R's locfit runs on the one-dimensional regression data sets, where R is installed.
+    assert "locfit" not in rows["iris"]["methods"]
+    assert ("locfit" in rows["engel"]["methods"]) == (section["config"]["locfit"].startswith(
+        "ran"))
+    for r in rows.values():
+        assert r["status"] == "ok" and r["n"] == 60 < r["n_total"]
+        for scores in r["methods"].values():
+            assert len(scores["scores"]) == 5 and _all_finite(scores["scores"])
+            assert scores["mean"] == pytest.approx(sum(scores["scores"]) / 5)
+            assert scores["fit_time_s"] > 0 and isinstance(scores["warnings"], list)
+        assert r["nw_minus_knn"] == pytest.approx(r["methods"]["nw_loo"]["mean"]
+                                                  - r["methods"]["knn"]["mean"])
+        assert r["cv_minus_knn"] == pytest.approx(r["methods"]["nw_cv"]["mean"]
+                                                  - r["methods"]["knn"]["mean"])
+    assert 0 <= rows["iris"]["methods"]["nw_loo"]["mean"] <= 1
+    # What the CV estimator chose in each outer fold.
+    assert len(rows["engel"]["nw_cv_chose"]) == 5 and rows["engel"]["nw_cv_chose"][0].endswith(
+        ("d0", "d1", "d2"))
+
+
+def test_large_section_compares_every_seed_with_the_exact_grid(tiny_accuracy_run):
+    section = tiny_accuracy_run[0]["sections"]["large"]
+    rows = section["results"]
+    assert [r["problem"].split(",")[0] for r in rows] == ["randhie", "synthetic"]
+    for r in rows:
+        assert r["status"] == "ok" and r["seeds"] == [0, 1, 2, 3, 4]
+        assert len(r["learned_scores"]) == 5 and _all_finite(r["learned_scores"])
+        assert r["spread"] == pytest.approx(max(r["learned_scores"]) - min(r["learned_scores"]))
+        assert r["worst_minus_grid"] == pytest.approx(min(r["learned_scores"])
+                                                      - r["grid_score"])
+        assert r["grid_time_s"] > 0 and min(r["learned_times_s"]) > 0
+    assert [t["met"] in (True, False) for t in section["targets"]] == [True, True]
+
+
+def test_accuracy_markdown_is_printed_and_saved(tiny_accuracy_run):
+    report, out_dir, stdout = tiny_accuracy_run
+    table = (out_dir / "bench_accuracy.md").read_text()
+    assert stdout == table
+    saved = json.loads((out_dir / "bench_accuracy.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    for number in (1, 2):
+        assert f"\n### {number}. " in table
+    assert table.count("\n- Target (") == len(report["targets"])
+    assert "| iris | classification (accuracy) | 60 of 150 × 4 |" in table
 
 
 # -- bench_engine ----------------------------------------------------------------------------
