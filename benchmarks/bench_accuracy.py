@@ -549,7 +549,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    run_benchmark(args.sections, args.datasets, args.max_samples, args.n_large, args.out_dir)
+    run_benchmark(args.sections, args.datasets, args.max_samples, n_large=args.n_large,
+                  out_dir=args.out_dir)
 
 
 if __name__ == "__main__":

@@ -92,8 +92,10 @@ def kth_distances(index, weight, queries, k, *, leave_out_location=False):
 
 
 class LeaveOneOutNeighbors:
-    """Each distinct training input's nearest other inputs, found once and shared by every
-    adaptive bandwidth whose exact leave-one-out attention :meth:`attention` gives.
+    """The distinct training inputs as exact leave-one-out sees them, shared by every
+    candidate bandwidth: their distances, and each one's nearest other inputs (found on
+    first use), for the attention :meth:`attention` gives under an adaptive bandwidth or
+    :meth:`fixed_attention` under a fixed one.
 
     Parameters
     ----------
@@ -106,26 +108,35 @@ class LeaveOneOutNeighbors:
         The largest k to be asked for.
     """
 
-    def __init__(self, D, W, max_neighbors):
-        L = D.shape[0]
+    def __init__(self, D, W, max_neighbors=1):
         self.D, self.W = D, W
         self.D_sq = D * D  # (L, L)
         self.zero_weight = (W <= 0) if bool((W <= 0).any()) else None
+        self.max_neighbors = max_neighbors
+        self._sorted = None
+
+    def _neighbors(self):
+        """Each input's nearest other inputs, nearest first: distances, indices and the
+        cumulative weight, (L, m) each, enough for ``max_neighbors`` units and, for a
+        sample-point key, that many more than the heaviest neighbor left out (all of them
+        when fractional weights need more)."""
+        if self._sorted is not None:
+            return self._sorted
+        D, W, k = self.D, self.W, self.max_neighbors
+        L = D.shape[0]
         others = D.clone()
         others.fill_diagonal_(math.inf)
         others[:, W <= 0] = math.inf  # a location of zero weight is no neighbor
-        # Enough neighbors for k units and, for a sample-point key, k more than the
-        # heaviest neighbor left out; all of them when fractional weights need more.
-        m = min(L, max_neighbors + math.ceil(float(W.max())) + 1)
+        m = min(L, k + math.ceil(float(W.max())) + 1)
         while True:
             near = torch.topk(others, m, dim=1, largest=False, sorted=True)
-            self.sorted_D, self.order = near.values, near.indices  # (L, m)
-            weight = torch.where(torch.isinf(self.sorted_D), 0.0, W[self.order])  # (L, m)
-            self.cumulative = torch.cumsum(weight, 1)  # (L, m)
-            if m == L or bool((self.cumulative[:, -1] >= max_neighbors
-                               + float(W.max())).all()):
+            weight = torch.where(torch.isinf(near.values), 0.0, W[near.indices])  # (L, m)
+            cumulative = torch.cumsum(weight, 1)  # (L, m)
+            if m == L or bool((cumulative[:, -1] >= k + float(W.max())).all()):
                 break
             m = min(L, 2 * m)
+        self._sorted = (near.values, near.indices, cumulative)
+        return self._sorted
 
     def attention(self, adaptive, kernel, n_coords):
         """Exact leave-one-out attention (L, L) of the inputs on each other under
@@ -133,23 +144,36 @@ class LeaveOneOutNeighbors:
         of rows with no kernel mass (a compact kernel), given their nearest other
         input(s) in the adaptive metric, every tie. ``n_coords`` is the ``r`` of the
         sample-point normalisation."""
-        W = self.W
         k, c = adaptive.n_neighbors, adaptive.scale
-        tiny = torch.finfo(self.D.dtype).tiny
-        h = (c * self._kth(k)).clamp(min=tiny)  # (L,)
+        h = (c * self._kth(k)).clamp(min=torch.finfo(self.D.dtype).tiny)  # (L,)
+        if adaptive.kind == "balloon":
+            return self._attention(h, None, kernel)
+        return self._attention(h, (k, c, n_coords), kernel)
+
+    def fixed_attention(self, h, kernel):
+        """Exact leave-one-out attention (L, L) under one bandwidth ``h`` (in units of
+        the distances ``D``), and the number of rows with no kernel mass."""
+        return self._attention(self.D.new_full((self.D.shape[0],), h), None, kernel)
+
+    def _attention(self, h, sample_point, kernel):
+        """The attention of query bandwidths ``h`` (L,) per row, or with ``sample_point``
+        (k, c, r) key bandwidths per column, corrected where a left-out input changes
+        them."""
+        W = self.W
         log_w = torch.log(W)  # (L,)
-        if adaptive.kind == "balloon":  # the query's bandwidth, per row
+        if sample_point is None:
             h_sq = (h * h)[:, None]  # (L, 1)
             key_log_w = log_w
-        else:  # the key's bandwidth, per column
+        else:
+            k, c, r = sample_point
             h_sq = h * h  # (L,)
-            key_log_w = log_w - n_coords * torch.log(h)  # (L,)
+            key_log_w = log_w - r * torch.log(h)  # (L,)
         logits = torch.div(self.D_sq, h_sq)  # (L, L) squared ratios, then logits
         logits = kernel.log_profile_sq(logits)
         logits += key_log_w
-        if adaptive.kind == "sample_point":
-            rows, cols, h_left = self._left_out_bandwidths(h, k, c)
-            logits[rows, cols] = (log_w[cols] - n_coords * torch.log(h_left)
+        if sample_point is not None:
+            rows, cols, h_left = self._left_out_bandwidths(k, c)
+            logits[rows, cols] = (log_w[cols] - r * torch.log(h_left)
                                   + kernel.log_profile_sq(self.D_sq[rows, cols]
                                                           / (h_left * h_left)))
         logits.fill_diagonal_(-math.inf)
@@ -159,26 +183,26 @@ class LeaveOneOutNeighbors:
         empty = torch.isnan(attention[:, 0]) | torch.isnan(attention[:, -1])  # (L,)
         n_fallback = int(empty.sum())
         if n_fallback:
-            attention[empty] = self._nearest(torch.nonzero(empty)[:, 0], adaptive, h,
-                                             n_coords, k, c)
+            attention[empty] = self._nearest(torch.nonzero(empty)[:, 0], h, sample_point)
         return attention, n_fallback
 
-    def _nearest(self, rows, adaptive, h, n_coords, k, c):
+    def _nearest(self, rows, h, sample_point):
         """Attention (e, L) of the rows with no kernel mass: their nearest other
         input(s) in the adaptive metric, every tie, weighted as the kernel weighs keys."""
         W, D = self.W, self.D
         log_w = torch.log(W)
-        if adaptive.kind == "balloon":
+        if sample_point is None:
             ratio = D[rows] / h[rows, None]  # (e, L)
             key_log_w = log_w.expand(len(rows), -1)
         else:
+            k, c, r = sample_point
             H = h.expand(len(rows), -1).clone()  # (e, L)
-            q, i, h_left = self._left_out_bandwidths(h, k, c)
+            q, i, h_left = self._left_out_bandwidths(k, c)
             pick = torch.isin(q, rows)
             position = torch.searchsorted(rows, q[pick])
             H[position, i[pick]] = h_left[pick]
             ratio = D[rows] / H
-            key_log_w = log_w - n_coords * torch.log(H)
+            key_log_w = log_w - r * torch.log(H)
         ratio[torch.arange(len(rows), device=rows.device), rows] = math.inf
         ratio[:, W <= 0] = math.inf
         nearest = ratio == ratio.min(1, keepdim=True).values  # (e, L)
@@ -186,33 +210,35 @@ class LeaveOneOutNeighbors:
 
     def _kth(self, k):
         """Each input's distance to the nearest other inputs holding k units (L,)."""
+        sorted_D, _, cumulative = self._neighbors()
         need = k * (1 - _UNIT_RTOL)
-        if bool((self.cumulative[:, -1] < need).any()):
+        if bool((cumulative[:, -1] < need).any()):
             raise ValueError(
                 f"An adaptive bandwidth with n_neighbors={k} needs k units of sample "
                 "weight at other locations than each training point; there are only "
-                f"{float(self.cumulative[:, -1].min()):g}. Lower n_neighbors."
+                f"{float(cumulative[:, -1].min()):g}. Lower n_neighbors."
             )
-        column = (self.cumulative < need).sum(1)  # (L,)
-        return self.sorted_D.gather(1, column[:, None])[:, 0]
+        column = (cumulative < need).sum(1)  # (L,)
+        return sorted_D.gather(1, column[:, None])[:, 0]
 
-    def _left_out_bandwidths(self, h, k, c):
+    def _left_out_bandwidths(self, k, c):
         """The sample-point bandwidths that leaving an input out changes: for each key i
         and each input j among its k nearest, the distance at which i's neighbors (j
         included) hold ``k + W[j]``. Returns the pairs as (query rows j, key columns i)
         and those bandwidths."""
-        L, m = self.sorted_D.shape
+        sorted_D, order, cumulative = self._neighbors()
+        L, m = sorted_D.shape
         d_k = self._kth(k)  # (L,)
-        affected = self.sorted_D <= d_k[:, None]  # (L, m) [key i, its p-th neighbor j]
-        target = (k + self.W[self.order]) * (1 - _UNIT_RTOL)  # (L, m)
-        column = torch.searchsorted(self.cumulative.contiguous(), target.contiguous())
+        affected = sorted_D <= d_k[:, None]  # (L, m) [key i, its p-th neighbor j]
+        target = (k + self.W[order]) * (1 - _UNIT_RTOL)  # (L, m)
+        column = torch.searchsorted(cumulative.contiguous(), target.contiguous())
         if bool((column[affected] >= m).any()):
             raise ValueError(
                 f"Leave-one-out of a sample-point bandwidth with n_neighbors={k} needs k "
                 "units of sample weight at other locations than each training point and "
                 "a neighbor left out. Lower n_neighbors."
             )
-        h_left = c * self.sorted_D.gather(1, column.clamp(max=m - 1))  # (L, m)
+        h_left = c * sorted_D.gather(1, column.clamp(max=m - 1))  # (L, m)
         key, _ = torch.nonzero(affected, as_tuple=True)
         tiny = torch.finfo(self.D.dtype).tiny
-        return self.order[affected], key, h_left[affected].clamp(min=tiny)
+        return order[affected], key, h_left[affected].clamp(min=tiny)

@@ -252,12 +252,15 @@ class _BandwidthGridSearch:
     def _adaptive_search(self, training, degree, kind):
         """Scores and results of the adaptive bandwidths of one kind: every k of
         ``_ADAPTIVE_NEIGHBORS`` (up to what the data hold) with every c of
-        ``_ADAPTIVE_SCALES``, in the metric of the reference bandwidth; a best point at
-        the largest k, or at either end of c, adds the next ones past it."""
+        ``_ADAPTIVE_SCALES`` (for local polynomials c = 1), in the metric of the reference
+        bandwidth; a best point at the largest k, or at either end of c, adds the next
+        ones past it."""
         base = search_reference(training.X, training.sample_weight)
         k_max = _max_neighbors(training)
         ks = [k for k in _ADAPTIVE_NEIGHBORS if k <= k_max] or [k_max]
-        scales = list(_ADAPTIVE_SCALES)
+        # Local polynomials: k alone sets the smoothing (as locfit's nearest-neighbor
+        # fraction), at c = 1; their fits cost more per candidate.
+        scales = list(_ADAPTIVE_SCALES) if not degree else [1.0]
         candidates, scores, cv_results, samples = [], np.empty(0), None, None
         for _ in range(_MAX_EXTENSIONS + 1):
             new = [Adaptive(kind, k, c) for k in ks for c in scales
@@ -273,7 +276,7 @@ class _BandwidthGridSearch:
                            (np.concatenate([samples[0], new_samples[0]]), samples[1]))
             best = candidates[int(np.argmax(scores))]
             extended = False
-            if best.scale in (scales[0], scales[-1]):
+            if len(scales) > 1 and best.scale in (scales[0], scales[-1]):
                 scales = ([best.scale / 2, *scales] if best.scale == scales[0]
                           else [*scales, best.scale * 2])
                 extended = True

@@ -103,3 +103,35 @@ def local_fit_sparse(qs, xs, crow, col, val, v, degree):
     kernel = (az * c[row]).sum(1)  # (nnz,)
     out = qs.new_zeros(b, v.shape[1]).index_add_(0, row, kernel[:, None] * v[col])  # (b, t)
     return out, kernel, singular
+
+
+def local_fit_many(qs, xs, attentions, v, degree):
+    """:func:`local_fit_dense` of the same queries under several attentions at once (a
+    grid of bandwidths): the designs, and their outer products, are built once and every
+    attention's moment matrices come from one batched product.
+
+    Parameters
+    ----------
+    qs : Tensor (b, r)
+    xs : Tensor (n, r)
+    attentions : Tensor (G, b, n)
+    v : Tensor (n, t)
+    degree : {1, 2}
+
+    Returns
+    -------
+    out : Tensor (G, b, t)
+        The intercepts; 0 on singular rows.
+    singular : Tensor (G, b) of bool
+    """
+    G, b, n = attentions.shape
+    z = design(xs[None, :, :] - qs[:, None, :], degree)  # (b, n, p)
+    p = z.shape[2]
+    outer = (z[:, :, :, None] * z[:, :, None, :]).reshape(b, n, p * p)  # (b, n, p p)
+    by_query = attentions.transpose(0, 1)  # (b, G, n)
+    M = torch.bmm(by_query, outer).reshape(b * G, p, p)  # (b G, p, p)
+    c, singular = _intercept_rows(M)  # (b G, p)
+    zc = torch.bmm(z, c.reshape(b, G, p).transpose(1, 2))  # (b, n, G)
+    kernel = by_query * zc.transpose(1, 2)  # (b, G, n)
+    out = torch.bmm(kernel, v[None].expand(b, n, v.shape[1]))  # (b, G, t)
+    return out.transpose(0, 1), singular.reshape(b, G).T

@@ -23,10 +23,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import ThreadpoolController
 
 from ._adaptive import KINDS, Adaptive, LeaveOneOutNeighbors
-from ._engine import chunk_rows
+from ._engine import chunk_rows, serial_if_small
 from ._engine_loo import loo_grid_pool
-from ._keys import KeySet
-from ._local_poly import local_fit_dense, n_terms
+from ._local_poly import local_fit_many, n_terms
 from ._loo_objective import (
     LOG_LIMIT,
     LogProgress,
@@ -743,8 +742,8 @@ class LeaveOneOutGrid:
         higher is better; None scores by the negative weighted mean loss.
     degree : int, default=0
         0: Nadaraya-Watson. 1 or 2: local polynomials of that degree, each grid point's
-        leave-one-out fits from the equivalent kernel of the distinct inputs on each
-        other (:meth:`~sklearn_nw._keys.KeySet.leave_one_out_attention`), a dense
+        leave-one-out fits weighted by the leave-one-out attention of the distinct inputs
+        on each other (:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors`), a dense
         (L, L) matrix per grid point.
     """
 
@@ -765,8 +764,12 @@ class LeaveOneOutGrid:
         result : GridResult
         """
         loss = get_loss(loss)
-        pooled = self._pool(loo, kernel, np.dtype(dtype), torch.device(device),
-                            working_memory)  # (G, L, t) at the L distinct inputs
+        device = torch.device(device)
+        L = len(loo.weight)
+        # Small grids run on this thread alone (torch's parallel regions cost more there).
+        with serial_if_small(L * L, device):
+            pooled = self._pool(loo, kernel, np.dtype(dtype), device,
+                                working_memory)  # (G, L, t) at the L distinct inputs
         per_location = loss.per_row(pooled, pooled.new_tensor(loo.values))  # (G, L)
         weight = pooled.new_tensor(loo.weight)  # (L,)
         mean_loss = ((per_location * weight).sum(1) / weight.sum()).cpu().numpy()  # (G,)
@@ -787,8 +790,7 @@ class LeaveOneOutGrid:
         """The leave-one-out predictions (G, L, t), float64, of every grid point at the L
         distinct inputs."""
         if self.degree:
-            return torch.from_numpy(self._local_pool(loo, kernel, dtype, device,
-                                                     working_memory))
+            return self._local_pool(loo, kernel, dtype, device, working_memory)
         torch_dtype = torch.float32 if dtype == np.float32 else torch.float64
 
         def tensor(a):
@@ -801,26 +803,90 @@ class LeaveOneOutGrid:
         ).double()
 
     def _local_pool(self, loo, kernel, dtype, device, working_memory):
-        """Leave-one-out local polynomial fits (G, L, t) at the L distinct inputs, one
-        grid point at a time: the distinct inputs as a key set of their summed weights,
-        whose leave-one-out equivalent kernel (L, L) leaves each input out entirely."""
-        L = len(loo.weight)
-        if L * L * dtype.itemsize > working_memory * 2**20:
-            raise ValueError(
-                f"The leave-one-out grid for local polynomials holds a dense ({L}, {L}) "
-                f"matrix per grid point, more than scikit-learn's working_memory of "
-                f"{working_memory} MiB. Raise the limit with "
-                "sklearn.config_context(working_memory=...), or use cv=5."
-            )
-        X = np.ascontiguousarray(loo.X, dtype=dtype)
-        pooled = np.empty((len(self.grid), L, loo.values.shape[1]))
-        for g, h in enumerate(np.asarray(self.grid, dtype=np.float64)):
-            keys = KeySet(X, loo.weight, loo.values, h, kernel, route="dense",
-                          degree=self.degree)
-            attention, _, _ = keys.leave_one_out_attention(
-                device=device, working_memory=working_memory)
-            pooled[g] = attention @ loo.values  # (L, t)
-        return pooled
+        """Leave-one-out local polynomial fits (G, L, t) at the L distinct inputs: each
+        grid point's leave-one-out attention of the inputs on each other
+        (:meth:`~sklearn_nw._adaptive.LeaveOneOutNeighbors.fixed_attention`; the
+        distances are shared by grid points that are multiples of the first), then the
+        local fits, of several grid points at once (:func:`_local_fits`)."""
+        _check_dense_leave_one_out(len(loo.weight), working_memory, "for local polynomials")
+        grid = np.asarray(self.grid, dtype=np.float64)
+        multiples = grid[:, 0] / grid[0, 0]  # (G,)
+        proportional = np.allclose(grid, multiples[:, None] * grid[0], rtol=1e-12, atol=0)
+        W = torch.as_tensor(loo.weight, device=device)
+
+        def attentions():
+            neighbors = _neighbors_of(loo.X / grid[0], W, device) if proportional else None
+            for g, h in enumerate(grid):
+                if proportional:
+                    yield neighbors.fixed_attention(float(multiples[g]), kernel)[0]
+                else:
+                    yield _neighbors_of(loo.X / h, W, device).fixed_attention(1.0, kernel)[0]
+
+        return _local_fits(attentions(), _centred(loo, grid[0], device), loo, self.degree,
+                           working_memory)
+
+
+def _check_dense_leave_one_out(L, working_memory, what):
+    """Refuse the dense (L, L) matrices of an exact leave-one-out grid above
+    ``working_memory``."""
+    if 6 * L * L * 8 > working_memory * 2**20:
+        raise ValueError(
+            f"The leave-one-out grid {what} holds dense ({L}, {L}) matrices, more than "
+            f"scikit-learn's working_memory of {working_memory} MiB. Raise the limit with "
+            "sklearn.config_context(working_memory=...), or use cv=5."
+        )
+
+
+def _neighbors_of(scaled, W, device, max_neighbors=1):
+    """:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors` of the distinct inputs in the
+    scaled coordinates (L, r)."""
+    points = torch.as_tensor(scaled, device=device)
+    D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
+    return LeaveOneOutNeighbors(D, W, max_neighbors)
+
+
+def _centred(loo, metric, device):
+    """The distinct inputs divided by ``metric`` and centred (L, r): the coordinates of
+    the local fits (whose intercepts do not depend on a scaling of each coordinate)."""
+    scaled = torch.as_tensor(loo.X / metric, device=device)
+    return scaled - scaled[torch.as_tensor(loo.weight > 0, device=device)].mean(0)
+
+
+def _local_fits(attentions, coords, loo, degree, working_memory):
+    """Leave-one-out predictions (G, L, t), float64, of the leave-one-out attentions
+    (L, L) that ``attentions`` yields: Nadaraya-Watson for ``degree=0``, else local
+    polynomial fits in ``coords`` (L, r), whose singular rows keep the Nadaraya-Watson
+    value. The fits of several attentions share their designs
+    (:func:`~sklearn_nw._local_poly.local_fit_many`)."""
+    L, r = coords.shape
+    values = torch.as_tensor(loo.values, dtype=torch.float64, device=coords.device)  # (L, t)
+    p = n_terms(r, degree)
+    group = max(1, int(working_memory * 2**20 // (4 * 8 * L * L)))  # attentions per batch
+    # Query rows per fit: their designs' outer products (n p^2) and the group's rows.
+    step = chunk_rows(L, 8 * L * (p * p + 2 * p + 2 * group), working_memory)
+    outs, batch = [], []
+
+    def flush():
+        attention = torch.stack(batch)  # (g, L, L)
+        out = attention @ values  # (g, L, t)
+        if degree:
+            for rows in gen_batches(L, step):
+                local, singular = local_fit_many(coords[rows], coords, attention[:, rows],
+                                                 values, degree)
+                out[:, rows] = torch.where(singular[:, :, None], out[:, rows], local)
+        outs.append(out.cpu())
+        batch.clear()
+
+    for attention in attentions:
+        if not degree:  # Nadaraya-Watson: nothing to share
+            outs.append((attention @ values)[None].cpu())
+            continue
+        batch.append(attention)
+        if len(batch) == group:
+            flush()
+    if batch:
+        flush()
+    return torch.cat(outs)
 
 
 class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
@@ -853,45 +919,28 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         self.candidates = candidates
         self.shared = {} if shared is None else shared
 
-    def _neighbors(self, scaled, weight, max_neighbors):
-        """The distinct inputs' neighbors (scaled (L, r), weights (L,)), from ``shared``
-        when found there for at least ``max_neighbors``."""
+    def _neighbors(self, loo, device, max_neighbors):
+        """The distinct inputs' neighbors in the key set's search space (the metric
+        divided by its largest bandwidth), from ``shared`` when found there for at least
+        ``max_neighbors``."""
         found = self.shared.get("neighbors")
         if found is None or found[0] < max_neighbors:
-            points = scaled * float(self.grid[0].max())  # the key set's search space
-            D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
-            found = (max_neighbors, LeaveOneOutNeighbors(D, weight, max_neighbors))
+            base = self.grid[0]
+            found = (max_neighbors, _neighbors_of(
+                loo.X / (base / base.max()), torch.as_tensor(loo.weight, device=device),
+                device, max_neighbors))
             self.shared["neighbors"] = found
         return found[1]
 
     def _pool(self, loo, kernel, dtype, device, working_memory):
-        L, r = loo.X.shape
-        if 6 * L * L * 8 > working_memory * 2**20:
-            raise ValueError(
-                f"The leave-one-out grid of adaptive bandwidths holds dense ({L}, {L}) "
-                f"matrices, more than scikit-learn's working_memory of {working_memory} "
-                "MiB. Raise the limit with sklearn.config_context(working_memory=...), "
-                "or search fixed bandwidths only."
-            )
-        scaled = torch.as_tensor(loo.X / self.grid[0], device=device)  # (L, r) float64
-        neighbors = self._neighbors(scaled, torch.as_tensor(loo.weight, device=device),
+        _check_dense_leave_one_out(len(loo.weight), working_memory, "of adaptive bandwidths")
+        neighbors = self._neighbors(loo, device,
                                     max(c.n_neighbors for c in self.candidates))
-        values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
-        pooled = torch.empty(len(self.candidates), L, values.shape[1], dtype=torch.float64)
-        if self.degree:
-            centred = scaled - scaled[loo.weight > 0].mean(0)  # (L, r)
-            p = n_terms(r, self.degree)
-            step = chunk_rows(L, L * (2 * p + 2) * 8, working_memory)
-        for g, candidate in enumerate(self.candidates):
-            attention, _ = neighbors.attention(candidate, kernel, r)  # (L, L)
-            out = attention @ values  # (L, t)
-            if self.degree:
-                for rows in gen_batches(L, step):
-                    local, _, singular = local_fit_dense(
-                        centred[rows], centred, attention[rows], values, self.degree)
-                    out[rows] = torch.where(singular[:, None], out[rows], local)
-            pooled[g] = out.cpu()
-        return pooled
+        r = loo.X.shape[1]
+        attentions = (neighbors.attention(candidate, kernel, r)[0]
+                      for candidate in self.candidates)
+        return _local_fits(attentions, _centred(loo, self.grid[0], device), loo, self.degree,
+                           working_memory)
 
 
 # Full-batch L-BFGS up to this many samples; minibatches of _MINIBATCH queries above, each

@@ -7,7 +7,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.neighbors import KNeighborsClassifier
 
 from sklearn_nw import NadarayaWatsonClassifier
-from sklearn_nw.__main__ import _heatmap, _report
+from sklearn_nw.__main__ import AUTOMATIC, KNN_TUNED, _heatmap, _report, _verdict
 
 pytest.importorskip("matplotlib")
 
@@ -31,3 +31,10 @@ def test_heatmap_is_written(tmp_path):
     image = imread(path)
     assert image.shape[0] > 300 and image.shape[1] > 400
     assert np.ptp(image[..., :3]) > 0.5  # not a blank figure
+
+
+def test_verdict_says_where_k_nearest_neighbors_still_win(capsys):
+    _verdict({"A": {AUTOMATIC: 0.5, KNN_TUNED: 0.6}, "B": {AUTOMATIC: 0.9, KNN_TUNED: 0.8}})
+    out = capsys.readouterr().out
+    assert "A" in out and "KNeighbors still wins (-0.100)" in out
+    assert "Nadaraya-Watson wins (+0.100)" in out
