@@ -17,7 +17,9 @@ class AttentionDisplay:
     Parameters
     ----------
     attention : ndarray or scipy.sparse matrix of shape (n_queries, n_keys)
-        Attention weights, rows summing to 1.
+        Attention weights, rows summing to 1. Local polynomial fits (``degree`` 1 or 2)
+        give their equivalent kernel, whose entries may be negative: it is drawn signed,
+        on a diverging colour map centred on 0.
     query_order : ndarray of shape (n_queries,), default=None
         Row permutation to display (e.g. queries sorted by target); None keeps the order.
     key_order : ndarray of shape (n_keys,), default=None
@@ -51,7 +53,7 @@ class AttentionDisplay:
         self.query_order = query_order
         self.key_order = key_order
 
-    def plot(self, ax=None, *, cmap="Reds", colorbar=True, xlabel="training points (keys)",
+    def plot(self, ax=None, *, cmap=None, colorbar=True, xlabel="training points (keys)",
              ylabel="queries", title=None, **imshow_kwargs):
         """Draw the heatmap.
 
@@ -59,8 +61,11 @@ class AttentionDisplay:
         ----------
         ax : matplotlib Axes, default=None
             Axes to draw on; a new figure when None.
-        cmap : str or Colormap, default="Reds"
-            Colour map.
+        cmap : str or Colormap, default=None
+            Colour map. None: ``"Reds"`` for non-negative weights; for signed ones (the
+            equivalent kernel of local polynomials) ``"RdBu_r"`` with a
+            :class:`~matplotlib.colors.CenteredNorm` (0 white, the colour scale symmetric),
+            unless ``norm`` is given.
         colorbar : bool, default=True
             Whether to add a colour bar.
         xlabel, ylabel, title : str
@@ -83,6 +88,13 @@ class AttentionDisplay:
             a = a[:, np.asarray(self.key_order)]
         if ax is None:
             _, ax = plt.subplots()
+        signed = bool(np.any(a < 0))
+        if cmap is None:
+            cmap = "RdBu_r" if signed else "Reds"
+        if signed and "norm" not in imshow_kwargs:
+            from matplotlib.colors import CenteredNorm
+
+            imshow_kwargs["norm"] = CenteredNorm(vcenter=0.0)
         imshow_kwargs = {"aspect": "auto", "interpolation": "nearest", **imshow_kwargs}
         self.image_ = ax.imshow(a, cmap=cmap, **imshow_kwargs)
         ax.set_xlabel(xlabel)
