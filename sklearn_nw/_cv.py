@@ -670,7 +670,9 @@ _SHARED_DOC = r"""
         error of their per-sample differences (with a splitter, per-split). ``"auto"``:
         all three with ``cv=None``, the default grid and up to 4,096 distinct training
         inputs (the exact leave-one-out of adaptive bandwidths holds dense matrices of
-        them), without ``n_neighbors``; otherwise fixed bandwidths only.
+        them), without ``n_neighbors``; otherwise fixed bandwidths only. Adaptive
+        bandwidths count sample weights as repeated rows: unlike the fixed grid's scores,
+        theirs change when every weight is scaled.
     cv : int, cross-validation generator or iterable, default=None
         None: exact leave-one-out for every grid point, in one pass over the distance
         blocks (the distances are computed once and shared by all bandwidths), with sample
