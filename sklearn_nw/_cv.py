@@ -36,14 +36,10 @@ from sklearn.utils.metadata_routing import (
 from ._adaptive import KINDS, Adaptive
 from ._classification import NadarayaWatsonClassifier
 from ._docs import ATTRIBUTES, entries
+from ._grids import LeaveOneOutAdaptiveGrid, LeaveOneOutGrid
 from ._local_poly import n_terms
 from ._regression import NadarayaWatsonRegressor
-from .bandwidth import (
-    AdaptiveBandwidth,
-    LeaveOneOutAdaptiveGrid,
-    LeaveOneOutGrid,
-    search_reference,
-)
+from .bandwidth import AdaptiveBandwidth, search_reference
 
 # Multiples of Scott's rule in the default grid.
 _DEFAULT_GRID = (1 / 8, 8)
@@ -122,7 +118,7 @@ class GridSearchResult(NamedTuple):
 
 class _BandwidthGridSearch:
     """The CV estimators' bandwidth strategy: the best point of a grid, by exact
-    leave-one-out (``cv=None``, :class:`~sklearn_nw.bandwidth.LeaveOneOutGrid`) or by
+    leave-one-out (``cv=None``, :class:`~sklearn_nw._grids.LeaveOneOutGrid`) or by
     :class:`~sklearn.model_selection.GridSearchCV` with a splitter.
 
     ``select(training)`` returns a :class:`GridSearchResult` and keeps it as ``result_``.
@@ -340,7 +336,7 @@ class _BandwidthGridSearch:
 
     def _leave_one_out_scores(self, strategy, training):
         """Exact leave-one-out scores of every grid point of ``strategy`` (a
-        :class:`~sklearn_nw.bandwidth.LeaveOneOutGrid`), in one pass over the data: to
+        :class:`~sklearn_nw._grids.LeaveOneOutGrid`), in one pass over the data: to
         rank them, and as reported (the default loss in the targets' unit)."""
         loo = training.leave_one_out_set("cv=None")
         score = None
