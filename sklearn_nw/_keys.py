@@ -485,7 +485,10 @@ class KeySet:
             # w_i h_i^(-r), relative to the smallest h (no overflow at many coordinates).
             weight = weight * (h.min() / h) ** self._n_coords()
         n_keys = len(self.index_rows)
-        ind = np.tile(self.index_rows, _CANDIDATE_CHUNK)  # (chunk n',) every key, per query
+        row_bytes = n_keys * (8 * 8 + 16 * self.values.shape[1])
+        step = min(_CANDIDATE_CHUNK, q.shape[0],
+                   chunk_rows(q.shape[0], row_bytes, call.working_memory))
+        ind = np.tile(self.index_rows, step)  # (step n',) every key, per query of a chunk
 
         def candidates(rows):
             dist = self.index.distances(search_queries[rows])  # (b, n')
@@ -495,8 +498,6 @@ class KeySet:
             return (dist.ravel(), ind[:b * n_keys], np.full(b, n_keys),
                     np.tile(weight, b))
 
-        row_bytes = n_keys * (8 * 8 + 16 * self.values.shape[1])
-        step = min(_CANDIDATE_CHUNK, chunk_rows(q.shape[0], row_bytes, call.working_memory))
         out, attention, n_fallback = self._pool_candidates(q.shape[0], candidates, 1.0, call,
                                                            chunk=step)
         if attention is not None and not self.kernel.is_compact:
