@@ -323,3 +323,33 @@ def write_report(name, report, result, to_markdown, out_dir):
     (out_dir / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
     (out_dir / f"{name}.md").write_text(text)
     return report
+
+
+def run_sections(name, report, chunks, runs, out_dir):
+    """Run the sections ``runs`` (section name -> (run, to_markdown)) in order into
+    ``report["sections"]``, printing each one's markdown as it is done after ``chunks``
+    (what was printed already); then every target, their counts and the load average;
+    write ``<name>.json`` and ``<name>.md``; return the report."""
+    for section, (run, to_markdown) in runs.items():
+        print(f"section {section}", file=sys.stderr, flush=True)
+        result = report["sections"][section] = run()
+        chunk = section_markdown(result, to_markdown)
+        chunks.append(chunk)
+        print(chunk, end="", flush=True)
+    report["targets"] = [t for s in report["sections"].values() for t in s["targets"]]
+    report["load_average"]["end"] = load_average()
+    counts = {v: sum(verdict(t) == v for t in report["targets"])
+              for v in ("met", "NOT met", "not evaluated")}
+    load = report["load_average"]
+    summary = ("\nTargets: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".\n"
+               + (f"\nLoad average (1 min) at the start {load['start']:.2f}, at the end "
+                  f"{load['end']:.2f}, on {report['machine']['cores']} cores: the timings "
+                  "mean something only on an otherwise idle machine (a busy core can stall "
+                  "every parallel torch operation).\n" if load["start"] is not None else ""))
+    chunks.append(summary)
+    print(summary, end="", flush=True)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out_dir / f"{name}.md").write_text("".join(chunks))
+    return report

@@ -38,7 +38,6 @@ and .md.
 """
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -48,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _common import load_average, machine_info, machine_line, section_markdown, verdict
+from _common import load_average, machine_info, machine_line, run_sections
 from bench_bandwidth import (
     N_FOLDS,
     KernelRegCV,
@@ -511,25 +510,8 @@ def run_benchmark(sections=SECTIONS, datasets=DEFAULT_DATASETS, max_samples=2000
     print("".join(chunks), end="", flush=True)
     runs = {"accuracy": (lambda: section_accuracy(datasets, max_samples), markdown_accuracy),
             "large": (lambda: section_large(n_large, randhie_rows), markdown_large)}
-    for name in sections:
-        _progress(f"section {name}")
-        run, to_markdown = runs[name]
-        result = report["sections"][name] = run()
-        chunk = section_markdown(result, to_markdown)
-        chunks.append(chunk)
-        print(chunk, end="", flush=True)
-    report["targets"] = [t for s in report["sections"].values() for t in s["targets"]]
-    report["load_average"]["end"] = load_average()
-    counts = {v: sum(verdict(t) == v for t in report["targets"])
-              for v in ("met", "NOT met", "not evaluated")}
-    summary = "\nTargets: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".\n"
-    chunks.append(summary)
-    print(summary, end="", flush=True)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "bench_accuracy.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out_dir / "bench_accuracy.md").write_text("".join(chunks))
-    return report
+    return run_sections("bench_accuracy", report, chunks,
+                        {name: runs[name] for name in sections}, out_dir)
 
 
 def main(argv=None):

@@ -49,7 +49,6 @@ Usage: ``python benchmarks/bench_bandwidth.py [--sections S ...] [--n-loo N] [--
 import argparse
 import contextlib
 import inspect
-import json
 import sys
 import time
 import warnings
@@ -63,9 +62,8 @@ from _common import (
     load_average,
     machine_info,
     machine_line,
-    section_markdown,
+    run_sections,
     timed,
-    verdict,
 )
 from sklearn import config_context, get_config
 from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
@@ -445,30 +443,8 @@ def run_benchmark(sections=SECTIONS, n_loo=1000, n_irrelevant=100_000, n_queries
                                                       statsmodels_s=_statsmodels_s(report)),
                            markdown_irrelevant),
             "cv": (lambda: section_cv(cv_sizes, n_grid=n_grid, repeats=repeats), markdown_cv)}
-    for name in sections:
-        _progress(f"section {name}")
-        run, to_markdown = runs[name]
-        result = report["sections"][name] = run()
-        chunk = section_markdown(result, to_markdown)
-        chunks.append(chunk)
-        print(chunk, end="", flush=True)
-    report["targets"] = [t for s in report["sections"].values() for t in s["targets"]]
-    report["load_average"]["end"] = load_average()
-    counts = {v: sum(verdict(t) == v for t in report["targets"])
-              for v in ("met", "NOT met", "not evaluated")}
-    load = report["load_average"]
-    summary = ("\nTargets: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".\n"
-               + (f"\nLoad average (1 min) at the start {load['start']:.2f}, at the end "
-                  f"{load['end']:.2f}, on {report['machine']['cores']} cores: the timings "
-                  "mean something only on an otherwise idle machine (a busy core can stall "
-                  "every parallel torch operation).\n" if load["start"] is not None else ""))
-    chunks.append(summary)
-    print(summary, end="", flush=True)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "bench_bandwidth.json").write_text(json.dumps(report, indent=2) + "\n")
-    (out_dir / "bench_bandwidth.md").write_text("".join(chunks))
-    return report
+    return run_sections("bench_bandwidth", report, chunks,
+                        {name: runs[name] for name in sections}, out_dir)
 
 
 def _statsmodels_s(report):

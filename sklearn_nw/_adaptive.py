@@ -69,17 +69,10 @@ def kth_distances(index, weight, queries, k, *, leave_out_location=False):
     ndarray of shape (b,)
     """
     n = len(weight)
-    m = min(n, k + 1)
-    while True:
-        dist, ind = index.nearest(queries, m)  # (b, m)
-        w = weight[ind]
-        if leave_out_location:
-            w = np.where(dist == 0, 0.0, w)
-        cumulative = np.cumsum(w, axis=1)  # (b, m)
-        reached = cumulative >= k * (1 - _UNIT_RTOL)
-        if m == n or reached[:, -1].all():
-            break
-        m = min(2 * m, n)  # fractional weights: look further
+    need = k * (1 - _UNIT_RTOL)
+    dist, _, _, cumulative = index.nearest_holding(queries, weight, need, first=min(n, k + 1),
+                                                   skip_zero=leave_out_location)
+    reached = cumulative >= need  # (b, m)
     short = np.flatnonzero(~reached[:, -1])
     if len(short):
         where = " at other locations than each training point" if leave_out_location else ""

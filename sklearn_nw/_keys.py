@@ -171,6 +171,24 @@ class TreeSearch:
         parts = self._in_parts(lambda a, b: self.tree.query(queries[a:b], k=k), len(queries))
         return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
 
+    def nearest_holding(self, queries, weight, units, *, first, skip_zero=False):
+        """The nearest points of each query until their weights (``weight``, one per
+        point: sample weights count as repeated rows) add up to ``units`` for every query,
+        or all points: distances, indices, weights and cumulative weights, all (b, m).
+        Starts from the ``first`` nearest and doubles (fractional weights need more).
+        ``skip_zero``: points at distance 0 weigh nothing (the query's own location)."""
+        n = len(weight)
+        m = first
+        while True:
+            dist, ind = self.nearest(queries, m)  # (b, m)
+            w = weight[ind]  # (b, m)
+            if skip_zero:
+                w = np.where(dist == 0, 0.0, w)
+            cumulative = np.cumsum(w, axis=1)  # (b, m)
+            if m == n or np.all(cumulative[:, -1] >= units):
+                return dist, ind, w, cumulative
+            m = min(2 * m, n)
+
     def _brute_chunk(self):
         return max(1, _BRUTE_BYTES // (8 * len(self.points)))
 
@@ -807,17 +825,10 @@ class KeySet:
         nearest keys until their weights add up to k, the last one only in part. Returns
         distances, keys and the weight each pair keeps, all (b, m).
         """
-        k, n_indexed = self.n_neighbors, len(self.index_rows)
-        m = min(k, n_indexed)
-        while True:
-            dist, ind = self.index.nearest(queries, m)  # (b, m)
-            ind = self.index_rows[ind]
-            w = self.sample_weight[ind]  # (b, m)
-            cumulative = np.cumsum(w, axis=1)
-            if m == n_indexed or np.all(cumulative[:, -1] >= k):
-                break
-            m = min(2 * m, n_indexed)  # fractional weights: look further
-        return dist, ind, np.clip(k - (cumulative - w), 0.0, w)
+        k = self.n_neighbors
+        dist, ind, w, cumulative = self.index.nearest_holding(
+            queries, self.sample_weight[self.index_rows], k, first=min(k, len(self.index_rows)))
+        return dist, self.index_rows[ind], np.clip(k - (cumulative - w), 0.0, w)
 
     def _stored_candidates(self, X, rows, *, leave_one_out=False):
         """Candidates from a precomputed distance matrix: every stored entry of the rows

