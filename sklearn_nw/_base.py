@@ -90,6 +90,39 @@ class LocalFitWarning(UserWarning):
     """
 
 
+def check_pooled(n_queries, out, n_fallback, n_singular=0, *, kernel, bandwidth, dtype,
+                 degree=0):
+    """An error for non-finite outputs ``out``, a warning for queries that fell back to
+    their nearest training point(s), and one for singular local fits (of ``degree``)."""
+    if n_singular:
+        warnings.warn(
+            f"{n_singular} of {n_queries} queries have a singular local design for "
+            f"degree={degree} (fewer training points with weight than "
+            "the polynomial has terms, or points on a line); they get their "
+            "Nadaraya-Watson (local-constant) value. Increase the bandwidth or lower "
+            "the degree to avoid this.",
+            LocalFitWarning,
+        )
+    if not np.all(np.isfinite(out)):
+        raise ValueError(
+            "Nadaraya-Watson produced non-finite values: the kernel "
+            f"{kernel!r} returned negative, NaN or infinite weights, or the bandwidth "
+            f"{bandwidth.tolist()} overflows the {dtype} range of the scaled "
+            "inputs."
+        )
+    if n_fallback:
+        why = (f"have no training point inside the support of the {kernel!r} kernel"
+               if kernel.is_compact else
+               f"are so far from every training point, in units of the bandwidth, that "
+               f"the weights of the {kernel!r} kernel underflow to 0")
+        warnings.warn(
+            f"{n_fallback} of {n_queries} queries {why}; they get the value of "
+            "their nearest training point(s), the limit as the bandwidth shrinks. "
+            "Increase the bandwidth to avoid this.",
+            EmptyNeighborhoodWarning,
+        )
+
+
 class Training(NamedTuple):
     """The training data as a bandwidth strategy sees it, built once at fit.
 
@@ -452,35 +485,9 @@ class NadarayaWatsonBase(BaseEstimator):
         return tags
 
     def _check_pooled(self, n_queries, out, n_fallback, n_singular=0):
-        """An error for non-finite outputs, a warning for queries that fell back to their
-        nearest training point(s), and one for singular local fits."""
-        if n_singular:
-            warnings.warn(
-                f"{n_singular} of {n_queries} queries have a singular local design for "
-                f"degree={self.key_set_.degree} (fewer training points with weight than "
-                "the polynomial has terms, or points on a line); they get their "
-                "Nadaraya-Watson (local-constant) value. Increase the bandwidth or lower "
-                "the degree to avoid this.",
-                LocalFitWarning,
-            )
-        if not np.all(np.isfinite(out)):
-            raise ValueError(
-                "Nadaraya-Watson produced non-finite values: the kernel "
-                f"{self.kernel_!r} returned negative, NaN or infinite weights, or the bandwidth "
-                f"{self.bandwidth_.tolist()} overflows the {self.X_fit_.dtype} range of the scaled "
-                "inputs."
-            )
-        if n_fallback:
-            why = (f"have no training point inside the support of the {self.kernel_!r} kernel"
-                   if self.kernel_.is_compact else
-                   f"are so far from every training point, in units of the bandwidth, that "
-                   f"the weights of the {self.kernel_!r} kernel underflow to 0")
-            warnings.warn(
-                f"{n_fallback} of {n_queries} queries {why}; they get the value of "
-                "their nearest training point(s), the limit as the bandwidth shrinks. "
-                "Increase the bandwidth to avoid this.",
-                EmptyNeighborhoodWarning,
-            )
+        check_pooled(n_queries, out, n_fallback, n_singular, kernel=self.kernel_,
+                     bandwidth=self.bandwidth_, dtype=self.X_fit_.dtype,
+                     degree=self.key_set_.degree)
 
     @property
     def attention_weights_(self):

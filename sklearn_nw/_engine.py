@@ -244,10 +244,12 @@ class KeyTensors(NamedTuple):
     b_fused: object  # (n, r + 2) fused Gaussian-family key side, or None
 
 
-def prepare_keys(x, v, h, kernel, log_w=None):
+def prepare_keys(x, v, h, kernel, log_w=None, centre=None):
     """The :class:`KeyTensors` of keys ``x`` (n, d), values ``v`` (n, t), bandwidths or
-    projection ``h`` and log weights ``log_w`` (n,) under ``kernel``."""
-    centre = key_centre(x, log_w)  # (d,)
+    projection ``h`` and log weights ``log_w`` (n,) under ``kernel``, centred on
+    ``centre`` (d,) (by default :func:`key_centre`; the shards of one key set share
+    theirs, so that their distances round alike)."""
+    centre = key_centre(x, log_w) if centre is None else centre  # (d,)
     xs = transform(x, centre, h)  # (n, r)
     log_w = x.new_zeros(x.shape[0]) if log_w is None else log_w  # (n,)
     c = kernel.quadratic_coef

@@ -63,8 +63,10 @@ from ._engine import (
     support_pool,
     transform,
 )
+from ._engine_partial import empty_partial, partial_pool
 from ._leave_one_out import leave_one_out_set
 from ._local_poly import local_fit_dense, local_fit_sparse, n_terms
+from ._shards import PartialSums
 
 # Radius search for compact kernels from this many training points (algorithm="auto"): a
 # cell list up to _CELL_MAX_FEATURES dimensions, a tree up to _TREE_MAX_FEATURES.
@@ -275,6 +277,9 @@ class KeySet:
         0 pools the values (Nadaraya-Watson); 1 or 2 fits a local polynomial of that
         degree to them with the attention as weights (:mod:`sklearn_nw._local_poly`) and
         returns its intercept, and the equivalent kernel as the attention.
+    centre : ndarray of shape (d,), default=None
+        Where the dense route centres the keys (by default the mean of those of positive
+        weight): the shards of one key set share one (:meth:`partial_pool`).
 
     Attributes
     ----------
@@ -296,12 +301,13 @@ class KeySet:
 
     def __init__(self, X, sample_weight, values, metric, kernel, *, route, algorithm=None,
                  n_neighbors=None, exact_zeros=False, explicit_algorithm=False, degree=0,
-                 adaptive=None):
+                 adaptive=None, centre=None):
         if route not in ROUTES:
             raise ValueError(f"Unknown route {route!r}; expected one of {ROUTES}.")
         if degree and route == "precomputed":
             raise ValueError("Local polynomials need coordinates, not precomputed distances.")
         self.degree = degree
+        self.centre = centre
         self.X = X
         self.dtype = X.dtype
         self.sample_weight = sample_weight
@@ -413,7 +419,8 @@ class KeySet:
         computed once on the CPU and kept as numpy."""
         tensor = lambda a: self._tensor(a, "cpu")
         keys = prepare_keys(tensor(self.X), tensor(self.values), tensor(self.metric),
-                            self.kernel, tensor(self.log_w))
+                            self.kernel, tensor(self.log_w),
+                            None if self.centre is None else tensor(self.centre))
         return KeyTensors(*(None if t is None else t.numpy() for t in keys))
 
     def _support_dense_keys(self):
@@ -486,6 +493,27 @@ class KeySet:
         return Pooled(out.cpu().numpy(),
                       _numpy_attention(attention, queries.shape[0], self.X.shape[0]),
                       n_fallback)
+
+    def partial_pool(self, queries, *, leave_out_equal=False, device="cpu",
+                     working_memory=1024):
+        """This key set's part of the predictions at ``queries`` (n_q, d) as one shard of
+        a larger key set (route ``"dense"``): a :class:`~sklearn_nw._shards.PartialSums`
+        in float64, merged with the other shards' by :func:`sklearn_nw._shards.merge`.
+        ``leave_out_equal`` leaves out the keys at each query's location (leave-one-out
+        of training inputs)."""
+        if self.route != "dense" or self.degree:
+            raise ValueError("Partial sums are those of the dense Nadaraya-Watson route.")
+        if not np.any(self.sample_weight > 0):
+            part = empty_partial(queries.shape[0], self.values.shape[1], torch.float64)
+        else:
+            tensor = lambda a: self._tensor(a, device)
+            with serial_if_small(queries.shape[0] * self.X.shape[0], torch.device(device)):
+                part = partial_pool(
+                    tensor(queries), tensor(self.X), tensor(self.values),
+                    tensor(self.metric), self.kernel, log_w=tensor(self.log_w),
+                    keys=self._dense_tensors(device), leave_out_equal=leave_out_equal,
+                    working_memory=working_memory)
+        return PartialSums(*(t.cpu().numpy().astype(np.float64, copy=False) for t in part))
 
     def _pool_adaptive(self, q, call):
         """Adaptive bandwidths: each query against every key of positive weight, the

@@ -61,11 +61,29 @@ def _weighted_std(X, sample_weight):
 
 
 def _scale_term(X, sample_weight):
-    """The data-scale term sigma_j; a constant feature borrows the others' mean scale (or 1)."""
+    """The data-scale term sigma_j and n = sum(w)."""
     sigma, n = _weighted_std(X, sample_weight)
+    return scale_term(sigma), n
+
+
+def scale_term(sigma):
+    """The data-scale term of weighted standard deviations ``sigma`` (d,): a constant
+    feature (``sigma_j = 0``) borrows the others' mean scale, or 1 if all are constant."""
     positive = sigma > 0
     fallback = sigma[positive].mean() if positive.any() else 1.0
-    return np.where(positive, sigma, fallback), n
+    return np.where(positive, sigma, fallback)
+
+
+def rule_of_thumb(rule, sigma, n):
+    """The bandwidths (d,) of ``rule`` ("scott" or "silverman") from the weighted standard
+    deviations ``sigma`` (d,) of the features and the total weight ``n``: what
+    :func:`scott_bandwidth` and :func:`silverman_bandwidth` compute from data, for
+    callers that have only these sums (:mod:`sklearn_nw.dask`)."""
+    sigma = scale_term(np.asarray(sigma, dtype=np.float64))
+    d = sigma.shape[0]
+    if rule == "scott":
+        return sigma * n ** (-1.0 / (d + 4))
+    return sigma * (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
 
 
 def scott_bandwidth(X, sample_weight=None):
@@ -100,9 +118,8 @@ def scott_bandwidth(X, sample_weight=None):
     >>> scott_bandwidth(X).round(4)
     array([0.8473])
     """
-    sigma, n = _scale_term(X, sample_weight)
-    d = sigma.shape[0]
-    return sigma * n ** (-1.0 / (d + 4))
+    sigma, n = _weighted_std(X, sample_weight)
+    return rule_of_thumb("scott", sigma, n)
 
 
 def silverman_bandwidth(X, sample_weight=None):
@@ -129,9 +146,8 @@ def silverman_bandwidth(X, sample_weight=None):
     B. W. Silverman, *Density Estimation for Statistics and Data Analysis*, Chapman & Hall,
     1986.
     """
-    sigma, n = _scale_term(X, sample_weight)
-    d = sigma.shape[0]
-    return sigma * (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
+    sigma, n = _weighted_std(X, sample_weight)
+    return rule_of_thumb("silverman", sigma, n)
 
 
 RULES_OF_THUMB = {"scott": scott_bandwidth, "silverman": silverman_bandwidth}

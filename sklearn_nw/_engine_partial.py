@@ -1,0 +1,133 @@
+"""Partial Nadaraya-Watson sums over one shard of the keys. Torch only.
+
+When the keys are split into shards (:mod:`sklearn_nw.dask`), shard s contributes to the
+prediction at query q its normaliser and numerator
+
+    D_s = sum_{j in s} w_j k(u_qj),    N_s = sum_{j in s} w_j k(u_qj) v_j,
+
+and the prediction over every shard is ``sum_s N_s / sum_s D_s``. A shard reports them as
+``out_s = N_s / D_s`` and ``log D_s``, so the merge (:mod:`sklearn_nw._shards`) weighs
+each ``out_s`` by ``exp(log D_s - log D)`` with ``log D = logsumexp_s log D_s``: in log
+space, as the single-machine engine, nothing underflows.
+
+A query with no kernel weight on a shard (a compact kernel with no key in reach, or
+weights that underflow) has ``log D_s = -inf`` there; the shard then reports its nearest
+keys of positive weight instead: their squared distance (in the metric divided by its
+largest bandwidth, the careful path's unit, which every shard shares), their log total
+weight and their weighted mean value. When every shard is empty the merge keeps the
+nearest of them, which is the single-machine fallback (the nearest key(s)).
+
+``leave_out_equal`` leaves out, for each query, every key at the query's own location (the
+leave-one-out of :mod:`sklearn_nw._leave_one_out`, where a point leaves with all the mass
+at its input): the queries are then training inputs, and each shard drops the keys equal
+to them, wherever they are.
+"""
+
+import math
+from typing import NamedTuple
+
+import torch
+
+from ._engine import (
+    _CACHE_BYTES,
+    _N_TEMPORARIES,
+    _compute_settings,
+    _Problem,
+    chunk_rows,
+    exact_sq_dist,
+)
+
+
+class Partial(NamedTuple):
+    """One shard's part of the predictions at some queries."""
+
+    out: torch.Tensor  # (n_q, t) N_s / D_s; where D_s = 0 the nearest keys' mean value
+    log_den: torch.Tensor  # (n_q,) log D_s, -inf where the shard gives no kernel weight
+    near: torch.Tensor  # (n_q,) where D_s = 0: squared distance to the nearest keys; else inf
+    log_near_w: torch.Tensor  # (n_q,) where D_s = 0: log of the nearest keys' weight
+
+
+def empty_partial(n_q, t, dtype, device="cpu"):
+    """The part of a shard with no key of positive weight: nothing, nowhere."""
+    return Partial(torch.zeros(n_q, t, dtype=dtype, device=device),
+                   torch.full((n_q,), -math.inf, dtype=dtype, device=device),
+                   torch.full((n_q,), math.inf, dtype=dtype, device=device),
+                   torch.full((n_q,), -math.inf, dtype=dtype, device=device))
+
+
+def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
+                 working_memory=1024):
+    """The :class:`Partial` sums of keys ``x`` (n, d) with values ``v`` (n, t) and log
+    weights ``log_w`` (n,) (at least one finite) at queries ``q`` (n_q, d), bandwidths or
+    projection ``h``, in chunks of queries within ``working_memory`` MiB. ``keys`` is
+    :func:`~sklearn_nw._engine.prepare_keys` of them, centred where every shard is.
+    """
+    problem = _Problem(x, v, h, kernel, log_w, None, working_memory, keys)
+    n_q, n = q.shape[0], x.shape[0]
+    result = empty_partial(n_q, v.shape[1], q.dtype, q.device)
+    # The fused Gaussian logits are relative to the shard's largest log weight.
+    shift = (float(problem.log_w[problem.positive].max())
+             if kernel.quadratic_coef is not None else 0.0)
+    step = chunk_rows(n_q, n * q.element_size() * _N_TEMPORARIES, working_memory)
+    step = max(1, min(step, _CACHE_BYTES // max(1, n * q.element_size())))
+    with _compute_settings():
+        for s in range(0, n_q, step):
+            qc = q[s : s + step]  # (b, d)
+            offset = qc.new_zeros(len(qc))  # (b,) what the logits are relative to
+            if leave_out_equal:
+                logits = _exact_logits(problem, qc, leave_out_equal)  # (b, n)
+            else:
+                logits = problem.fast_logits(problem.scale(qc), None)  # (b, n)
+                offset += shift
+            m = logits.amax(1)  # (b,)
+            # No weight (a compact kernel, underflow) or NaN from overflowed coordinates;
+            # for the fused Gaussian also a logit above log k(0) = 0, the expansion's
+            # cancellation far from the keys: redone from exact distances.
+            redo = ~torch.isfinite(m)
+            if kernel.quadratic_coef is not None:
+                redo |= m > 1e-3
+            if bool(redo.any()) and not leave_out_equal:
+                exact = _exact_logits(problem, qc[redo], False)
+                logits[redo], m[redo], offset[redo] = exact, exact.amax(1), 0.0
+            finite = torch.isfinite(m)  # (b,)
+            m = torch.where(finite, m, 0.0)
+            weights = torch.exp(logits - m[:, None])  # (b, n)
+            num_den = (problem.v1t @ weights.T).T  # (b, t + 1)
+            den = num_den[:, -1]
+            rows = slice(s, s + len(qc))
+            result.out[rows] = torch.where(finite[:, None], num_den[:, :-1] / den[:, None],
+                                           0.0)
+            result.log_den[rows] = torch.where(finite, m + offset + torch.log(den),
+                                                 -math.inf)
+            if not bool(finite.all()):
+                empty = torch.nonzero(~finite)[:, 0] + s  # (e,)
+                _nearest(problem, q[empty], result, empty, leave_out_equal)
+    return result
+
+
+def _exact_logits(problem, q, leave_out_equal):
+    """Logits ``log k(u^2) + log w`` (b, n) of queries ``q`` from exact differences,
+    absolute (not shifted); with ``leave_out_equal`` the keys at each query's location
+    get none."""
+    d2 = exact_sq_dist(problem.scale(q), problem.xs, problem.working_memory)  # (b, n)
+    d2 = torch.nan_to_num_(d2, nan=math.inf, posinf=math.inf)
+    logits = problem.kernel.log_profile_sq(d2) + problem.log_w  # (b, n)
+    if leave_out_equal:
+        logits.masked_fill_(problem.unit_sq_dist(q) == 0, -math.inf)
+    return logits
+
+
+def _nearest(problem, q, result, rows, leave_out_equal):
+    """Write into ``result`` at ``rows`` the nearest keys of positive weight of queries
+    ``q`` (e, d): their squared distance in the unit metric, log weight and mean value."""
+    d2 = problem.unit_sq_dist(q).masked_fill_(~problem.positive, math.inf)  # (e, n)
+    if leave_out_equal:
+        d2.masked_fill_(d2 == 0, math.inf)
+    near = d2.amin(1)  # (e,)
+    tied = (d2 == near[:, None]) & torch.isfinite(near)[:, None]  # (e, n)
+    log_w = torch.where(tied, problem.log_w, -math.inf)  # (e, n)
+    log_total = torch.logsumexp(log_w, 1)  # (e,)
+    weights = torch.exp(log_w - torch.where(torch.isfinite(log_total), log_total, 0.0)[:, None])
+    result.out[rows] = (problem.v1t[:-1] @ weights.T).T
+    result.near[rows] = near
+    result.log_near_w[rows] = log_total

@@ -1,0 +1,539 @@
+"""Nadaraya-Watson estimators with their keys sharded over a dask cluster.
+
+The estimators of this module have the names and parameters of the local ones (the dask-ml
+convention). ``fit`` takes dask arrays (or numpy arrays, which it splits into one block per
+worker) and leaves the keys on the workers: each block of training rows becomes one shard,
+a :class:`~sklearn_nw._keys.KeySet` built and kept where it was computed. ``predict``
+pools every block of queries against every shard and merges the shards' partial sums
+exactly, by a tree reduction in log space (:mod:`sklearn_nw._shards`):
+
+    f(q) = sum_s N_s(q) / sum_s D_s(q),  D_s = sum_{j in s} w_j k(u_qj),  N_s = D_s-weighted values,
+
+each shard sending per query only its normalised sums and ``log D_s`` (t + 3 numbers).
+
+Needs ``dask[array]`` and ``distributed`` (``pip install "sklearn-nw[dask]"``) and a running
+:class:`distributed.Client`.
+"""
+
+import math
+from numbers import Integral, Real
+from typing import ClassVar, NamedTuple
+
+import numpy as np
+from sklearn import get_config
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, check_is_fitted
+
+try:
+    import dask
+    import dask.array as da
+    import distributed
+except ImportError as exc:  # pragma: no cover - exercised without dask installed
+    raise ImportError(
+        "sklearn_nw.dask needs dask and distributed: pip install 'sklearn-nw[dask]' "
+        "(or pip install 'dask[array]' distributed)."
+    ) from exc
+
+from ._base import check_pooled
+from ._classification import NadarayaWatsonClassifier as _LocalClassifier
+from ._keys import KeySet
+from ._regression import NadarayaWatsonRegressor as _LocalRegressor
+from ._shards import finish, merge
+from .bandwidth import (
+    RULES_OF_THUMB,
+    AdaptiveBandwidth,
+    LeaveOneOutBandwidth,
+    check_bandwidth,
+    rule_of_thumb,
+)
+from .kernels import KERNELS, Kernel, get_kernel
+
+__all__ = ["NadarayaWatsonClassifier", "NadarayaWatsonRegressor"]
+
+
+def _client():
+    """The running dask.distributed client, or a clear error."""
+    try:
+        client = distributed.get_client()
+    except ValueError:
+        raise ValueError(
+            "sklearn_nw.dask computes on a dask.distributed cluster and found no client: "
+            "start one first, e.g. `from distributed import Client; client = Client()` "
+            "(a LocalCluster) or `Client('tcp://scheduler:8786')`."
+        ) from None
+    if client.status != "running":
+        raise ValueError(f"The dask client is {client.status}; start a new one.")
+    return client
+
+
+# -- the blocks: validation, statistics and shards, run on the workers -------------------
+
+
+class _Spec(NamedTuple):
+    """What every shard and query block shares, sent with each task."""
+
+    kernel: Kernel
+    metric: np.ndarray  # (d,) bandwidths
+    centre: np.ndarray  # (d,) the mean of the training inputs of positive weight
+    dtype: np.dtype
+    classes: object  # (c,) class labels, or None for a regressor
+    offset: object  # (t,) the regressor's targets' weighted mean, or None
+    scale: float  # the regressor's targets' largest deviation from it
+    one_output: bool  # the regressor's y was 1-D
+    working_memory: float
+
+
+def _check_block(X, y, w, dtype, classifier):
+    X = check_array(X, dtype=dtype)
+    w = (np.ones(X.shape[0]) if w is None
+         else check_array(w, ensure_2d=False, dtype=np.float64, ensure_min_samples=0))
+    if np.any(w < 0):
+        raise ValueError("Negative values in data passed to sample_weight.")
+    if classifier:
+        y = check_array(y, ensure_2d=False, dtype=None, ensure_min_samples=0)
+    else:
+        y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_min_samples=0)
+    return X, y, w
+
+
+def _first_moments(X, y, w, dtype, classifier):
+    """Pass 1 over a block: the sums that the centre, the mean, the rules of thumb and
+    the classes need (and the block's validation)."""
+    X, y, w = _check_block(X, y, w, dtype, classifier)
+    live = X[w > 0]
+    Xd = X.astype(np.float64)
+    return {
+        "n_rows": X.shape[0], "weight": w.sum(), "wx": w @ Xd, "live_x": live.sum(0, np.float64),
+        "n_live": live.shape[0],
+        "lo": live.min(0) if len(live) else np.full(X.shape[1], np.inf),
+        "hi": live.max(0) if len(live) else np.full(X.shape[1], -np.inf),
+        "classes": np.unique(y) if classifier else None,
+        "wy": None if classifier else w @ y.reshape(len(y), -1),
+    }
+
+
+def _second_moments(X, y, w, mean, offset, dtype, classifier):
+    """Pass 2: weighted squared deviations from the mean, and the targets' largest
+    deviation from their mean (over rows of positive weight)."""
+    X, y, w = _check_block(X, y, w, dtype, classifier)
+    dev = w @ (X.astype(np.float64) - mean) ** 2
+    spread = 0.0
+    if not classifier and np.any(w > 0):
+        spread = float(np.abs(y.reshape(len(y), -1)[w > 0] - offset).max())
+    return dev, spread
+
+
+class _Shard(NamedTuple):
+    key_set: KeySet  # the shard's keys, weights and values, route "dense"
+    y: np.ndarray  # the targets as given (for to_local)
+
+
+def _build_shard(X, y, w, spec, classifier):
+    X, y, w = _check_block(X, y, w, spec.dtype, classifier)
+    if classifier:
+        values = np.eye(len(spec.classes), dtype=spec.dtype)[np.searchsorted(spec.classes, y)]
+    else:
+        values = (y.reshape(len(y), -1) - spec.offset) / spec.scale
+    key_set = KeySet(X, w, values, spec.metric, spec.kernel, route="dense",
+                     exact_zeros=classifier, centre=spec.centre)
+    return _Shard(key_set, y)
+
+
+def _check_queries(Q, n_features, dtype):
+    Q = check_array(Q, dtype=[np.float64, np.float32], ensure_min_samples=0)
+    if Q.shape[1] != n_features:
+        raise ValueError(
+            f"X has {Q.shape[1]} features, but the estimator is expecting {n_features} "
+            "features as input.")
+    return Q.astype(dtype, copy=False)
+
+
+def _shard_part(shard, Q, spec, leave_out_equal=False):
+    return shard.key_set.partial_pool(Q, leave_out_equal=leave_out_equal,
+                                      working_memory=spec.working_memory)
+
+
+def _outputs(part, spec):
+    """The estimator's outputs of a query block's part of every shard, its fallback
+    count and whether every output is finite."""
+    out, n_fallback = finish(part)
+    if spec.classes is not None:
+        out = out / out.sum(1, keepdims=True)
+    else:
+        out = out * spec.scale + spec.offset
+        out = out[:, 0] if spec.one_output else out
+    return out.astype(spec.dtype if spec.classes is not None else np.float64)
+
+
+def _fallback_count(part):
+    return finish(part)[1], bool(np.all(np.isfinite(part.out)))
+
+
+def _tree(client, parts, func, *args):
+    """Merge futures ``parts`` pairwise on the cluster, a tree of ``func`` tasks."""
+    while len(parts) > 1:
+        parts = [client.submit(func, parts[i], parts[i + 1], *args)
+                 if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
+
+
+# -- the estimators ---------------------------------------------------------------------
+
+
+def _as_rows(a, name, chunks=None, n_blocks=1):
+    """``a`` as a dask array split into row blocks only (numpy arrays into ``n_blocks``
+    blocks, or along ``chunks``)."""
+    if isinstance(a, da.Array):
+        if any(math.isnan(c) for c in a.chunks[0]):
+            a = a.compute_chunk_sizes()
+        return a.rechunk(dict.fromkeys(range(1, a.ndim), -1)) if a.ndim > 1 else a
+    a = np.asarray(a)
+    if a.ndim == 0:
+        raise ValueError(f"{name} must be an array, got a scalar {a!r}.")
+    if chunks is None:
+        chunks = max(1, -(-a.shape[0] // max(1, n_blocks)))
+    return da.from_array(a, chunks=(chunks,) + a.shape[1:])
+
+
+class _DaskNadarayaWatson(BaseEstimator):
+    """Fitting and pooling shared by the dask regressor and classifier."""
+
+    def _fit(self, X, y, sample_weight, *, classifier):
+        if self.n_neighbors is not None:
+            raise ValueError(
+                f"n_neighbors={self.n_neighbors!r} restricts attention to the k nearest "
+                "training points, which needs a global top-k merge across shards; "
+                "sklearn_nw.dask does not do it. Use n_neighbors=None, or the local "
+                "estimator (to_local()).")
+        refused = [what for what, on in (
+            ("metric='precomputed'", self.metric == "precomputed"),
+            (f"algorithm={self.algorithm!r} (each shard sums densely)",
+             self.algorithm not in ("auto", "brute")),
+            ("compute='compiled'", self.compute == "compiled"),
+            (f"degree={getattr(self, 'degree', 0)!r}", getattr(self, "degree", 0) != 0),
+            (f"bandwidth={self.bandwidth!r}",
+             not isinstance(self.bandwidth, (Real, str, list, tuple, np.ndarray))
+             or isinstance(self.bandwidth, bool)
+             or (isinstance(self.bandwidth, str) and self.bandwidth not in RULES_OF_THUMB)),
+        ) if on]
+        if refused:
+            raise ValueError(
+                "sklearn_nw.dask pools Nadaraya-Watson sums over shards of keys with a rule "
+                "of thumb or a given bandwidth; it cannot use "
+                f"{', '.join(refused)}. For a learned bandwidth use "
+                "sklearn_nw.dask.NadarayaWatson...CV (the exact leave-one-out grid).")
+        client = _client()
+        n_workers = max(1, len(client.scheduler_info()["workers"]))
+        X = _as_rows(X, "X", n_blocks=n_workers)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D.")
+        chunks = X.chunks[0]
+        y = self._rows_like(y, "y", X)
+        w = None if sample_weight is None else self._rows_like(sample_weight,
+                                                               "sample_weight", X)
+        dtype = np.float32 if X.dtype == np.float32 else np.float64
+        blocks = list(zip(X.to_delayed().ravel(), y.to_delayed().ravel(),
+                          [None] * len(chunks) if w is None else w.to_delayed().ravel()))
+        first = client.gather(client.compute(
+            [dask.delayed(_first_moments)(xb, yb, wb, dtype, classifier)
+             for xb, yb, wb in blocks]))
+        weight = sum(f["weight"] for f in first)
+        n_live = sum(f["n_live"] for f in first)
+        if n_live == 0 or weight <= 0:
+            raise ValueError("sample_weight must have a positive sum.")
+        mean = sum(f["wx"] for f in first) / weight
+        centre = (sum(f["live_x"] for f in first) / n_live)
+        classes = offset = None
+        if classifier:
+            classes = np.unique(np.concatenate([f["classes"] for f in first]))
+            check_classification_targets(classes)
+            self.classes_ = classes
+        else:
+            offset = sum(f["wy"] for f in first) / weight
+        second = client.gather(client.compute(
+            [dask.delayed(_second_moments)(xb, yb, wb, mean, offset, dtype, classifier)
+             for xb, yb, wb in blocks]))
+        sigma = np.sqrt(sum(s[0] for s in second) / weight)
+        constant = (np.min([f["lo"] for f in first], 0) == np.max([f["hi"] for f in first], 0))
+        sigma[constant] = 0.0
+        scale = max(s[1] for s in second)
+        self.kernel_ = get_kernel(self.kernel, dtype=dtype)
+        self.n_features_in_ = X.shape[1]
+        self.n_samples_fit_ = X.shape[0]
+        self._sums = (sigma, weight)
+        self.bandwidth_ = self._resolve_bandwidth(client, blocks, sigma, weight, dtype,
+                                                  classifier, centre, offset, scale)
+        self._spec = _Spec(self.kernel_, self.bandwidth_, centre, np.dtype(dtype), classes,
+                           offset, scale if 0 < scale < np.inf else 1.0,
+                           not classifier and y.ndim == 1, get_config()["working_memory"])
+        self._shards = client.compute(
+            [dask.delayed(_build_shard)(xb, yb, wb, self._spec, classifier)
+             for xb, yb, wb in blocks])
+        distributed.wait(self._shards)
+        for f in self._shards:
+            if f.status == "error":
+                f.result()  # raises the worker's error here
+        self.n_shards_ = len(self._shards)
+        return self
+
+    def _resolve_bandwidth(self, client, blocks, sigma, weight, dtype, classifier, centre,
+                           offset, scale):
+        if isinstance(self.bandwidth, str):
+            return rule_of_thumb(self.bandwidth, sigma, weight)
+        return check_bandwidth(self.bandwidth, len(sigma))
+
+    def _rows_like(self, a, name, X):
+        a = _as_rows(a, name, chunks=X.chunks[0][0])
+        if a.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"X has {X.shape[0]} rows but {name} has {a.shape[0]}; they must match.")
+        if a.chunks[0] != X.chunks[0]:  # mismatched blocks: the rows of X's blocks
+            a = a.rechunk({0: X.chunks[0]})
+        return a
+
+    def _check_live(self):
+        check_is_fitted(self)
+        client = _client()
+        lost = [f for f in self._shards if f.status in ("cancelled", "lost")
+                or f.client.status != "running"]
+        if lost:
+            raise ValueError(
+                "The shards of this estimator were lost with the dask client they were fitted "
+                "on; fit it again on a running client (or call to_local() before closing "
+                "the client).")
+        return client
+
+    def _pool(self, X, *, leave_out_equal=False):
+        """The outputs at queries X as a dask array (after checking the fallback counts,
+        which needs the partial sums computed: they are kept on the cluster)."""
+        client = self._check_live()
+        n_workers = max(1, len(client.scheduler_info()["workers"]))
+        X = _as_rows(X, "X", n_blocks=n_workers)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (n_queries, n_features); got {X.ndim}-D.")
+        spec = self._spec
+        finals, shapes = [], []
+        for block, n_rows in zip(X.to_delayed().ravel(), X.chunks[0]):
+            q = client.compute(dask.delayed(_check_queries)(block, self.n_features_in_,
+                                                             spec.dtype))
+            parts = [client.submit(_shard_part, shard, q, spec, leave_out_equal)
+                     for shard in self._shards]
+            finals.append(_tree(client, parts, merge))
+            shapes.append(n_rows)
+        counts = client.gather([client.submit(_fallback_count, f) for f in finals])
+        n_fallback = sum(c for c, _ in counts)
+        out_finite = np.array([all(ok for _, ok in counts)])
+        check_pooled(X.shape[0], out_finite.astype(float) if out_finite.all()
+                     else np.array([np.nan]), n_fallback, kernel=self.kernel_,
+                     bandwidth=self.bandwidth_, dtype=spec.dtype)
+        outputs = [client.submit(_outputs, f, spec) for f in finals]
+        t = 1 if spec.classes is None and spec.one_output else (
+            len(spec.classes) if spec.classes is not None else len(spec.offset))
+        dtype = spec.dtype if spec.classes is not None else np.float64
+        arrays = [da.from_delayed(dask.delayed(o), shape=(n,) if spec.one_output
+                                  and spec.classes is None else (n, t), dtype=dtype)
+                  for o, n in zip(outputs, shapes)]
+        return da.concatenate(arrays) if arrays else da.zeros((0, t), dtype=dtype)
+
+    def to_local(self):
+        """The equivalent local estimator, fitted on the gathered training data.
+
+        Its ``bandwidth`` is this estimator's fitted ``bandwidth_``; its predictions are
+        this estimator's (to rounding).
+
+        Returns
+        -------
+        estimator : sklearn_nw.NadarayaWatsonRegressor or NadarayaWatsonClassifier
+        """
+        client = self._check_live()
+        shards = client.gather(self._shards)
+        X = np.concatenate([s.key_set.X for s in shards])
+        y = np.concatenate([s.y for s in shards])
+        w = np.concatenate([s.key_set.sample_weight for s in shards])
+        local = self._local_class(**{**self.get_params(), "bandwidth": self.bandwidth_.copy()})
+        return local.fit(X, y, sample_weight=w)
+
+
+_CONSTRAINTS = {
+    "kernel": [StrOptions(set(KERNELS)), Kernel, callable],
+    "bandwidth": [Interval(Real, 0, None, closed="neither"),
+                  StrOptions(set(RULES_OF_THUMB) | {"loo"}), LeaveOneOutBandwidth,
+                  AdaptiveBandwidth, "array-like"],
+    "n_neighbors": [None, Interval(Integral, 1, None, closed="left")],
+    "algorithm": [StrOptions({"auto", "brute"})],
+    "compute": [StrOptions({"auto", "eager"})],
+    "metric": [StrOptions({"euclidean"})],
+    "device": [str],
+}
+
+
+class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
+    """Nadaraya-Watson regression with its keys sharded over a dask cluster.
+
+    The parameters are those of :class:`sklearn_nw.NadarayaWatsonRegressor`; a rule of
+    thumb or a given bandwidth, every kernel, ``n_neighbors=None``, ``degree=0``.
+
+    Parameters
+    ----------
+    kernel : str, Kernel or callable, default="gaussian"
+    bandwidth : {"scott", "silverman"}, float or array-like, default="scott"
+    n_neighbors : None
+        Refused otherwise (a global top-k merge is not implemented).
+    algorithm : {"auto", "brute"}, default="auto"
+    compute : {"auto", "eager"}, default="auto"
+    metric : {"euclidean"}, default="euclidean"
+    device : str, default="cpu"
+    degree : {0}, default=0
+
+    Attributes
+    ----------
+    kernel_ : Kernel
+    bandwidth_ : ndarray of shape (n_features,)
+    n_features_in_ : int
+    n_samples_fit_ : int
+    n_shards_ : int
+        The shards of keys kept on the workers: one per block of training rows.
+
+    Examples
+    --------
+    >>> from distributed import Client, LocalCluster  # doctest: +SKIP
+    >>> client = Client(LocalCluster(n_workers=2))  # doctest: +SKIP
+    >>> from sklearn_nw.dask import NadarayaWatsonRegressor  # doctest: +SKIP
+    >>> est = NadarayaWatsonRegressor().fit(X, y)  # dask or numpy arrays  # doctest: +SKIP
+    >>> est.predict(X_query).compute()  # doctest: +SKIP
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        **_CONSTRAINTS, "degree": [Interval(Integral, 0, 2, closed="both")]}
+    _local_class = _LocalRegressor
+
+    def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
+                 algorithm="auto", compute="auto", metric="euclidean", device="cpu",
+                 degree=0):
+        self.kernel = kernel
+        self.bandwidth = bandwidth
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
+        self.compute = compute
+        self.metric = metric
+        self.device = device
+        self.degree = degree
+
+    def fit(self, X, y, sample_weight=None):
+        """Shard the training data over the cluster's workers and resolve the bandwidth.
+
+        Parameters
+        ----------
+        X : dask or numpy array of shape (n_samples, n_features)
+        y : dask or numpy array of shape (n_samples,) or (n_samples, n_outputs)
+        sample_weight : dask or numpy array of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : NadarayaWatsonRegressor
+        """
+        self._validate_params()
+        return self._fit(X, y, sample_weight, classifier=False)
+
+    def predict(self, X):
+        """Predictions at X, pooled over every shard.
+
+        The partial sums are computed when this is called (to warn about queries with an
+        empty neighbourhood) and kept on the cluster.
+
+        Parameters
+        ----------
+        X : dask or numpy array of shape (n_queries, n_features)
+
+        Returns
+        -------
+        y_pred : dask array of shape (n_queries,) or (n_queries, n_outputs)
+        """
+        return self._pool(X)
+
+
+class NadarayaWatsonClassifier(ClassifierMixin, _DaskNadarayaWatson):
+    """Nadaraya-Watson classification with its keys sharded over a dask cluster.
+
+    The parameters are those of :class:`sklearn_nw.NadarayaWatsonClassifier`; a rule of
+    thumb or a given bandwidth, every kernel, ``n_neighbors=None``.
+
+    Parameters
+    ----------
+    kernel : str, Kernel or callable, default="gaussian"
+    bandwidth : {"scott", "silverman"}, float or array-like, default="scott"
+    n_neighbors : None
+    algorithm : {"auto", "brute"}, default="auto"
+    compute : {"auto", "eager"}, default="auto"
+    metric : {"euclidean"}, default="euclidean"
+    device : str, default="cpu"
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    kernel_ : Kernel
+    bandwidth_ : ndarray of shape (n_features,)
+    n_features_in_ : int
+    n_samples_fit_ : int
+    n_shards_ : int
+    """
+
+    _parameter_constraints: ClassVar[dict] = dict(_CONSTRAINTS)
+    _local_class = _LocalClassifier
+
+    def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
+                 algorithm="auto", compute="auto", metric="euclidean", device="cpu"):
+        self.kernel = kernel
+        self.bandwidth = bandwidth
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
+        self.compute = compute
+        self.metric = metric
+        self.device = device
+
+    def fit(self, X, y, sample_weight=None):
+        """Shard the training data over the cluster's workers and resolve the bandwidth.
+
+        Parameters
+        ----------
+        X : dask or numpy array of shape (n_samples, n_features)
+        y : dask or numpy array of shape (n_samples,)
+        sample_weight : dask or numpy array of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : NadarayaWatsonClassifier
+        """
+        self._validate_params()
+        return self._fit(X, y, sample_weight, classifier=True)
+
+    def predict_proba(self, X):
+        """Class probabilities at X, pooled over every shard.
+
+        Parameters
+        ----------
+        X : dask or numpy array of shape (n_queries, n_features)
+
+        Returns
+        -------
+        proba : dask array of shape (n_queries, n_classes)
+        """
+        return self._pool(X)
+
+    def predict(self, X):
+        """The class of highest probability at X.
+
+        Parameters
+        ----------
+        X : dask or numpy array of shape (n_queries, n_features)
+
+        Returns
+        -------
+        y_pred : dask array of shape (n_queries,)
+        """
+        proba = self.predict_proba(X)
+        classes = self.classes_
+        return proba.map_blocks(lambda p: classes[np.argmax(p, axis=1)], drop_axis=1,
+                                dtype=classes.dtype)
