@@ -10,12 +10,17 @@ combines two shards' parts into the part of their union: it is associative and
 commutative, so a tree reduction in any order gives the same prediction (to rounding).
 Where no shard gives kernel weight, the merge keeps the nearest keys of all shards (ties
 pooled by weight): the single-machine fallback. :func:`finish` turns the merged part
-into the predictions and the number of queries that fell back.
+into the predictions and the number of queries that fell back;
+:func:`leave_one_out_sums` scores a block of training rows' leave-one-out predictions
+with the losses of :mod:`sklearn_nw._losses`.
 """
 
 from typing import NamedTuple
 
 import numpy as np
+import torch
+
+from ._losses import get_loss
 
 
 class PartialSums(NamedTuple):
@@ -65,3 +70,20 @@ def finish(part):
     """The pooled values (n_q, t) of a part of every shard, and how many queries fell
     back to their nearest key(s)."""
     return part.out, int(np.count_nonzero(~np.isfinite(part.log_den)))
+
+
+def leave_one_out_sums(pooled, values, weight, loss):
+    """Weighted sums over a block of training rows of their leave-one-out loss and, for
+    the log-loss, of their hits (the class of largest probability is theirs, the first on
+    ties): ``(sum_i w_i loss_i, sum_i w_i hit_i or None)``.
+
+    ``pooled`` (n, t) are the rows' leave-one-out predictions in the pooled unit,
+    ``values`` (n, t) what was pooled (scaled targets, one-hot labels), ``weight`` (n,).
+    """
+    loss = get_loss(loss)
+    per_row = loss.per_row(torch.from_numpy(pooled), torch.from_numpy(
+        values.astype(np.float64))).numpy()  # (n,)
+    hits = None
+    if loss.name == "log_loss":
+        hits = float(weight @ values[np.arange(len(values)), np.argmax(pooled, axis=1)])
+    return float(weight @ per_row), hits

@@ -38,9 +38,12 @@ except ImportError as exc:  # pragma: no cover - exercised without dask installe
 
 from ._base import check_pooled
 from ._classification import NadarayaWatsonClassifier as _LocalClassifier
+from ._cv import _DEFAULT_GRID, _DEFAULT_N_BANDWIDTHS, _EXTEND_BY, _MAX_EXTENSIONS
+from ._cv import NadarayaWatsonClassifierCV as _LocalClassifierCV
+from ._cv import NadarayaWatsonRegressorCV as _LocalRegressorCV
 from ._keys import KeySet
 from ._regression import NadarayaWatsonRegressor as _LocalRegressor
-from ._shards import finish, merge
+from ._shards import finish, leave_one_out_sums, merge
 from .bandwidth import (
     RULES_OF_THUMB,
     AdaptiveBandwidth,
@@ -50,7 +53,12 @@ from .bandwidth import (
 )
 from .kernels import KERNELS, Kernel, get_kernel
 
-__all__ = ["NadarayaWatsonClassifier", "NadarayaWatsonRegressor"]
+__all__ = [
+    "NadarayaWatsonClassifier",
+    "NadarayaWatsonClassifierCV",
+    "NadarayaWatsonRegressor",
+    "NadarayaWatsonRegressorCV",
+]
 
 
 def _client():
@@ -141,6 +149,34 @@ def _build_shard(X, y, w, spec, classifier):
     return _Shard(key_set, y)
 
 
+def _with_metric(shard, spec):
+    """The shard with bandwidths ``spec.metric``."""
+    ks = shard.key_set
+    return shard._replace(key_set=KeySet(ks.X, ks.sample_weight, ks.values, spec.metric,
+                                         spec.kernel, route="dense",
+                                         exact_zeros=ks.exact_zeros, centre=spec.centre))
+
+
+def _distinct_inputs(X, w):
+    X = np.asarray(X)
+    live = X if w is None else X[np.asarray(w) > 0]
+    return np.unique(live + 0.0, axis=0)  # + 0.0: -0.0 and 0.0 are one location
+
+
+def _union(a, b):
+    return np.unique(np.concatenate([a, b]), axis=0)
+
+
+def _training_inputs(shard):
+    return shard.key_set.X
+
+
+def _leave_one_out_block(part, shard, loss):
+    """A block of training rows' leave-one-out loss and hits, summed with weights."""
+    ks = shard.key_set
+    return leave_one_out_sums(part.out, ks.values, ks.sample_weight, loss)
+
+
 def _check_queries(Q, n_features, dtype):
     Q = check_array(Q, dtype=[np.float64, np.float32], ensure_min_samples=0)
     if Q.shape[1] != n_features:
@@ -151,8 +187,11 @@ def _check_queries(Q, n_features, dtype):
 
 
 def _shard_part(shard, Q, spec, leave_out_equal=False):
-    return shard.key_set.partial_pool(Q, leave_out_equal=leave_out_equal,
-                                      working_memory=spec.working_memory)
+    key_set = shard.key_set
+    if not np.array_equal(key_set.metric, spec.metric):  # a grid point's bandwidths
+        key_set = _with_metric(shard, spec).key_set
+    return key_set.partial_pool(Q, leave_out_equal=leave_out_equal,
+                                working_memory=spec.working_memory)
 
 
 def _outputs(part, spec):
@@ -200,30 +239,35 @@ def _as_rows(a, name, chunks=None, n_blocks=1):
 class _DaskNadarayaWatson(BaseEstimator):
     """Fitting and pooling shared by the dask regressor and classifier."""
 
-    def _fit(self, X, y, sample_weight, *, classifier):
+    def _fit(self, X, y, sample_weight, *, classifier, search=None):
+        """Validate, reduce the statistics, build the shards; with ``search`` (a
+        :class:`_DaskLeaveOneOutGrid`) choose the bandwidth by it and return its choice."""
         if self.n_neighbors is not None:
             raise ValueError(
                 f"n_neighbors={self.n_neighbors!r} restricts attention to the k nearest "
                 "training points, which needs a global top-k merge across shards; "
                 "sklearn_nw.dask does not do it. Use n_neighbors=None, or the local "
                 "estimator (to_local()).")
+        bandwidth = "scott" if search is not None else self.bandwidth
         refused = [what for what, on in (
-            ("metric='precomputed'", self.metric == "precomputed"),
+            ("metric='precomputed'", getattr(self, "metric", None) == "precomputed"),
             (f"algorithm={self.algorithm!r} (each shard sums densely)",
              self.algorithm not in ("auto", "brute")),
             ("compute='compiled'", self.compute == "compiled"),
-            (f"degree={getattr(self, 'degree', 0)!r}", getattr(self, "degree", 0) != 0),
-            (f"bandwidth={self.bandwidth!r}",
-             not isinstance(self.bandwidth, (Real, str, list, tuple, np.ndarray))
-             or isinstance(self.bandwidth, bool)
-             or (isinstance(self.bandwidth, str) and self.bandwidth not in RULES_OF_THUMB)),
+            (f"degree={getattr(self, 'degree', 0)!r}",
+             getattr(self, "degree", 0) not in (0, "auto" if search else 0)),
+            (f"bandwidth={bandwidth!r}",
+             not isinstance(bandwidth, (Real, str, list, tuple, np.ndarray))
+             or isinstance(bandwidth, bool)
+             or (isinstance(bandwidth, str) and bandwidth not in RULES_OF_THUMB)),
         ) if on]
         if refused:
             raise ValueError(
                 "sklearn_nw.dask pools Nadaraya-Watson sums over shards of keys with a rule "
                 "of thumb or a given bandwidth; it cannot use "
-                f"{', '.join(refused)}. For a learned bandwidth use "
-                "sklearn_nw.dask.NadarayaWatson...CV (the exact leave-one-out grid).")
+                f"{', '.join(refused)}. For a chosen bandwidth use "
+                "NadarayaWatsonRegressorCV or ClassifierCV of sklearn_nw.dask (the exact "
+                "leave-one-out grid).")
         client = _client()
         n_workers = max(1, len(client.scheduler_info()["workers"]))
         X = _as_rows(X, "X", n_blocks=n_workers)
@@ -262,27 +306,47 @@ class _DaskNadarayaWatson(BaseEstimator):
         self.kernel_ = get_kernel(self.kernel, dtype=dtype)
         self.n_features_in_ = X.shape[1]
         self.n_samples_fit_ = X.shape[0]
-        self._sums = (sigma, weight)
-        self.bandwidth_ = self._resolve_bandwidth(client, blocks, sigma, weight, dtype,
-                                                  classifier, centre, offset, scale)
-        self._spec = _Spec(self.kernel_, self.bandwidth_, centre, np.dtype(dtype), classes,
-                           offset, scale if 0 < scale < np.inf else 1.0,
-                           not classifier and y.ndim == 1, get_config()["working_memory"])
+        spec = _Spec(self.kernel_, None, centre, np.dtype(dtype), classes, offset,
+                     scale if 0 < scale < np.inf else 1.0,
+                     not classifier and y.ndim == 1, get_config()["working_memory"])
+        if search is not None:
+            # The grid's centre: Scott's rule over the distinct inputs of positive weight.
+            distinct = _tree(client, [client.compute(dask.delayed(_distinct_inputs)(xb, wb))
+                                      for xb, _, wb in blocks], _union)
+            n_distinct = client.submit(len, distinct).result()
+            if n_distinct < 2:
+                raise ValueError(
+                    f"{type(self).__name__} needs at least 2 distinct training inputs with "
+                    f"positive sample weight; got {n_distinct}.")
+            spec = spec._replace(metric=rule_of_thumb("scott", sigma, n_distinct))
+        elif isinstance(self.bandwidth, str):
+            spec = spec._replace(metric=rule_of_thumb(self.bandwidth, sigma, weight))
+        else:
+            spec = spec._replace(metric=check_bandwidth(self.bandwidth, len(sigma)))
         self._shards = client.compute(
-            [dask.delayed(_build_shard)(xb, yb, wb, self._spec, classifier)
+            [dask.delayed(_build_shard)(xb, yb, wb, spec, classifier)
              for xb, yb, wb in blocks])
         distributed.wait(self._shards)
         for f in self._shards:
             if f.status == "error":
                 f.result()  # raises the worker's error here
+        choice = None
+        if search is not None:
+            choice = search.select(client, self._shards, spec, classifier)
+            spec = spec._replace(metric=choice.bandwidth)
+            self._shards = [client.submit(_with_metric, f, spec) for f in self._shards]
+        self._spec = spec
+        self.bandwidth_ = spec.metric
         self.n_shards_ = len(self._shards)
-        return self
+        return choice
 
-    def _resolve_bandwidth(self, client, blocks, sigma, weight, dtype, classifier, centre,
-                           offset, scale):
-        if isinstance(self.bandwidth, str):
-            return rule_of_thumb(self.bandwidth, sigma, weight)
-        return check_bandwidth(self.bandwidth, len(sigma))
+    def _set_choice(self, choice):
+        self.cv_results_ = choice.cv_results
+        self.best_index_ = choice.best_index
+        self.best_score_ = choice.best_score
+        self.bandwidths_ = choice.grid
+        self.best_params_ = {"bandwidth": choice.bandwidth, "kind": "fixed"}
+        return self
 
     def _rows_like(self, a, name, X):
         a = _as_rows(a, name, chunks=X.chunks[0][0])
@@ -352,8 +416,110 @@ class _DaskNadarayaWatson(BaseEstimator):
         X = np.concatenate([s.key_set.X for s in shards])
         y = np.concatenate([s.y for s in shards])
         w = np.concatenate([s.key_set.sample_weight for s in shards])
-        local = self._local_class(**{**self.get_params(), "bandwidth": self.bandwidth_.copy()})
-        return local.fit(X, y, sample_weight=w)
+        return self._local_class(**self._local_params()).fit(X, y, sample_weight=w)
+
+    def _local_params(self):
+        return {**self.get_params(), "bandwidth": self.bandwidth_.copy()}
+
+
+class _GridChoice(NamedTuple):
+    bandwidth: np.ndarray  # (d,)
+    grid: np.ndarray  # (G, d)
+    cv_results: dict
+    best_index: int
+    best_score: float
+
+
+class _DaskLeaveOneOutGrid:
+    """The CV estimators' exact leave-one-out grid over shards (fixed bandwidths,
+    Nadaraya-Watson): for each grid point, each block of training rows is pooled against
+    every shard, each shard leaving out the keys at the rows' own locations, and the
+    blocks' weighted losses are summed. The selection is that of the local CV estimators
+    with ``bandwidth_kinds=["fixed"], degree=0``. ``bandwidths`` is the CV estimators'
+    parameter."""
+
+    def __init__(self, bandwidths):
+        self.bandwidths = bandwidths
+
+
+    def select(self, client, shards, spec, classifier):
+        """The grid's choice (a :class:`_GridChoice`) on the shards (futures), Scott's
+        rule over the distinct inputs in ``spec.metric``."""
+        multiples = _default_multiples(self.bandwidths)
+        reference = spec.metric
+        if multiples is not None:
+            grid = multiples[:, None] * reference
+        else:
+            grid = np.array(self.bandwidths, dtype=np.float64)
+            if grid.ndim == 1:
+                grid = np.repeat(grid[:, None], len(reference), axis=1)
+        scores, reported = self._grid_scores(client, shards, spec, grid, classifier)
+        for _ in range(_MAX_EXTENSIONS):
+            best = int(np.argmax(scores))
+            if multiples is None or len(multiples) < 2 or 0 < best < len(grid) - 1:
+                break
+            steps = (multiples[1] / multiples[0]) ** np.arange(1, _EXTEND_BY + 1)  # (E,)
+            new = multiples[0] / steps[::-1] if best == 0 else multiples[-1] * steps
+            new_scores, new_reported = self._grid_scores(
+                client, shards, spec, new[:, None] * reference, classifier)
+            ordered = (lambda a, b: (b, a)) if best == 0 else (lambda a, b: (a, b))
+            multiples = np.concatenate(ordered(multiples, new))
+            scores = np.concatenate(ordered(scores, new_scores))
+            reported = np.concatenate(ordered(reported, new_reported))
+            grid = multiples[:, None] * reference
+        best = int(np.argmax(scores))
+        cv_results = {
+            "mean_test_score": reported,
+            "rank_test_score": np.argsort(np.argsort(-scores, kind="stable"),
+                                          kind="stable") + 1,
+            "bandwidth": grid,
+        }
+        return _GridChoice(grid[best].copy(), grid, cv_results, best, float(reported[best]))
+
+    def _grid_scores(self, client, shards, spec, grid, classifier):
+        """Scores to rank the grid points by, and as reported (the local CV's)."""
+        loss = "log_loss" if classifier else "squared_error"
+        inputs = [client.submit(_training_inputs, shard) for shard in shards]
+        sums = []
+        for h in grid:
+            point = spec._replace(metric=np.asarray(h, dtype=np.float64))
+            sums.append([client.submit(_leave_one_out_block, _tree(client, [
+                client.submit(_shard_part, shard, q, point, True) for shard in shards],
+                merge), own, loss) for q, own in zip(inputs, shards)])
+        sums = client.gather(sums)  # G lists of (sum w loss, sum w hit) per block
+        weight = sum(client.gather([client.submit(_block_weight, f) for f in shards]))
+        mean_loss = np.array([sum(s[0] for s in point) for point in sums]) / weight  # (G,)
+        if classifier:
+            accuracy = np.array([sum(s[1] for s in point) for point in sums]) / weight
+            return accuracy - 1e-15 * np.minimum(mean_loss, 1e6), accuracy
+        return -mean_loss, -spec.scale**2 * mean_loss
+
+
+def _check_search_params(est):
+    refused = [what for what, on in (
+        (f"cv={est.cv!r}", est.cv is not None),
+        (f"scoring={est.scoring!r}", est.scoring is not None),
+        (f"bandwidth_kinds={est.bandwidth_kinds!r}",
+         est.bandwidth_kinds != "auto" and list(est.bandwidth_kinds) != ["fixed"]),
+        (f"degree={getattr(est, 'degree', 0)!r}", getattr(est, "degree", 0) not in ("auto", 0)),
+    ) if on]
+    if refused:
+        raise ValueError(
+            "sklearn_nw.dask's CV estimators choose a fixed bandwidth by the exact "
+            "leave-one-out loss (Nadaraya-Watson, degree 0); they cannot use "
+            f"{', '.join(refused)}. Use the local estimator for the others.")
+
+
+def _block_weight(shard):
+    return float(shard.key_set.sample_weight.sum())
+
+
+def _default_multiples(bandwidths):
+    """The multiples of the reference bandwidth of a default grid; None for a given one."""
+    if bandwidths is None or isinstance(bandwidths, Integral):
+        n = _DEFAULT_N_BANDWIDTHS if bandwidths is None else bandwidths
+        return np.geomspace(*_DEFAULT_GRID, n) if n > 1 else np.ones(1)
+    return None
 
 
 _CONSTRAINTS = {
@@ -435,7 +601,8 @@ class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
         self : NadarayaWatsonRegressor
         """
         self._validate_params()
-        return self._fit(X, y, sample_weight, classifier=False)
+        self._fit(X, y, sample_weight, classifier=False)
+        return self
 
     def predict(self, X):
         """Predictions at X, pooled over every shard.
@@ -507,7 +674,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, _DaskNadarayaWatson):
         self : NadarayaWatsonClassifier
         """
         self._validate_params()
-        return self._fit(X, y, sample_weight, classifier=True)
+        self._fit(X, y, sample_weight, classifier=True)
+        return self
 
     def predict_proba(self, X):
         """Class probabilities at X, pooled over every shard.
@@ -537,3 +705,178 @@ class NadarayaWatsonClassifier(ClassifierMixin, _DaskNadarayaWatson):
         classes = self.classes_
         return proba.map_blocks(lambda p: classes[np.argmax(p, axis=1)], drop_axis=1,
                                 dtype=classes.dtype)
+
+
+_CV_CONSTRAINTS = {
+    "bandwidths": [None, Interval(Integral, 1, None, closed="left"), "array-like"],
+    "kernel": _CONSTRAINTS["kernel"],
+    "bandwidth_kinds": [StrOptions({"auto"}), list, tuple],
+    "cv": [None, "cv_object"],
+    "scoring": [None, str, callable],
+    "n_neighbors": _CONSTRAINTS["n_neighbors"],
+    "algorithm": _CONSTRAINTS["algorithm"],
+    "compute": _CONSTRAINTS["compute"],
+    "device": [str],
+}
+
+
+class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
+    """Nadaraya-Watson regression over a dask cluster, the bandwidth chosen by the exact
+    leave-one-out grid.
+
+    The parameters are those of :class:`sklearn_nw.NadarayaWatsonRegressorCV`, which this
+    equals with ``bandwidth_kinds=["fixed"], degree=0``: the default grid spans 1/8 to 8
+    times Scott's rule (over the distinct inputs) and goes on past an end that holds the
+    best point; each point is scored by its exact leave-one-out squared error, every
+    block of training rows pooled against every shard, the shards leaving out the keys
+    at the rows' own locations. Adaptive bandwidths, local polynomials, ``cv`` and
+    ``scoring`` are the local estimator's only.
+
+    Parameters
+    ----------
+    bandwidths : None, int or array-like, default=None
+    kernel : str, Kernel or callable, default="gaussian"
+    bandwidth_kinds : "auto" or ["fixed"], default="auto"
+        Fixed bandwidths only ("auto" is that here).
+    cv : None
+    scoring : None
+    n_neighbors : None
+    algorithm : {"auto", "brute"}, default="auto"
+    compute : {"auto", "eager"}, default="auto"
+    device : str, default="cpu"
+    degree : {"auto", 0}, default="auto"
+        Nadaraya-Watson ("auto" is 0 here).
+
+    Attributes
+    ----------
+    bandwidth_ : ndarray of shape (n_features,)
+    cv_results_ : dict of ndarrays
+        ``mean_test_score`` (the negative leave-one-out mean squared error),
+        ``rank_test_score`` and ``bandwidth`` of every grid point.
+    best_index_ : int
+    best_score_ : float
+    best_params_ : dict
+    bandwidths_ : ndarray of shape (n_bandwidths, n_features)
+    kernel_ : Kernel
+    n_features_in_ : int
+    n_samples_fit_ : int
+    n_shards_ : int
+    """
+
+    _parameter_constraints: ClassVar[dict] = {
+        **_CV_CONSTRAINTS, "degree": [StrOptions({"auto"}), Interval(Integral, 0, 2,
+                                                                      closed="both")]}
+    _local_class = _LocalRegressorCV
+
+    def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
+                 cv=None, scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
+                 device="cpu", degree="auto"):
+        self.bandwidths = bandwidths
+        self.kernel = kernel
+        self.bandwidth_kinds = bandwidth_kinds
+        self.cv = cv
+        self.scoring = scoring
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
+        self.compute = compute
+        self.device = device
+        self.degree = degree
+
+    def fit(self, X, y, sample_weight=None):
+        """Shard the training data and choose the bandwidth by exact leave-one-out.
+
+        Parameters
+        ----------
+        X : dask or numpy array of shape (n_samples, n_features)
+        y : dask or numpy array of shape (n_samples,) or (n_samples, n_outputs)
+        sample_weight : dask or numpy array of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : NadarayaWatsonRegressorCV
+        """
+        self._validate_params()
+        _check_search_params(self)
+        return self._set_choice(self._fit(X, y, sample_weight, classifier=False,
+                                          search=_DaskLeaveOneOutGrid(self.bandwidths)))
+
+    def _local_params(self):
+        return {**self.get_params(), "bandwidths": [self.bandwidth_.copy()],
+                "bandwidth_kinds": ["fixed"], "degree": 0}
+
+
+class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
+    """Nadaraya-Watson classification over a dask cluster, the bandwidth chosen by the
+    exact leave-one-out grid.
+
+    The parameters are those of :class:`sklearn_nw.NadarayaWatsonClassifierCV`, which
+    this equals with ``bandwidth_kinds=["fixed"]``: each grid point is scored by its
+    leave-one-out accuracy (ties broken by the log-loss), computed over the shards as in
+    :class:`NadarayaWatsonRegressorCV`.
+
+    Parameters
+    ----------
+    bandwidths : None, int or array-like, default=None
+    kernel : str, Kernel or callable, default="gaussian"
+    bandwidth_kinds : "auto" or ["fixed"], default="auto"
+    cv : None
+    scoring : None
+    n_neighbors : None
+    algorithm : {"auto", "brute"}, default="auto"
+    compute : {"auto", "eager"}, default="auto"
+    device : str, default="cpu"
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    bandwidth_ : ndarray of shape (n_features,)
+    cv_results_ : dict of ndarrays
+        ``mean_test_score`` (the leave-one-out accuracy), ``rank_test_score`` and
+        ``bandwidth`` of every grid point.
+    best_index_ : int
+    best_score_ : float
+    best_params_ : dict
+    bandwidths_ : ndarray of shape (n_bandwidths, n_features)
+    kernel_ : Kernel
+    n_features_in_ : int
+    n_samples_fit_ : int
+    n_shards_ : int
+    """
+
+    _parameter_constraints: ClassVar[dict] = dict(_CV_CONSTRAINTS)
+    _local_class = _LocalClassifierCV
+
+    def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
+                 cv=None, scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
+                 device="cpu"):
+        self.bandwidths = bandwidths
+        self.kernel = kernel
+        self.bandwidth_kinds = bandwidth_kinds
+        self.cv = cv
+        self.scoring = scoring
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
+        self.compute = compute
+        self.device = device
+
+    def fit(self, X, y, sample_weight=None):
+        """Shard the training data and choose the bandwidth by exact leave-one-out.
+
+        Parameters
+        ----------
+        X : dask or numpy array of shape (n_samples, n_features)
+        y : dask or numpy array of shape (n_samples,)
+        sample_weight : dask or numpy array of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : NadarayaWatsonClassifierCV
+        """
+        self._validate_params()
+        _check_search_params(self)
+        return self._set_choice(self._fit(X, y, sample_weight, classifier=True,
+                                          search=_DaskLeaveOneOutGrid(self.bandwidths)))
+
+    def _local_params(self):
+        return {**self.get_params(), "bandwidths": [self.bandwidth_.copy()],
+                "bandwidth_kinds": ["fixed"]}
