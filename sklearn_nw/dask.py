@@ -360,7 +360,7 @@ class _DaskNadarayaWatson(BaseEstimator):
     def _check_live(self):
         check_is_fitted(self)
         client = _client()
-        lost = [f for f in self._shards if f.status in ("cancelled", "lost")
+        lost = [f for f in self._shards if f.status == "cancelled"
                 or f.client.status != "running"]
         if lost:
             raise ValueError(

@@ -1,0 +1,250 @@
+"""sklearn_nw.dask on a real LocalCluster (2 worker processes) against the local estimators."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+from sklearn_nw import (  # noqa: E402
+    EmptyNeighborhoodWarning,
+    NadarayaWatsonClassifier,
+    NadarayaWatsonClassifierCV,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
+from sklearn_nw import dask as nw_dask  # noqa: E402
+from sklearn_nw.kernels import KERNELS, get_kernel  # noqa: E402
+
+# One of each family of names (the others are aliases of these).
+FAMILIES = sorted({cls: name for name, cls in KERNELS.items()}.values())
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+def _data(n=240, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X[n // 2 :: 3] = X[: n // 6]  # repeated inputs
+    y = np.column_stack([np.sin(2 * X[:, 0]) + X[:, 1], X[:, -1] ** 2])
+    w = rng.integers(0, 3, n).astype(np.float64)
+    return X, y, w, rng.normal(size=(70, d)) * 1.5
+
+
+@pytest.mark.parametrize("kernel", FAMILIES)
+def test_regressor_equals_local(client, kernel):
+    X, y, w, Q = _data()
+    bandwidth = 0.4 if get_kernel(kernel).is_compact else "scott"
+    est = nw_dask.NadarayaWatsonRegressor(kernel, bandwidth).fit(
+        da.from_array(X, chunks=70), y, sample_weight=w)
+    local = NadarayaWatsonRegressor(kernel, bandwidth).fit(X, y, sample_weight=w)
+    assert est.n_shards_ == 4
+    np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-13)
+    with warnings.catch_warnings(record=True) as ours:
+        warnings.simplefilter("always")
+        pred = est.predict(da.from_array(Q, chunks=30))
+        assert isinstance(pred, da.Array)
+        pred = pred.compute()
+    with warnings.catch_warnings(record=True) as theirs:
+        warnings.simplefilter("always")
+        expected = local.predict(Q)
+    np.testing.assert_allclose(pred, expected, rtol=0, atol=1e-10)
+    assert [str(w.message) for w in ours] == [str(w.message) for w in theirs]
+
+
+def test_one_output_and_float32(client):
+    X, y, w, Q = _data()
+    est = nw_dask.NadarayaWatsonRegressor(bandwidth=0.5).fit(X, y[:, 0])
+    local = NadarayaWatsonRegressor(bandwidth=0.5).fit(X, y[:, 0])
+    pred = est.predict(Q).compute()
+    assert pred.shape == (len(Q),)
+    np.testing.assert_allclose(pred, local.predict(Q), atol=1e-10)
+    X32, Q32 = X.astype(np.float32), Q.astype(np.float32)
+    est = nw_dask.NadarayaWatsonRegressor(bandwidth=0.5).fit(X32, y)
+    np.testing.assert_allclose(est.predict(Q32).compute(),
+                               NadarayaWatsonRegressor(bandwidth=0.5).fit(X32, y).predict(Q32),
+                               atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tricube"])
+def test_classifier_equals_local(client, kernel):
+    X, _, w, Q = _data(seed=1)
+    labels = np.array(["ant", "bee", "cat"])[(X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)]
+    est = nw_dask.NadarayaWatsonClassifier(kernel, 0.6).fit(X, labels, sample_weight=w)
+    local = NadarayaWatsonClassifier(kernel, 0.6).fit(X, labels, sample_weight=w)
+    np.testing.assert_array_equal(est.classes_, local.classes_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        np.testing.assert_allclose(est.predict_proba(Q).compute(), local.predict_proba(Q),
+                                   atol=1e-10)
+        np.testing.assert_array_equal(est.predict(Q).compute(), local.predict(Q))
+
+
+def test_compact_kernel_empty_shards_and_fallback(client):
+    # Two far-apart clusters, each a shard: queries near one get nothing from the other,
+    # and queries far from both fall back to their nearest training point on one machine
+    # and here alike.
+    rng = np.random.default_rng(2)
+    X = np.concatenate([rng.normal(size=(60, 2)), rng.normal(size=(60, 2)) + 50])
+    y = np.concatenate([np.zeros(60), np.ones(60)]) + X[:, 0]
+    Q = np.concatenate([rng.normal(size=(10, 2)), rng.normal(size=(10, 2)) + 50,
+                        [[25.0, 25.0], [-30.0, 0.0], [80.0, 51.0]]])
+    est = nw_dask.NadarayaWatsonRegressor("epanechnikov", 1.0).fit(
+        da.from_array(X, chunks=60), y)
+    local = NadarayaWatsonRegressor("epanechnikov", 1.0).fit(X, y)
+    with pytest.warns(EmptyNeighborhoodWarning, match="^3 of 23 queries have no training"):
+        pred = est.predict(Q).compute()
+    with pytest.warns(EmptyNeighborhoodWarning, match="^3 of 23 queries"):
+        expected = local.predict(Q)
+    np.testing.assert_allclose(pred, expected, atol=1e-12)
+
+
+def test_leave_one_out_grid_equals_local(client):
+    X, y, w, _ = _data(n=300, d=2, seed=3)
+    for kernel in ("gaussian", "epanechnikov"):
+        est = nw_dask.NadarayaWatsonRegressorCV(kernel=kernel).fit(
+            da.from_array(X, chunks=100), y, sample_weight=w)
+        local = NadarayaWatsonRegressorCV(kernel=kernel, bandwidth_kinds=["fixed"],
+                                          degree=0).fit(X, y, sample_weight=w)
+        assert est.best_index_ == local.best_index_
+        np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-12)
+        np.testing.assert_allclose(est.cv_results_["mean_test_score"],
+                                   local.cv_results_["mean_test_score"], rtol=1e-9)
+        np.testing.assert_array_equal(est.cv_results_["rank_test_score"],
+                                      local.cv_results_["rank_test_score"])
+    labels = (X[:, 0] + 0.3 * X[:, 1] > 0).astype(int)
+    est = nw_dask.NadarayaWatsonClassifierCV(bandwidths=9).fit(X, labels)
+    local = NadarayaWatsonClassifierCV(bandwidths=9, bandwidth_kinds=["fixed"]).fit(X, labels)
+    assert est.best_index_ == local.best_index_
+    np.testing.assert_allclose(est.cv_results_["mean_test_score"],
+                               local.cv_results_["mean_test_score"], atol=1e-12)
+
+
+def test_leave_one_out_grid_goes_past_its_end(client):
+    # A short period: the optimum lies below the default grid (issue 11's example).
+    rng = np.random.default_rng(4)
+    X = np.sort(rng.uniform(0, 10, 200))[:, None]
+    y = np.sin(8 * X[:, 0]) + 0.1 * rng.normal(size=200)
+    est = nw_dask.NadarayaWatsonRegressorCV(bandwidths=5).fit(X, y)
+    local = NadarayaWatsonRegressorCV(bandwidths=5, bandwidth_kinds=["fixed"],
+                                      degree=0).fit(X, y)
+    assert len(est.cv_results_["bandwidth"]) > 5
+    np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-12)
+
+
+def test_to_local(client):
+    X, y, w, Q = _data()
+    est = nw_dask.NadarayaWatsonRegressor(bandwidth="silverman").fit(X, y, sample_weight=w)
+    local = est.to_local()
+    assert isinstance(local, NadarayaWatsonRegressor)
+    np.testing.assert_array_equal(local.bandwidth_, est.bandwidth_)
+    np.testing.assert_allclose(local.predict(Q), est.predict(Q).compute(), atol=1e-10)
+    # the rows come back in their order
+    np.testing.assert_array_equal(local.X_fit_, X)
+
+
+def test_mismatched_chunks_are_aligned(client):
+    X, y, w, Q = _data()
+    Xd = da.from_array(X, chunks=50)
+    yd = da.from_array(y, chunks=(90, 2))
+    wd = da.from_array(w, chunks=120)
+    est = nw_dask.NadarayaWatsonRegressor().fit(Xd, yd, sample_weight=wd)
+    local = NadarayaWatsonRegressor().fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(est.predict(Q).compute(), local.predict(Q), atol=1e-10)
+    with pytest.raises(ValueError, match="X has 240 rows but y has 239"):
+        nw_dask.NadarayaWatsonRegressor().fit(Xd, y[:-1])
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"n_neighbors": 5}, "global top-k merge"),
+    ({"degree": 1}, "degree=1"),
+    ({"bandwidth": "loo"}, "bandwidth='loo'"),
+    ({"compute": "compiled"}, "compute"),
+])
+def test_refused_parameters(client, params, match):
+    X, y, _, _ = _data()
+    with pytest.raises(ValueError, match=match):
+        nw_dask.NadarayaWatsonRegressor(**params).fit(X, y)
+
+
+def test_refused_cv_parameters(client):
+    X, y, _, _ = _data()
+    with pytest.raises(ValueError, match="cv=5"):
+        nw_dask.NadarayaWatsonRegressorCV(cv=5).fit(X, y)
+    with pytest.raises(ValueError, match="bandwidth_kinds"):
+        nw_dask.NadarayaWatsonRegressorCV(bandwidth_kinds=["balloon"]).fit(X, y)
+
+
+def test_bad_input(client):
+    X, y, _, Q = _data()
+    X_nan = X.copy()
+    X_nan[5, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        nw_dask.NadarayaWatsonRegressor().fit(da.from_array(X_nan, chunks=60), y)
+    with pytest.raises(ValueError, match="Negative values in data passed to sample_weight"):
+        nw_dask.NadarayaWatsonRegressor().fit(X, y, sample_weight=-np.ones(len(X)))
+    est = nw_dask.NadarayaWatsonRegressor().fit(X, y)
+    with pytest.raises(ValueError, match="expecting 3 features"):
+        est.predict(Q[:, :2])
+
+
+def test_client_gone(client):
+    X, y, _, Q = _data()
+    cluster = distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+    other = distributed.Client(cluster, set_as_default=False)
+    with other.as_current():
+        est = nw_dask.NadarayaWatsonRegressor().fit(X, y)
+    other.close()
+    cluster.close()
+    with pytest.raises(ValueError, match="lost with the dask client"):
+        est.predict(Q)
+
+
+def test_no_client_and_no_dask():
+    code = ("import numpy as np\nfrom sklearn_nw.dask import NadarayaWatsonRegressor\n"
+            "NadarayaWatsonRegressor().fit(np.ones((4, 1)), np.ones(4))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode != 0
+    assert "found no client" in run.stderr
+    code = ("import sys\nsys.modules['dask'] = None\nimport sklearn_nw\n"
+            "sklearn_nw.NadarayaWatsonRegressor().fit([[0.0], [1.0]], [0.0, 1.0])\n"
+            "import sklearn_nw.dask")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode != 0
+    assert "pip install 'sklearn-nw[dask]'" in run.stderr
+    assert "NadarayaWatsonRegressor" not in run.stderr  # the local package worked
+
+
+def test_worker_killed_between_fit_and_predict():
+    # The shards are computed from the training blocks' graph, so a shard lost with its
+    # worker is recomputed by dask (the nanny restarts the worker): the result is exact.
+    X, y, w, Q = _data()
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    with distributed.Client(cluster, set_as_default=False) as other, other.as_current():
+        est = nw_dask.NadarayaWatsonRegressor().fit(da.from_array(X, chunks=60), y,
+                                                    sample_weight=w)
+        victim = sorted(other.who_has(est._shards).values())[0][0]
+        try:
+            other.run(os._exit, 1, workers=[victim])
+        except Exception:  # the connection to the killed worker closes
+            pass
+        pred = est.predict(Q).compute()
+    cluster.close()
+    expected = NadarayaWatsonRegressor().fit(X, y, sample_weight=w).predict(Q)
+    np.testing.assert_allclose(pred, expected, atol=1e-10)
