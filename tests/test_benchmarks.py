@@ -502,3 +502,18 @@ def test_routes_times_a_one_row_predict_on_every_route(bench, tmp_path):
     worst = max(r["ratio"] for p in report["points"] for r in p["rows"])
     assert target["met"] == (worst <= bench_routes.RATIO_TARGET)
     assert "| n | d | route |" in (out_dir / "bench_routes.md").read_text()
+
+
+def test_bench_dask_runs_and_agrees(tmp_path):
+    pytest.importorskip("distributed")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(BENCHMARKS))
+        bench_dask = importlib.import_module("bench_dask")
+        stdout = io.StringIO()
+        with contextlib.redirect_stdout(stdout):
+            report = bench_dask.run_benchmark(sizes=(400,), repeats=1, out_dir=tmp_path)
+    (row,) = report["sections"]["overhead"]["results"]
+    for peer in ("local", "dask_1x2", "dask_2x1"):
+        assert row[peer]["predict_s"] > 0 and row[peer]["fit_s"] > 0
+    assert row["dask_2x1"]["max_abs_diff"] < 1e-10
+    assert (tmp_path / "bench_dask.md").read_text().count("| 400 |") == 1

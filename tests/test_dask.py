@@ -248,3 +248,26 @@ def test_worker_killed_between_fit_and_predict():
     cluster.close()
     expected = NadarayaWatsonRegressor().fit(X, y, sample_weight=w).predict(Q)
     np.testing.assert_allclose(pred, expected, atol=1e-10)
+
+
+def test_local_model_predicts_block_by_block(client):
+    # The documented query-parallel prediction with a local model.
+    X, y, _, Q = _data()
+    local = NadarayaWatsonRegressor().fit(X, y[:, 0])
+    queries = da.from_array(Q, chunks=(25, Q.shape[1]))
+    pred = queries.map_blocks(local.predict, drop_axis=1, dtype=np.float64)
+    np.testing.assert_allclose(pred.compute(), local.predict(Q), atol=1e-12)
+
+
+def test_grid_search_on_joblib_dask_backend(client):
+    # The documented GridSearchCV on the cluster through joblib's dask backend.
+    from joblib import parallel_backend
+    from sklearn.model_selection import GridSearchCV
+
+    X, y, _, _ = _data()
+    grid = {"bandwidth": [0.2, 0.5, 1.0]}
+    with parallel_backend("dask"):
+        search = GridSearchCV(NadarayaWatsonRegressor(), grid, cv=3, n_jobs=-1).fit(X, y)
+    serial = GridSearchCV(NadarayaWatsonRegressor(), grid, cv=3).fit(X, y)
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"],
+                               serial.cv_results_["mean_test_score"], atol=1e-12)
