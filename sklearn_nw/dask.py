@@ -564,11 +564,15 @@ class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
 
     Examples
     --------
-    >>> from distributed import Client, LocalCluster  # doctest: +SKIP
-    >>> client = Client(LocalCluster(n_workers=2))  # doctest: +SKIP
-    >>> from sklearn_nw.dask import NadarayaWatsonRegressor  # doctest: +SKIP
-    >>> est = NadarayaWatsonRegressor().fit(X, y)  # dask or numpy arrays  # doctest: +SKIP
-    >>> est.predict(X_query).compute()  # doctest: +SKIP
+    >>> import numpy as np
+    >>> from distributed import Client, LocalCluster
+    >>> from sklearn_nw.dask import NadarayaWatsonRegressor
+    >>> client = Client(LocalCluster(n_workers=1, processes=False, dashboard_address=None))
+    >>> X = np.linspace(0, 3, 40)[:, None]
+    >>> est = NadarayaWatsonRegressor(bandwidth=0.5).fit(X, np.sin(X[:, 0]))
+    >>> est.predict(np.array([[1.5]])).compute().round(3)  # a dask array, computed
+    array([0.882])
+    >>> client.close()
     """
 
     _parameter_constraints: ClassVar[dict] = {
