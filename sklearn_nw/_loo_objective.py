@@ -122,6 +122,8 @@ class Objective:
         mean = (w * v).sum(0) / w.sum()  # (t,)
         # The weighted variance of the targets (Gini impurity for one-hot labels).
         self.baseline = float((w * (v - mean) ** 2).sum() / w.sum())
+        # The largest squared value norm: the scale of the loss's rounding.
+        self.values_max_sq = float((v * v).sum(1).max())
 
     def loss(self, metric, rows, backward=False):
         return loo_loss(self.x, self.v, metric, self.kernel, self.log_w, self.self_log_w,

@@ -369,6 +369,19 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 "bandwidth='loo' needs n_samples >= 2 for leave-one-out; "
                 f"got n_samples={n}."
             )
+        full_batch = (n <= _FULL_BATCH_MAX) if self.batch_size == "auto" else self.batch_size >= n
+        objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory)
+        return self.select_on(objective, kernel, h_start=h_start, full_batch=full_batch)
+
+    def select_on(self, objective, kernel, *, h_start, full_batch=True):
+        """:meth:`select` on a leave-one-out objective: an
+        :class:`~sklearn_nw._loo_objective.Objective`, or an object with its ``loss``,
+        ``grid``, ``per_row``, ``log_w``, ``baseline`` and ``values_max_sq`` (the
+        objective of keys sharded over a cluster, :mod:`sklearn_nw.dask`), full batch
+        unless it also has the ``x`` of the minibatch descent's neighbor search."""
+        log_w = objective.log_w
+        d = len(h_start)
+        w = log_w.exp()
         if self.form == "full" and self.n_components is not None and self.n_components > d:
             raise ValueError(f"n_components={self.n_components} must be <= n_features={d}.")
         gradient = has_gradient(kernel)
@@ -381,15 +394,13 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 "'epanechnikov'."
             )
         rng = check_random_state(self.random_state)
-        generator = torch.Generator(device=x.device).manual_seed(int(rng.randint(2**31 - 1)))
+        generator = torch.Generator(device=w.device).manual_seed(int(rng.randint(2**31 - 1)))
         positive = torch.nonzero(w > 0)[:, 0]
-        full_batch = (n <= _FULL_BATCH_MAX) if self.batch_size == "auto" else self.batch_size >= n
         if full_batch or len(positive) <= _EVAL_ROWS:
             eval_rows = positive
         else:
             eval_rows = positive[torch.randperm(len(positive), generator=generator,
-                                                device=x.device)[:_EVAL_ROWS]]
-        objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory)
+                                                device=w.device)[:_EVAL_ROWS]]
 
         # 1. The starting point: the best of a coarse exact leave-one-out grid.
         h_start = np.asarray(h_start, dtype=np.float64)
@@ -400,7 +411,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         best = int(np.argmin(grid_loss))
         h_best = grid[best] * h_start
         # Flat: differences at rounding level, relative to the loss or to the targets' scale.
-        rounding = 100 * torch.finfo(x.dtype).eps ** 2 * float((v * v).sum(1).max())
+        rounding = 100 * torch.finfo(log_w.dtype).eps ** 2 * objective.values_max_sq
         if np.ptp(grid_loss) <= 1e-10 * abs(grid_loss).max() + rounding:
             warnings.warn(
                 "The leave-one-out loss does not depend on the bandwidth (constant targets, "
@@ -425,7 +436,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
             h, curve = refine_without_gradient(objective, h_best, best_loss, eval_rows,
                                                per_feature=self.form == "diagonal")
             best_loss = float(curve[-1])
-            h = torch.as_tensor(h, dtype=x.dtype, device=x.device)
+            h = torch.as_tensor(h, dtype=log_w.dtype, device=log_w.device)
             if self.form == "diagonal" and d > 1:
                 h, best_loss = self._against_reference(objective, h, h_reference, eval_rows)
             curve = np.append(curve, best_loss)
@@ -435,7 +446,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         # 2. Gradient descent from there; the full metric starts from the learned diagonal.
         descend = self._descent(objective, positive, full_batch, generator)
         forms = ["diagonal", "full"] if self.form == "full" else [self.form]
-        metric = torch.as_tensor(h_best, dtype=x.dtype, device=x.device)
+        metric = torch.as_tensor(h_best, dtype=log_w.dtype, device=log_w.device)
         curves, n_iter = [], 0
         for form in forms:
             theta, to_metric = parametrise(form, metric, self.n_components)
