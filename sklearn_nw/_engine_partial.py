@@ -35,6 +35,7 @@ from ._engine import (
     _Problem,
     chunk_rows,
     exact_sq_dist,
+    transform,
 )
 
 
@@ -131,3 +132,41 @@ def _nearest(problem, q, result, rows, leave_out_equal):
     result.out[rows] = (problem.v1t[:-1] @ weights.T).T
     result.near[rows] = near
     result.log_near_w[rows] = log_total
+
+
+def partial_gradient(q, x, v, h, kernel, *, log_w, centre, pooled, log_den, cotangent,
+                     leave_out_equal=False, working_memory=1024):
+    """One shard's part of the gradient in ``h`` of ``sum_i cotangent_i . pooled_i``, the
+    predictions ``pooled`` (n_q, t) at queries ``q`` (n_q, d) over every shard (their
+    ``log_den`` (n_q,) is the log normaliser over every shard).
+
+    With ``alpha_ij = exp(logit_ij - log_den_i)`` the attention of this shard's key j, the
+    derivative of ``pooled_i`` in ``logit_ij`` is ``alpha_ij (v_j - pooled_i)``; the
+    gradients of the shards' logits, weighted so, add up to the full gradient. Returns a
+    tensor like ``h``. Exact differences (no expansion): the gradient needs them.
+    """
+    h = h.detach().requires_grad_()
+    grad = torch.zeros_like(h)
+    n, d = x.shape
+    step = chunk_rows(q.shape[0], n * q.element_size() * (d + 8), working_memory)
+    # (n_q, n) detached: sum_t cotangent_it (v_jt - pooled_it)
+    with torch.enable_grad(), _compute_settings():
+        for s in range(0, q.shape[0], step):
+            rows = slice(s, s + step)
+            qs = transform(q[rows], centre, h)  # (b, r)
+            xs = transform(x, centre, h)  # (n, r)
+            d2 = ((qs[:, None, :] - xs[None, :, :]) ** 2).sum(-1)  # (b, n)
+            logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
+            if leave_out_equal:
+                equal = (q[rows, None, :] == x[None, :, :]).all(-1)  # (b, n)
+                logits = logits.masked_fill(equal, -math.inf)
+            finite = torch.isfinite(logits).detach()
+            with torch.no_grad():
+                alpha = torch.exp(logits - log_den[rows, None]).nan_to_num_(0.0)  # (b, n)
+                mixed = cotangent[rows] @ v.T - (cotangent[rows] * pooled[rows]).sum(1,
+                                                                                     keepdim=True)
+                weight = alpha * mixed  # (b, n)
+            part = (weight * torch.where(finite, logits, 0.0)).sum()
+            (g,) = torch.autograd.grad(part, h)
+            grad += g
+    return grad

@@ -17,14 +17,14 @@ Needs ``dask[array]`` and ``distributed`` (``pip install "sklearn-nw[dask]"``) a
 
 import math
 from numbers import Integral, Real
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import numpy as np
 from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 try:
     import dask
@@ -38,12 +38,25 @@ except ImportError as exc:  # pragma: no cover - exercised without dask installe
 
 from ._base import check_pooled
 from ._classification import NadarayaWatsonClassifier as _LocalClassifier
-from ._cv import _DEFAULT_GRID, _DEFAULT_N_BANDWIDTHS, _EXTEND_BY, _MAX_EXTENSIONS
 from ._cv import NadarayaWatsonClassifierCV as _LocalClassifierCV
 from ._cv import NadarayaWatsonRegressorCV as _LocalRegressorCV
-from ._keys import KeySet
+from ._dask_loo import LeaveOneOutGridOverShards
+from ._dask_tasks import (
+    Spec,
+    build_shard,
+    check_queries,
+    distinct_inputs,
+    fallback_count,
+    first_moments,
+    outputs,
+    second_moments,
+    shard_part,
+    tree,
+    union,
+    with_metric,
+)
 from ._regression import NadarayaWatsonRegressor as _LocalRegressor
-from ._shards import finish, leave_one_out_sums, merge
+from ._shards import merge
 from .bandwidth import (
     RULES_OF_THUMB,
     AdaptiveBandwidth,
@@ -76,146 +89,6 @@ def _client():
     return client
 
 
-# -- the blocks: validation, statistics and shards, run on the workers -------------------
-
-
-class _Spec(NamedTuple):
-    """What every shard and query block shares, sent with each task."""
-
-    kernel: Kernel
-    metric: np.ndarray  # (d,) bandwidths
-    centre: np.ndarray  # (d,) the mean of the training inputs of positive weight
-    dtype: np.dtype
-    classes: object  # (c,) class labels, or None for a regressor
-    offset: object  # (t,) the regressor's targets' weighted mean, or None
-    scale: float  # the regressor's targets' largest deviation from it
-    one_output: bool  # the regressor's y was 1-D
-    working_memory: float
-
-
-def _check_block(X, y, w, dtype, classifier):
-    X = check_array(X, dtype=dtype)
-    w = (np.ones(X.shape[0]) if w is None
-         else check_array(w, ensure_2d=False, dtype=np.float64, ensure_min_samples=0))
-    if np.any(w < 0):
-        raise ValueError("Negative values in data passed to sample_weight.")
-    if classifier:
-        y = check_array(y, ensure_2d=False, dtype=None, ensure_min_samples=0)
-    else:
-        y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_min_samples=0)
-    return X, y, w
-
-
-def _first_moments(X, y, w, dtype, classifier):
-    """Pass 1 over a block: the sums that the centre, the mean, the rules of thumb and
-    the classes need (and the block's validation)."""
-    X, y, w = _check_block(X, y, w, dtype, classifier)
-    live = X[w > 0]
-    Xd = X.astype(np.float64)
-    return {
-        "n_rows": X.shape[0], "weight": w.sum(), "wx": w @ Xd, "live_x": live.sum(0, np.float64),
-        "n_live": live.shape[0],
-        "lo": live.min(0) if len(live) else np.full(X.shape[1], np.inf),
-        "hi": live.max(0) if len(live) else np.full(X.shape[1], -np.inf),
-        "classes": np.unique(y) if classifier else None,
-        "wy": None if classifier else w @ y.reshape(len(y), -1),
-    }
-
-
-def _second_moments(X, y, w, mean, offset, dtype, classifier):
-    """Pass 2: weighted squared deviations from the mean, and the targets' largest
-    deviation from their mean (over rows of positive weight)."""
-    X, y, w = _check_block(X, y, w, dtype, classifier)
-    dev = w @ (X.astype(np.float64) - mean) ** 2
-    spread = 0.0
-    if not classifier and np.any(w > 0):
-        spread = float(np.abs(y.reshape(len(y), -1)[w > 0] - offset).max())
-    return dev, spread
-
-
-class _Shard(NamedTuple):
-    key_set: KeySet  # the shard's keys, weights and values, route "dense"
-    y: np.ndarray  # the targets as given (for to_local)
-
-
-def _build_shard(X, y, w, spec, classifier):
-    X, y, w = _check_block(X, y, w, spec.dtype, classifier)
-    if classifier:
-        values = np.eye(len(spec.classes), dtype=spec.dtype)[np.searchsorted(spec.classes, y)]
-    else:
-        values = (y.reshape(len(y), -1) - spec.offset) / spec.scale
-    key_set = KeySet(X, w, values, spec.metric, spec.kernel, route="dense",
-                     exact_zeros=classifier, centre=spec.centre)
-    return _Shard(key_set, y)
-
-
-def _with_metric(shard, spec):
-    """The shard with bandwidths ``spec.metric``."""
-    ks = shard.key_set
-    return shard._replace(key_set=KeySet(ks.X, ks.sample_weight, ks.values, spec.metric,
-                                         spec.kernel, route="dense",
-                                         exact_zeros=ks.exact_zeros, centre=spec.centre))
-
-
-def _distinct_inputs(X, w):
-    X = np.asarray(X)
-    live = X if w is None else X[np.asarray(w) > 0]
-    return np.unique(live + 0.0, axis=0)  # + 0.0: -0.0 and 0.0 are one location
-
-
-def _union(a, b):
-    return np.unique(np.concatenate([a, b]), axis=0)
-
-
-def _training_inputs(shard):
-    return shard.key_set.X
-
-
-def _leave_one_out_block(part, shard, loss):
-    """A block of training rows' leave-one-out loss and hits, summed with weights."""
-    ks = shard.key_set
-    return leave_one_out_sums(part.out, ks.values, ks.sample_weight, loss)
-
-
-def _check_queries(Q, n_features, dtype):
-    Q = check_array(Q, dtype=[np.float64, np.float32], ensure_min_samples=0)
-    if Q.shape[1] != n_features:
-        raise ValueError(
-            f"X has {Q.shape[1]} features, but the estimator is expecting {n_features} "
-            "features as input.")
-    return Q.astype(dtype, copy=False)
-
-
-def _shard_part(shard, Q, spec, leave_out_equal=False):
-    key_set = shard.key_set
-    if not np.array_equal(key_set.metric, spec.metric):  # a grid point's bandwidths
-        key_set = _with_metric(shard, spec).key_set
-    return key_set.partial_pool(Q, leave_out_equal=leave_out_equal,
-                                working_memory=spec.working_memory)
-
-
-def _outputs(part, spec):
-    """The estimator's outputs of a query block's part of every shard, its fallback
-    count and whether every output is finite."""
-    out, n_fallback = finish(part)
-    if spec.classes is not None:
-        out = out / out.sum(1, keepdims=True)
-    else:
-        out = out * spec.scale + spec.offset
-        out = out[:, 0] if spec.one_output else out
-    return out.astype(spec.dtype if spec.classes is not None else np.float64)
-
-
-def _fallback_count(part):
-    return finish(part)[1], bool(np.all(np.isfinite(part.out)))
-
-
-def _tree(client, parts, func, *args):
-    """Merge futures ``parts`` pairwise on the cluster, a tree of ``func`` tasks."""
-    while len(parts) > 1:
-        parts = [client.submit(func, parts[i], parts[i + 1], *args)
-                 if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
-    return parts[0]
 
 
 # -- the estimators ---------------------------------------------------------------------
@@ -241,7 +114,7 @@ class _DaskNadarayaWatson(BaseEstimator):
 
     def _fit(self, X, y, sample_weight, *, classifier, search=None):
         """Validate, reduce the statistics, build the shards; with ``search`` (a
-        :class:`_DaskLeaveOneOutGrid`) choose the bandwidth by it and return its choice."""
+        :class:`LeaveOneOutGridOverShards`) choose the bandwidth by it and return its choice."""
         if self.n_neighbors is not None:
             raise ValueError(
                 f"n_neighbors={self.n_neighbors!r} restricts attention to the k nearest "
@@ -281,7 +154,7 @@ class _DaskNadarayaWatson(BaseEstimator):
         blocks = list(zip(X.to_delayed().ravel(), y.to_delayed().ravel(),
                           [None] * len(chunks) if w is None else w.to_delayed().ravel()))
         first = client.gather(client.compute(
-            [dask.delayed(_first_moments)(xb, yb, wb, dtype, classifier)
+            [dask.delayed(first_moments)(xb, yb, wb, dtype, classifier)
              for xb, yb, wb in blocks]))
         weight = sum(f["weight"] for f in first)
         n_live = sum(f["n_live"] for f in first)
@@ -297,7 +170,7 @@ class _DaskNadarayaWatson(BaseEstimator):
         else:
             offset = sum(f["wy"] for f in first) / weight
         second = client.gather(client.compute(
-            [dask.delayed(_second_moments)(xb, yb, wb, mean, offset, dtype, classifier)
+            [dask.delayed(second_moments)(xb, yb, wb, mean, offset, dtype, classifier)
              for xb, yb, wb in blocks]))
         sigma = np.sqrt(sum(s[0] for s in second) / weight)
         constant = (np.min([f["lo"] for f in first], 0) == np.max([f["hi"] for f in first], 0))
@@ -306,13 +179,13 @@ class _DaskNadarayaWatson(BaseEstimator):
         self.kernel_ = get_kernel(self.kernel, dtype=dtype)
         self.n_features_in_ = X.shape[1]
         self.n_samples_fit_ = X.shape[0]
-        spec = _Spec(self.kernel_, None, centre, np.dtype(dtype), classes, offset,
+        spec = Spec(self.kernel_, None, centre, np.dtype(dtype), classes, offset,
                      scale if 0 < scale < np.inf else 1.0,
                      not classifier and y.ndim == 1, get_config()["working_memory"])
         if search is not None:
             # The grid's centre: Scott's rule over the distinct inputs of positive weight.
-            distinct = _tree(client, [client.compute(dask.delayed(_distinct_inputs)(xb, wb))
-                                      for xb, _, wb in blocks], _union)
+            distinct = tree(client, [client.compute(dask.delayed(distinct_inputs)(xb, wb))
+                                      for xb, _, wb in blocks], union)
             n_distinct = client.submit(len, distinct).result()
             if n_distinct < 2:
                 raise ValueError(
@@ -324,7 +197,7 @@ class _DaskNadarayaWatson(BaseEstimator):
         else:
             spec = spec._replace(metric=check_bandwidth(self.bandwidth, len(sigma)))
         self._shards = client.compute(
-            [dask.delayed(_build_shard)(xb, yb, wb, spec, classifier)
+            [dask.delayed(build_shard)(xb, yb, wb, spec, classifier)
              for xb, yb, wb in blocks])
         distributed.wait(self._shards)
         for f in self._shards:
@@ -334,7 +207,7 @@ class _DaskNadarayaWatson(BaseEstimator):
         if search is not None:
             choice = search.select(client, self._shards, spec, classifier)
             spec = spec._replace(metric=choice.bandwidth)
-            self._shards = [client.submit(_with_metric, f, spec) for f in self._shards]
+            self._shards = [client.submit(with_metric, f, spec) for f in self._shards]
         self._spec = spec
         self.bandwidth_ = spec.metric
         self.n_shards_ = len(self._shards)
@@ -380,25 +253,25 @@ class _DaskNadarayaWatson(BaseEstimator):
         spec = self._spec
         finals, shapes = [], []
         for block, n_rows in zip(X.to_delayed().ravel(), X.chunks[0]):
-            q = client.compute(dask.delayed(_check_queries)(block, self.n_features_in_,
+            q = client.compute(dask.delayed(check_queries)(block, self.n_features_in_,
                                                              spec.dtype))
-            parts = [client.submit(_shard_part, shard, q, spec, leave_out_equal)
+            parts = [client.submit(shard_part, shard, q, spec, leave_out_equal)
                      for shard in self._shards]
-            finals.append(_tree(client, parts, merge))
+            finals.append(tree(client, parts, merge))
             shapes.append(n_rows)
-        counts = client.gather([client.submit(_fallback_count, f) for f in finals])
+        counts = client.gather([client.submit(fallback_count, f) for f in finals])
         n_fallback = sum(c for c, _ in counts)
         out_finite = np.array([all(ok for _, ok in counts)])
         check_pooled(X.shape[0], out_finite.astype(float) if out_finite.all()
                      else np.array([np.nan]), n_fallback, kernel=self.kernel_,
                      bandwidth=self.bandwidth_, dtype=spec.dtype)
-        outputs = [client.submit(_outputs, f, spec) for f in finals]
+        blocks = [client.submit(outputs, f, spec) for f in finals]
         t = 1 if spec.classes is None and spec.one_output else (
             len(spec.classes) if spec.classes is not None else len(spec.offset))
         dtype = spec.dtype if spec.classes is not None else np.float64
         arrays = [da.from_delayed(dask.delayed(o), shape=(n,) if spec.one_output
                                   and spec.classes is None else (n, t), dtype=dtype)
-                  for o, n in zip(outputs, shapes)]
+                  for o, n in zip(blocks, shapes)]
         return da.concatenate(arrays) if arrays else da.zeros((0, t), dtype=dtype)
 
     def to_local(self):
@@ -422,79 +295,6 @@ class _DaskNadarayaWatson(BaseEstimator):
         return {**self.get_params(), "bandwidth": self.bandwidth_.copy()}
 
 
-class _GridChoice(NamedTuple):
-    bandwidth: np.ndarray  # (d,)
-    grid: np.ndarray  # (G, d)
-    cv_results: dict
-    best_index: int
-    best_score: float
-
-
-class _DaskLeaveOneOutGrid:
-    """The CV estimators' exact leave-one-out grid over shards (fixed bandwidths,
-    Nadaraya-Watson): for each grid point, each block of training rows is pooled against
-    every shard, each shard leaving out the keys at the rows' own locations, and the
-    blocks' weighted losses are summed. The selection is that of the local CV estimators
-    with ``bandwidth_kinds=["fixed"], degree=0``. ``bandwidths`` is the CV estimators'
-    parameter."""
-
-    def __init__(self, bandwidths):
-        self.bandwidths = bandwidths
-
-
-    def select(self, client, shards, spec, classifier):
-        """The grid's choice (a :class:`_GridChoice`) on the shards (futures), Scott's
-        rule over the distinct inputs in ``spec.metric``."""
-        multiples = _default_multiples(self.bandwidths)
-        reference = spec.metric
-        if multiples is not None:
-            grid = multiples[:, None] * reference
-        else:
-            grid = np.array(self.bandwidths, dtype=np.float64)
-            if grid.ndim == 1:
-                grid = np.repeat(grid[:, None], len(reference), axis=1)
-        scores, reported = self._grid_scores(client, shards, spec, grid, classifier)
-        for _ in range(_MAX_EXTENSIONS):
-            best = int(np.argmax(scores))
-            if multiples is None or len(multiples) < 2 or 0 < best < len(grid) - 1:
-                break
-            steps = (multiples[1] / multiples[0]) ** np.arange(1, _EXTEND_BY + 1)  # (E,)
-            new = multiples[0] / steps[::-1] if best == 0 else multiples[-1] * steps
-            new_scores, new_reported = self._grid_scores(
-                client, shards, spec, new[:, None] * reference, classifier)
-            ordered = (lambda a, b: (b, a)) if best == 0 else (lambda a, b: (a, b))
-            multiples = np.concatenate(ordered(multiples, new))
-            scores = np.concatenate(ordered(scores, new_scores))
-            reported = np.concatenate(ordered(reported, new_reported))
-            grid = multiples[:, None] * reference
-        best = int(np.argmax(scores))
-        cv_results = {
-            "mean_test_score": reported,
-            "rank_test_score": np.argsort(np.argsort(-scores, kind="stable"),
-                                          kind="stable") + 1,
-            "bandwidth": grid,
-        }
-        return _GridChoice(grid[best].copy(), grid, cv_results, best, float(reported[best]))
-
-    def _grid_scores(self, client, shards, spec, grid, classifier):
-        """Scores to rank the grid points by, and as reported (the local CV's)."""
-        loss = "log_loss" if classifier else "squared_error"
-        inputs = [client.submit(_training_inputs, shard) for shard in shards]
-        sums = []
-        for h in grid:
-            point = spec._replace(metric=np.asarray(h, dtype=np.float64))
-            sums.append([client.submit(_leave_one_out_block, _tree(client, [
-                client.submit(_shard_part, shard, q, point, True) for shard in shards],
-                merge), own, loss) for q, own in zip(inputs, shards)])
-        sums = client.gather(sums)  # G lists of (sum w loss, sum w hit) per block
-        weight = sum(client.gather([client.submit(_block_weight, f) for f in shards]))
-        mean_loss = np.array([sum(s[0] for s in point) for point in sums]) / weight  # (G,)
-        if classifier:
-            accuracy = np.array([sum(s[1] for s in point) for point in sums]) / weight
-            return accuracy - 1e-15 * np.minimum(mean_loss, 1e6), accuracy
-        return -mean_loss, -spec.scale**2 * mean_loss
-
-
 def _check_search_params(est):
     refused = [what for what, on in (
         (f"cv={est.cv!r}", est.cv is not None),
@@ -508,18 +308,6 @@ def _check_search_params(est):
             "sklearn_nw.dask's CV estimators choose a fixed bandwidth by the exact "
             "leave-one-out loss (Nadaraya-Watson, degree 0); they cannot use "
             f"{', '.join(refused)}. Use the local estimator for the others.")
-
-
-def _block_weight(shard):
-    return float(shard.key_set.sample_weight.sum())
-
-
-def _default_multiples(bandwidths):
-    """The multiples of the reference bandwidth of a default grid; None for a given one."""
-    if bandwidths is None or isinstance(bandwidths, Integral):
-        n = _DEFAULT_N_BANDWIDTHS if bandwidths is None else bandwidths
-        return np.geomspace(*_DEFAULT_GRID, n) if n > 1 else np.ones(1)
-    return None
 
 
 _CONSTRAINTS = {
@@ -802,7 +590,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         self._validate_params()
         _check_search_params(self)
         return self._set_choice(self._fit(X, y, sample_weight, classifier=False,
-                                          search=_DaskLeaveOneOutGrid(self.bandwidths)))
+                                          search=LeaveOneOutGridOverShards(self.bandwidths)))
 
     def _local_params(self):
         return {**self.get_params(), "bandwidths": [self.bandwidth_.copy()],
@@ -879,7 +667,7 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
         self._validate_params()
         _check_search_params(self)
         return self._set_choice(self._fit(X, y, sample_weight, classifier=True,
-                                          search=_DaskLeaveOneOutGrid(self.bandwidths)))
+                                          search=LeaveOneOutGridOverShards(self.bandwidths)))
 
     def _local_params(self):
         return {**self.get_params(), "bandwidths": [self.bandwidth_.copy()],

@@ -1,0 +1,151 @@
+"""The tasks of :mod:`sklearn_nw.dask` that run on the workers: validation and statistics
+of the training blocks, the shards (one :class:`~sklearn_nw._keys.KeySet` per block) and
+their partial sums, and the pairwise merge of futures. Numpy in, numpy out."""
+
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.utils.validation import check_array
+
+from ._keys import KeySet
+from ._shards import finish, leave_one_out_sums
+from .kernels import Kernel
+
+
+class Spec(NamedTuple):
+    """What every shard and query block shares, sent with each task."""
+
+    kernel: Kernel
+    metric: np.ndarray  # (d,) bandwidths
+    centre: np.ndarray  # (d,) the mean of the training inputs of positive weight
+    dtype: np.dtype
+    classes: object  # (c,) class labels, or None for a regressor
+    offset: object  # (t,) the regressor's targets' weighted mean, or None
+    scale: float  # the regressor's targets' largest deviation from it
+    one_output: bool  # the regressor's y was 1-D
+    working_memory: float
+
+
+def check_block(X, y, w, dtype, classifier):
+    X = check_array(X, dtype=dtype)
+    w = (np.ones(X.shape[0]) if w is None
+         else check_array(w, ensure_2d=False, dtype=np.float64, ensure_min_samples=0))
+    if np.any(w < 0):
+        raise ValueError("Negative values in data passed to sample_weight.")
+    if classifier:
+        y = check_array(y, ensure_2d=False, dtype=None, ensure_min_samples=0)
+    else:
+        y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_min_samples=0)
+    return X, y, w
+
+
+def first_moments(X, y, w, dtype, classifier):
+    """Pass 1 over a block: the sums that the centre, the mean, the rules of thumb and
+    the classes need (and the block's validation)."""
+    X, y, w = check_block(X, y, w, dtype, classifier)
+    live = X[w > 0]
+    Xd = X.astype(np.float64)
+    return {
+        "n_rows": X.shape[0], "weight": w.sum(), "wx": w @ Xd, "live_x": live.sum(0, np.float64),
+        "n_live": live.shape[0],
+        "lo": live.min(0) if len(live) else np.full(X.shape[1], np.inf),
+        "hi": live.max(0) if len(live) else np.full(X.shape[1], -np.inf),
+        "classes": np.unique(y) if classifier else None,
+        "wy": None if classifier else w @ y.reshape(len(y), -1),
+    }
+
+
+def second_moments(X, y, w, mean, offset, dtype, classifier):
+    """Pass 2: weighted squared deviations from the mean, and the targets' largest
+    deviation from their mean (over rows of positive weight)."""
+    X, y, w = check_block(X, y, w, dtype, classifier)
+    dev = w @ (X.astype(np.float64) - mean) ** 2
+    spread = 0.0
+    if not classifier and np.any(w > 0):
+        spread = float(np.abs(y.reshape(len(y), -1)[w > 0] - offset).max())
+    return dev, spread
+
+
+class Shard(NamedTuple):
+    key_set: KeySet  # the shard's keys, weights and values, route "dense"
+    y: np.ndarray  # the targets as given (for to_local)
+
+
+def build_shard(X, y, w, spec, classifier):
+    X, y, w = check_block(X, y, w, spec.dtype, classifier)
+    if classifier:
+        values = np.eye(len(spec.classes), dtype=spec.dtype)[np.searchsorted(spec.classes, y)]
+    else:
+        values = (y.reshape(len(y), -1) - spec.offset) / spec.scale
+    key_set = KeySet(X, w, values, spec.metric, spec.kernel, route="dense",
+                     exact_zeros=classifier, centre=spec.centre)
+    return Shard(key_set, y)
+
+
+def with_metric(shard, spec):
+    """The shard with bandwidths ``spec.metric``."""
+    ks = shard.key_set
+    return shard._replace(key_set=KeySet(ks.X, ks.sample_weight, ks.values, spec.metric,
+                                         spec.kernel, route="dense",
+                                         exact_zeros=ks.exact_zeros, centre=spec.centre))
+
+
+def distinct_inputs(X, w):
+    X = np.asarray(X)
+    live = X if w is None else X[np.asarray(w) > 0]
+    return np.unique(live + 0.0, axis=0)  # + 0.0: -0.0 and 0.0 are one location
+
+
+def union(a, b):
+    return np.unique(np.concatenate([a, b]), axis=0)
+
+
+def training_inputs(shard):
+    return shard.key_set.X
+
+
+def leave_one_out_block(part, shard, loss):
+    """A block of training rows' leave-one-out loss and hits, summed with weights."""
+    ks = shard.key_set
+    return leave_one_out_sums(part.out, ks.values, ks.sample_weight, loss)
+
+
+def check_queries(Q, n_features, dtype):
+    Q = check_array(Q, dtype=[np.float64, np.float32], ensure_min_samples=0)
+    if Q.shape[1] != n_features:
+        raise ValueError(
+            f"X has {Q.shape[1]} features, but the estimator is expecting {n_features} "
+            "features as input.")
+    return Q.astype(dtype, copy=False)
+
+
+def shard_part(shard, Q, spec, leave_out_equal=False):
+    key_set = shard.key_set
+    if not np.array_equal(key_set.metric, spec.metric):  # a grid point's bandwidths
+        key_set = with_metric(shard, spec).key_set
+    return key_set.partial_pool(Q, leave_out_equal=leave_out_equal,
+                                working_memory=spec.working_memory)
+
+
+def outputs(part, spec):
+    """The estimator's outputs of a query block's part of every shard, its fallback
+    count and whether every output is finite."""
+    out, n_fallback = finish(part)
+    if spec.classes is not None:
+        out = out / out.sum(1, keepdims=True)
+    else:
+        out = out * spec.scale + spec.offset
+        out = out[:, 0] if spec.one_output else out
+    return out.astype(spec.dtype if spec.classes is not None else np.float64)
+
+
+def fallback_count(part):
+    return finish(part)[1], bool(np.all(np.isfinite(part.out)))
+
+
+def tree(client, parts, func, *args):
+    """Merge futures ``parts`` pairwise on the cluster, a tree of ``func`` tasks."""
+    while len(parts) > 1:
+        parts = [client.submit(func, parts[i], parts[i + 1], *args)
+                 if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return parts[0]
