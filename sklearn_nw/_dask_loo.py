@@ -1,15 +1,31 @@
 """Leave-one-out over keys sharded on a dask cluster: the CV estimators' exact grid
 (:class:`LeaveOneOutGridOverShards`) and the leave-one-out objective of the learned
-bandwidth's descent (:class:`ShardedObjective`)."""
+bandwidth's descent (:class:`ShardedObjective`).
+
+The grid scores training rows, each shard leaving out the keys at a row's own input. The
+descent works, as on one machine (:mod:`sklearn_nw._leave_one_out`), on the distinct
+inputs: their weights and mean values are reduced from the blocks by a tree of merges
+(the last merge holds every distinct input, ``L (d + t + 1)`` numbers, on one worker),
+then split again into shards of inputs; each evaluation of the loss pools every block of
+inputs against every shard, and its gradient sums each (block, shard) pair's part
+(:func:`sklearn_nw._engine_partial.partial_gradient`)."""
 
 from numbers import Integral
 from typing import NamedTuple
 
 import numpy as np
+import torch
 
 from ._cv import _DEFAULT_GRID, _DEFAULT_N_BANDWIDTHS, _EXTEND_BY, _MAX_EXTENSIONS
 from ._dask_tasks import (
+    item,
     leave_one_out_block,
+    location_block,
+    location_gradient,
+    location_losses,
+    location_part,
+    location_terms,
+    merge_locations,
     shard_part,
     training_inputs,
     tree,
@@ -100,3 +116,88 @@ def default_multiples(bandwidths):
         n = _DEFAULT_N_BANDWIDTHS if bandwidths is None else bandwidths
         return np.geomspace(*_DEFAULT_GRID, n) if n > 1 else np.ones(1)
     return None
+
+
+class ShardedObjective:
+    """The leave-one-out loss of the distinct training inputs, sharded over a cluster, as
+    :meth:`sklearn_nw.LeaveOneOutBandwidth.select_on` descends it (full batch).
+
+    Parameters
+    ----------
+    client : distributed.Client
+    blocks : list of Future
+        The training blocks' :class:`~sklearn_nw._dask_tasks.Locations`.
+    spec : Spec
+        The kernel (float64), the centre and the working memory.
+    loss : str
+        "squared_error" or "log_loss".
+    """
+
+    def __init__(self, client, blocks, spec, loss, n_shards):
+        self.client, self.spec, self.loss_name = client, spec, loss
+        locations = tree(client, blocks, merge_locations)
+        n = client.submit(lambda loc: len(loc.weight), locations).result()
+        bounds = np.linspace(0, n, max(1, min(n_shards, n)) + 1).astype(int)
+        self.shards = [client.submit(location_block, locations, a, b)
+                       for a, b in zip(bounds[:-1], bounds[1:])]
+        parts = client.gather([client.submit(lambda blk: (blk[1], blk[2]), f)
+                               for f in self.shards])
+        weight = np.concatenate([w for w, _ in parts])  # (L,)
+        means = np.concatenate([m for _, m in parts])  # (L, t)
+        self.sum_sq = client.submit(lambda loc: loc.sum_sq, locations).result()
+        self.log_w = torch.from_numpy(np.log(weight))
+        mean = weight @ means / weight.sum()
+        self.baseline = float(weight @ ((means - mean) ** 2).sum(1) / weight.sum())
+        self.values_max_sq = float((means**2).sum(1).max())
+        # The rows' spread around their input's mean: the loss over the rows is the loss
+        # over the inputs plus this (squared error).
+        self.spread = float((self.sum_sq - weight @ (means**2).sum(1)) / weight.sum())
+        self.weight = weight
+        del locations
+
+    @property
+    def n_inputs(self):
+        return len(self.weight)
+
+    def _parts(self, metric):
+        """Futures of the merged partial sums at each block of inputs."""
+        return [tree(self.client, [self.client.submit(location_part, keys, queries, metric,
+                                                      self.spec) for keys in self.shards],
+                     merge) for queries in self.shards]
+
+    def per_input(self, metric):
+        """The leave-one-out loss (L,) of every distinct input at ``metric``."""
+        losses = [self.client.submit(location_losses, part, block, self.loss_name)
+                  for part, block in zip(self._parts(metric), self.shards)]
+        return np.concatenate(self.client.gather(losses))
+
+    def per_row(self, hs, rows):
+        """Losses (G, m) of inputs ``rows`` at bandwidth vectors ``hs`` (G, d)."""
+        rows = rows.cpu().numpy()
+        return torch.from_numpy(np.stack([self.per_input(np.asarray(h, dtype=np.float64))[rows]
+                                          for h in hs]))
+
+    def grid(self, hs, rows):
+        """Weighted mean losses (G,) of bandwidth vectors ``hs`` (G, d) over ``rows``."""
+        w = self.weight[rows.cpu().numpy()]
+        return (self.per_row(hs, rows).numpy() @ w) / w.sum()
+
+    def loss(self, metric, rows, backward=False):
+        """The weighted mean loss over ``rows`` (every input of positive weight: full
+        batch); with ``backward`` its gradient is back-propagated into ``metric``'s graph."""
+        if len(rows) != self.n_inputs:
+            raise ValueError("The sharded leave-one-out objective is full batch only.")
+        h = metric.detach().cpu().numpy().astype(np.float64)
+        parts = self._parts(h)
+        total = float(self.weight.sum())
+        terms = [self.client.submit(location_terms, part, block, self.loss_name, total)
+                 for part, block in zip(parts, self.shards)]
+        value = sum(self.client.gather([self.client.submit(item, t, 0) for t in terms]))
+        if backward:
+            grads = [self.client.submit(location_gradient, keys, queries, part, term, h,
+                                        self.spec)
+                     for queries, part, term in zip(self.shards, parts, terms)
+                     for keys in self.shards]
+            grad = sum(self.client.gather(grads))
+            (metric * torch.as_tensor(grad, dtype=metric.dtype)).sum().backward()
+        return float(value)

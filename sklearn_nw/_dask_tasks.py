@@ -8,7 +8,12 @@ import numpy as np
 from sklearn.utils.validation import check_array
 
 from ._keys import KeySet
-from ._shards import finish, leave_one_out_sums
+from ._shards import (
+    finish,
+    leave_one_out_losses,
+    leave_one_out_sums,
+    leave_one_out_terms,
+)
 from .kernels import Kernel
 
 
@@ -71,14 +76,17 @@ class Shard(NamedTuple):
     y: np.ndarray  # the targets as given (for to_local)
 
 
+def encode(y, spec, classifier):
+    """The values attention pools: one-hot labels, or the targets centred and scaled."""
+    if classifier:
+        return np.eye(len(spec.classes), dtype=spec.dtype)[np.searchsorted(spec.classes, y)]
+    return (y.reshape(len(y), -1) - spec.offset) / spec.scale
+
+
 def build_shard(X, y, w, spec, classifier):
     X, y, w = check_block(X, y, w, spec.dtype, classifier)
-    if classifier:
-        values = np.eye(len(spec.classes), dtype=spec.dtype)[np.searchsorted(spec.classes, y)]
-    else:
-        values = (y.reshape(len(y), -1) - spec.offset) / spec.scale
-    key_set = KeySet(X, w, values, spec.metric, spec.kernel, route="dense",
-                     exact_zeros=classifier, centre=spec.centre)
+    key_set = KeySet(X, w, encode(y, spec, classifier), spec.metric, spec.kernel,
+                     route="dense", exact_zeros=classifier, centre=spec.centre)
     return Shard(key_set, y)
 
 
@@ -149,3 +157,82 @@ def tree(client, parts, func, *args):
         parts = [client.submit(func, parts[i], parts[i + 1], *args)
                  if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
     return parts[0]
+
+
+# -- leave-one-out on the distinct inputs (the learned bandwidth's descent) ---------------
+
+
+class Locations(NamedTuple):
+    """Distinct training inputs of positive weight: their summed weight and values."""
+
+    X: np.ndarray  # (L, d) sorted as numpy.unique sorts them
+    weight: np.ndarray  # (L,)
+    sums: np.ndarray  # (L, t) the weighted sums of the values at each input
+    sum_sq: float  # sum over the rows of w |v|^2 (the values' spread within inputs)
+
+
+def location_sums(X, y, w, spec, classifier):
+    """A block's :class:`Locations`."""
+    X, y, w = check_block(X, y, w, spec.dtype, classifier)
+    values = encode(y, spec, classifier).astype(np.float64)
+    live = w > 0
+    # + 0.0: -0.0 and 0.0 are one location (as in sklearn_nw._leave_one_out).
+    inputs, inverse = np.unique(X[live] + 0.0, axis=0, return_inverse=True)
+    return _grouped(inputs, inverse.reshape(-1), w[live], w[live, None] * values[live],
+                    float(w @ (values**2).sum(1)))
+
+
+def _grouped(inputs, inverse, weight, sums, sum_sq):
+    L = len(inputs)
+    grouped = np.zeros((L, sums.shape[1]))
+    np.add.at(grouped, inverse, sums)
+    return Locations(inputs, np.bincount(inverse, weights=weight, minlength=L), grouped,
+                     sum_sq)
+
+
+def merge_locations(a, b):
+    inputs, inverse = np.unique(np.concatenate([a.X, b.X]), axis=0, return_inverse=True)
+    return _grouped(inputs, inverse.reshape(-1), np.concatenate([a.weight, b.weight]),
+                    np.concatenate([a.sums, b.sums]), a.sum_sq + b.sum_sq)
+
+
+def location_block(locations, start, stop):
+    """Inputs ``start:stop`` of the distinct ones as a shard of keys: a KeySet of their
+    weights and mean values (float64)."""
+    X = locations.X[start:stop].astype(np.float64)
+    weight = locations.weight[start:stop]
+    return X, weight, locations.sums[start:stop] / weight[:, None]
+
+
+def location_key_set(block, metric, spec):
+    X, weight, means = block
+    return KeySet(X, weight, means, metric, spec.kernel, route="dense", centre=spec.centre)
+
+
+def location_part(keys, queries, metric, spec):
+    """The partial sums of a block of distinct inputs at another block's, each query's
+    own input left out."""
+    return location_key_set(keys, metric, spec).partial_pool(
+        queries[0], leave_out_equal=True, working_memory=spec.working_memory)
+
+
+def location_terms(part, block, loss, total):
+    """A block of distinct inputs' share of the weighted mean loss and its cotangent."""
+    _, weight, means = block
+    return leave_one_out_terms(part.out, means, weight, loss, total)
+
+
+def location_losses(part, block, loss):
+    """The leave-one-out loss of each distinct input of a block."""
+    return leave_one_out_losses(part.out, block[2], loss)
+
+
+def location_gradient(keys, queries, part, terms, metric, spec):
+    """A block of keys' part of the gradient of the loss at a block of queries."""
+    return location_key_set(keys, metric, spec).partial_gradient(
+        queries[0], part.out, part.log_den, terms[1], leave_out_equal=True,
+        working_memory=spec.working_memory)
+
+
+def item(pair, i):
+    return pair[i]

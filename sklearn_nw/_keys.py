@@ -64,6 +64,7 @@ from ._engine import (
     transform,
 )
 from ._engine_partial import empty_partial, partial_pool
+from ._engine_partial import partial_gradient as engine_partial_gradient
 from ._leave_one_out import leave_one_out_set
 from ._local_poly import local_fit_dense, local_fit_sparse, n_terms
 from ._shards import PartialSums
@@ -514,6 +515,22 @@ class KeySet:
                     keys=self._dense_tensors(device), leave_out_equal=leave_out_equal,
                     working_memory=working_memory)
         return PartialSums(*(t.cpu().numpy().astype(np.float64, copy=False) for t in part))
+
+    def partial_gradient(self, queries, pooled, log_den, cotangent, *, leave_out_equal=False,
+                         device="cpu", working_memory=1024):
+        """This shard's part of the gradient in the metric of ``sum_i cotangent_i .
+        pooled_i``, for predictions ``pooled`` (n_q, t) at ``queries`` with log normaliser
+        ``log_den`` (n_q,) over every shard (:func:`_engine_partial.partial_gradient`):
+        an ndarray like the metric, float64."""
+        if not np.any(self.sample_weight > 0):
+            return np.zeros_like(self.metric)
+        tensor = lambda a: self._tensor(a, device)
+        grad = engine_partial_gradient(
+            tensor(queries), tensor(self.X), tensor(self.values), tensor(self.metric),
+            self.kernel, log_w=tensor(self.log_w), centre=tensor(self.centre),
+            pooled=tensor(pooled), log_den=tensor(log_den), cotangent=tensor(cotangent),
+            leave_out_equal=leave_out_equal, working_memory=working_memory)
+        return grad.cpu().numpy().astype(np.float64)
 
     def _pool_adaptive(self, q, call):
         """Adaptive bandwidths: each query against every key of positive weight, the

@@ -81,9 +81,27 @@ def leave_one_out_sums(pooled, values, weight, loss):
     ``values`` (n, t) what was pooled (scaled targets, one-hot labels), ``weight`` (n,).
     """
     loss = get_loss(loss)
-    per_row = loss.per_row(torch.from_numpy(pooled), torch.from_numpy(
-        values.astype(np.float64))).numpy()  # (n,)
+    per_row = leave_one_out_losses(pooled, values, loss)  # (n,)
     hits = None
     if loss.name == "log_loss":
         hits = float(weight @ values[np.arange(len(values)), np.argmax(pooled, axis=1)])
     return float(weight @ per_row), hits
+
+
+def leave_one_out_terms(pooled, values, weight, loss, total):
+    """A block of rows' share of the weighted mean leave-one-out loss
+    ``sum_i w_i loss_i / total`` and its gradient in the predictions (the cotangent
+    (n, t) of the descent's backward pass)."""
+    loss = get_loss(loss)
+    pred = torch.from_numpy(pooled)
+    target = torch.from_numpy(values.astype(np.float64))
+    share = torch.from_numpy(weight / total)  # (n,)
+    value = float(share @ loss.per_row(pred, target))
+    return value, (share[:, None] * loss.gradient(pred, target)).numpy()
+
+
+def leave_one_out_losses(pooled, values, loss):
+    """The leave-one-out loss (n,) of each row of predictions ``pooled`` (n, t) of
+    ``values`` (n, t)."""
+    return get_loss(loss).per_row(torch.from_numpy(pooled), torch.from_numpy(
+        values.astype(np.float64))).numpy()

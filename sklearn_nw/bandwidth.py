@@ -379,6 +379,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         ``grid``, ``per_row``, ``log_w``, ``baseline`` and ``values_max_sq`` (the
         objective of keys sharded over a cluster, :mod:`sklearn_nw.dask`), full batch
         unless it also has the ``x`` of the minibatch descent's neighbor search."""
+        self._validate_params()
         log_w = objective.log_w
         d = len(h_start)
         w = log_w.exp()

@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 from sklearn import get_config
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
@@ -40,7 +40,7 @@ from ._base import check_pooled
 from ._classification import NadarayaWatsonClassifier as _LocalClassifier
 from ._cv import NadarayaWatsonClassifierCV as _LocalClassifierCV
 from ._cv import NadarayaWatsonRegressorCV as _LocalRegressorCV
-from ._dask_loo import LeaveOneOutGridOverShards
+from ._dask_loo import LeaveOneOutGridOverShards, ShardedObjective
 from ._dask_tasks import (
     Spec,
     build_shard,
@@ -48,6 +48,7 @@ from ._dask_tasks import (
     distinct_inputs,
     fallback_count,
     first_moments,
+    location_sums,
     outputs,
     second_moments,
     shard_part,
@@ -130,9 +131,10 @@ class _DaskNadarayaWatson(BaseEstimator):
             (f"degree={getattr(self, 'degree', 0)!r}",
              getattr(self, "degree", 0) not in (0, "auto" if search else 0)),
             (f"bandwidth={bandwidth!r}",
-             not isinstance(bandwidth, (Real, str, list, tuple, np.ndarray))
+             not isinstance(bandwidth, (Real, str, list, tuple, np.ndarray,
+                                        LeaveOneOutBandwidth))
              or isinstance(bandwidth, bool)
-             or (isinstance(bandwidth, str) and bandwidth not in RULES_OF_THUMB)),
+             or (isinstance(bandwidth, str) and bandwidth not in (*RULES_OF_THUMB, "loo"))),
         ) if on]
         if refused:
             raise ValueError(
@@ -192,6 +194,8 @@ class _DaskNadarayaWatson(BaseEstimator):
                     f"{type(self).__name__} needs at least 2 distinct training inputs with "
                     f"positive sample weight; got {n_distinct}.")
             spec = spec._replace(metric=rule_of_thumb("scott", sigma, n_distinct))
+        elif self.bandwidth == "loo" or isinstance(self.bandwidth, LeaveOneOutBandwidth):
+            spec = spec._replace(metric=self._learn(client, blocks, spec, sigma, classifier))
         elif isinstance(self.bandwidth, str):
             spec = spec._replace(metric=rule_of_thumb(self.bandwidth, sigma, weight))
         else:
@@ -203,15 +207,47 @@ class _DaskNadarayaWatson(BaseEstimator):
         for f in self._shards:
             if f.status == "error":
                 f.result()  # raises the worker's error here
+        if spec.metric.ndim == 1:
+            self.bandwidth_ = spec.metric
         choice = None
         if search is not None:
             choice = search.select(client, self._shards, spec, classifier)
             spec = spec._replace(metric=choice.bandwidth)
             self._shards = [client.submit(with_metric, f, spec) for f in self._shards]
+            self.bandwidth_ = spec.metric
         self._spec = spec
-        self.bandwidth_ = spec.metric
         self.n_shards_ = len(self._shards)
         return choice
+
+    def _learn(self, client, blocks, spec, sigma, classifier):
+        """The metric learned by :class:`~sklearn_nw.LeaveOneOutBandwidth`'s descent on
+        the leave-one-out loss of the distinct inputs, sharded over the cluster (full
+        batch); sets ``n_iter_``, ``loss_curve_`` and, for the full metric,
+        ``projection_`` and ``bandwidth_``."""
+        for stale in ("projection_", "n_iter_", "loss_curve_"):
+            self.__dict__.pop(stale, None)
+        selector = (LeaveOneOutBandwidth() if isinstance(self.bandwidth, str)
+                    else clone(self.bandwidth))
+        kernel = get_kernel(self.kernel, dtype=np.float64)  # the descent is in float64
+        locations = client.compute([dask.delayed(location_sums)(xb, yb, wb, spec, classifier)
+                                    for xb, yb, wb in blocks])
+        loss = "log_loss" if classifier else "squared_error"
+        objective = ShardedObjective(client, locations, spec._replace(kernel=kernel), loss,
+                                     n_shards=len(blocks))
+        if objective.n_inputs < 2:
+            raise ValueError(
+                f"{type(self).__name__} with bandwidth='loo' needs at least 2 distinct "
+                f"training inputs with positive sample weight; got {objective.n_inputs}.")
+        result = selector.select_on(objective, kernel, full_batch=True,
+                                    h_start=rule_of_thumb("scott", sigma, objective.n_inputs))
+        self.n_iter_ = result.n_iter
+        curve = np.asarray(result.loss_curve, dtype=np.float64)
+        self.loss_curve_ = curve if classifier else spec.scale**2 * (curve + objective.spread)
+        if result.projection is None:
+            return result.bandwidth
+        self.projection_ = result.projection
+        self.bandwidth_ = result.bandwidth
+        return result.projection
 
     def _set_choice(self, choice):
         self.cv_results_ = choice.cv_results
@@ -292,6 +328,9 @@ class _DaskNadarayaWatson(BaseEstimator):
         return self._local_class(**self._local_params()).fit(X, y, sample_weight=w)
 
     def _local_params(self):
+        # A learned projection is no bandwidth: the local estimator learns it again.
+        if hasattr(self, "projection_"):
+            return self.get_params()
         return {**self.get_params(), "bandwidth": self.bandwidth_.copy()}
 
 

@@ -12,7 +12,9 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 from sklearn_nw import (  # noqa: E402
+    AdaptiveBandwidth,
     EmptyNeighborhoodWarning,
+    LeaveOneOutBandwidth,
     NadarayaWatsonClassifier,
     NadarayaWatsonClassifierCV,
     NadarayaWatsonRegressor,
@@ -38,7 +40,7 @@ def client():
 def _data(n=240, d=3, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
-    X[n // 2 :: 3] = X[: n // 6]  # repeated inputs
+    X[n // 2 :: 3] = X[: len(X[n // 2 :: 3])]  # repeated inputs
     y = np.column_stack([np.sin(2 * X[:, 0]) + X[:, 1], X[:, -1] ** 2])
     w = rng.integers(0, 3, n).astype(np.float64)
     return X, y, w, rng.normal(size=(70, d)) * 1.5
@@ -171,7 +173,7 @@ def test_mismatched_chunks_are_aligned(client):
 @pytest.mark.parametrize("params, match", [
     ({"n_neighbors": 5}, "global top-k merge"),
     ({"degree": 1}, "degree=1"),
-    ({"bandwidth": "loo"}, "bandwidth='loo'"),
+    ({"bandwidth": AdaptiveBandwidth()}, "AdaptiveBandwidth"),
     ({"compute": "compiled"}, "compute"),
 ])
 def test_refused_parameters(client, params, match):
@@ -271,3 +273,30 @@ def test_grid_search_on_joblib_dask_backend(client):
     serial = GridSearchCV(NadarayaWatsonRegressor(), grid, cv=3).fit(X, y)
     np.testing.assert_allclose(search.cv_results_["mean_test_score"],
                                serial.cv_results_["mean_test_score"], atol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_learned_bandwidth_equals_local(client, kernel):
+    # The descent on the distinct inputs, their loss and gradient summed over shards,
+    # takes the local descent's path: same bandwidths, iterations and loss curve.
+    X, y, w, Q = _data(n=200, d=2, seed=5)
+    est = nw_dask.NadarayaWatsonRegressor(kernel, "loo").fit(
+        da.from_array(X, chunks=70), y[:, 0], sample_weight=w)
+    local = NadarayaWatsonRegressor(kernel, "loo").fit(X, y[:, 0], sample_weight=w)
+    np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
+    assert est.n_iter_ == local.n_iter_
+    np.testing.assert_allclose(est.loss_curve_, local.loss_curve_, rtol=1e-9)
+    np.testing.assert_allclose(est.predict(Q).compute(), local.predict(Q), atol=1e-7)
+
+
+def test_learned_metric_and_classifier_equal_local(client):
+    X, y, _, Q = _data(n=150, d=2, seed=6)
+    full = LeaveOneOutBandwidth(form="full")
+    est = nw_dask.NadarayaWatsonRegressor(bandwidth=full).fit(X, y)
+    local = NadarayaWatsonRegressor(bandwidth=full).fit(X, y)
+    np.testing.assert_allclose(est.projection_, local.projection_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(est.predict(Q).compute(), local.predict(Q), atol=1e-7)
+    labels = (X[:, 0] + X[:, 1] > 0).astype(int)
+    est = nw_dask.NadarayaWatsonClassifier(bandwidth="loo").fit(X, labels)
+    local = NadarayaWatsonClassifier(bandwidth="loo").fit(X, labels)
+    np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
