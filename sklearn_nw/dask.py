@@ -139,10 +139,9 @@ class _DaskNadarayaWatson(BaseEstimator):
         if refused:
             raise ValueError(
                 "sklearn_nw.dask pools Nadaraya-Watson sums over shards of keys with a rule "
-                "of thumb or a given bandwidth; it cannot use "
-                f"{', '.join(refused)}. For a chosen bandwidth use "
-                "NadarayaWatsonRegressorCV or ClassifierCV of sklearn_nw.dask (the exact "
-                "leave-one-out grid).")
+                "of thumb, a given or a learned bandwidth; it cannot use "
+                f"{', '.join(refused)}. Use the local estimator for those (to_local() "
+                "gives it).")
         client = _client()
         n_workers = max(1, len(client.scheduler_info()["workers"]))
         X = _as_rows(X, "X", n_blocks=n_workers)
@@ -365,13 +364,17 @@ _CONSTRAINTS = {
 class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
     """Nadaraya-Watson regression with its keys sharded over a dask cluster.
 
-    The parameters are those of :class:`sklearn_nw.NadarayaWatsonRegressor`; a rule of
-    thumb or a given bandwidth, every kernel, ``n_neighbors=None``, ``degree=0``.
+    The parameters are those of :class:`sklearn_nw.NadarayaWatsonRegressor`: every
+    kernel; a rule of thumb, a given bandwidth or a learned one; ``n_neighbors=None``,
+    ``degree=0``.
 
     Parameters
     ----------
     kernel : str, Kernel or callable, default="gaussian"
-    bandwidth : {"scott", "silverman"}, float or array-like, default="scott"
+    bandwidth : {"scott", "silverman", "loo"}, float, array-like or LeaveOneOutBandwidth, \
+            default="scott"
+        A learned bandwidth descends the leave-one-out loss of the distinct training
+        inputs, full batch, its loss and gradient summed over the shards.
     n_neighbors : None
         Refused otherwise (a global top-k merge is not implemented).
     algorithm : {"auto", "brute"}, default="auto"
@@ -388,6 +391,12 @@ class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
     n_samples_fit_ : int
     n_shards_ : int
         The shards of keys kept on the workers: one per block of training rows.
+    projection_ : ndarray of shape (n_features, n_components)
+        Only with ``LeaveOneOutBandwidth(form="full")``: the learned metric.
+    n_iter_ : int
+        Only with a learned bandwidth: iterations of the descent.
+    loss_curve_ : ndarray
+        Only with a learned bandwidth: the leave-one-out loss at each evaluation.
 
     Examples
     --------
@@ -455,13 +464,16 @@ class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
 class NadarayaWatsonClassifier(ClassifierMixin, _DaskNadarayaWatson):
     """Nadaraya-Watson classification with its keys sharded over a dask cluster.
 
-    The parameters are those of :class:`sklearn_nw.NadarayaWatsonClassifier`; a rule of
-    thumb or a given bandwidth, every kernel, ``n_neighbors=None``.
+    The parameters are those of :class:`sklearn_nw.NadarayaWatsonClassifier`: every
+    kernel; a rule of thumb, a given bandwidth or a learned one; ``n_neighbors=None``.
 
     Parameters
     ----------
     kernel : str, Kernel or callable, default="gaussian"
-    bandwidth : {"scott", "silverman"}, float or array-like, default="scott"
+    bandwidth : {"scott", "silverman", "loo"}, float, array-like or LeaveOneOutBandwidth, \
+            default="scott"
+        A learned bandwidth descends the leave-one-out log-loss of the distinct training
+        inputs, full batch, its loss and gradient summed over the shards.
     n_neighbors : None
     algorithm : {"auto", "brute"}, default="auto"
     compute : {"auto", "eager"}, default="auto"
@@ -476,6 +488,12 @@ class NadarayaWatsonClassifier(ClassifierMixin, _DaskNadarayaWatson):
     n_features_in_ : int
     n_samples_fit_ : int
     n_shards_ : int
+    projection_ : ndarray of shape (n_features, n_components)
+        Only with ``LeaveOneOutBandwidth(form="full")``.
+    n_iter_ : int
+        Only with a learned bandwidth.
+    loss_curve_ : ndarray
+        Only with a learned bandwidth.
     """
 
     _parameter_constraints: ClassVar[dict] = dict(_CONSTRAINTS)
