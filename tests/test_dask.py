@@ -3,6 +3,8 @@
 import os
 import subprocess
 import sys
+import threading
+import time
 import warnings
 
 import numpy as np
@@ -300,3 +302,37 @@ def test_learned_metric_and_classifier_equal_local(client):
     est = nw_dask.NadarayaWatsonClassifier(bandwidth="loo").fit(X, labels)
     local = NadarayaWatsonClassifier(bandwidth="loo").fit(X, labels)
     np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
+
+
+def test_worker_killed_during_predict():
+    # A worker dies while the partial sums are computed: dask recomputes what it held
+    # (shards from their graph, partial sums from theirs) and the result is still exact.
+    rng = np.random.default_rng(7)
+    X, Q = rng.normal(size=(24_000, 3)), rng.normal(size=(24_000, 3))
+    y = np.sin(X[:, 0])
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=None)
+    outcome = {}
+    with distributed.Client(cluster, set_as_default=False) as other, other.as_current():
+        est = nw_dask.NadarayaWatsonRegressor(bandwidth=0.3).fit(
+            da.from_array(X, chunks=4000), y)
+        queries = da.from_array(Q, chunks=4000)
+
+        def predict():
+            with other.as_current():
+                outcome["pred"] = est.predict(queries).compute()
+
+        thread = threading.Thread(target=predict)
+        thread.start()
+        time.sleep(0.5)
+        running_at_kill = thread.is_alive()
+        victim = sorted(other.scheduler_info()["workers"])[0]
+        try:
+            other.run(os._exit, 1, workers=[victim])
+        except Exception:  # the connection to the killed worker closes
+            pass
+        thread.join(timeout=300)
+    cluster.close()
+    assert running_at_kill
+    expected = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y).predict(Q)
+    np.testing.assert_allclose(outcome["pred"], expected, atol=1e-10)
