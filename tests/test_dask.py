@@ -25,6 +25,9 @@ from sklearn_nw import (  # noqa: E402
 from sklearn_nw import dask as nw_dask  # noqa: E402
 from sklearn_nw.kernels import KERNELS, get_kernel  # noqa: E402
 
+# Every test here is bounded: a hung cluster fails the test instead of holding CI.
+pytestmark = pytest.mark.timeout(240)
+
 # One of each family of names (the others are aliases of these).
 FAMILIES = sorted({cls: name for name, cls in KERNELS.items()}.values())
 
