@@ -2,12 +2,13 @@
 
 The estimators of this module have the names and parameters of the local ones (the dask-ml
 convention). ``fit`` takes dask arrays (or numpy arrays, which it splits into one block per
-worker) and leaves the keys on the workers: each block of training rows becomes one shard,
+worker thread) and leaves the keys on the workers: each block of training rows becomes one shard,
 a :class:`~sklearn_nw._keys.KeySet` built and kept where it was computed. ``predict``
 pools every block of queries against every shard and merges the shards' partial sums
 exactly, by a tree reduction in log space (:mod:`sklearn_nw._shards`):
 
-    f(q) = sum_s N_s(q) / sum_s D_s(q),  D_s = sum_{j in s} w_j k(u_qj),  N_s = D_s-weighted values,
+    f(q) = sum_s N_s(q) / sum_s D_s(q),
+    D_s(q) = sum_{j in s} w_j k(u_qj),  N_s(q) = sum_{j in s} w_j k(u_qj) v_j,
 
 each shard sending per query only its normalised sums and ``log D_s`` (t + 3 numbers).
 
@@ -95,6 +96,11 @@ def _client():
 # -- the estimators ---------------------------------------------------------------------
 
 
+def _n_threads(client):
+    """The cluster's worker threads: numpy input is split into one block per thread."""
+    return max(1, sum(client.nthreads().values()))
+
+
 def _as_rows(a, name, chunks=None, n_blocks=1):
     """``a`` as a dask array split into row blocks only (numpy arrays into ``n_blocks``
     blocks, or along ``chunks``)."""
@@ -143,8 +149,7 @@ class _DaskNadarayaWatson(BaseEstimator):
                 f"{', '.join(refused)}. Use the local estimator for those (to_local() "
                 "gives it).")
         client = _client()
-        n_workers = max(1, len(client.scheduler_info()["workers"]))
-        X = _as_rows(X, "X", n_blocks=n_workers)
+        X = _as_rows(X, "X", n_blocks=_n_threads(client))
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D.")
         chunks = X.chunks[0]
@@ -281,8 +286,7 @@ class _DaskNadarayaWatson(BaseEstimator):
         """The outputs at queries X as a dask array (after checking the fallback counts,
         which needs the partial sums computed: they are kept on the cluster)."""
         client = self._check_live()
-        n_workers = max(1, len(client.scheduler_info()["workers"]))
-        X = _as_rows(X, "X", n_blocks=n_workers)
+        X = _as_rows(X, "X", n_blocks=_n_threads(client))
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D (n_queries, n_features); got {X.ndim}-D.")
         spec = self._spec
