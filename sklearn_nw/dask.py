@@ -117,7 +117,17 @@ def _as_rows(a, name, chunks=None, n_blocks=1):
 
 
 class _DaskNadarayaWatson(BaseEstimator):
-    """Fitting and pooling shared by the dask regressor and classifier."""
+    """Parameters, fitting and pooling shared by the dask regressor and classifier."""
+
+    def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
+                 algorithm="auto", compute="auto", metric="euclidean", device="cpu"):
+        self.kernel = kernel
+        self.bandwidth = bandwidth
+        self.n_neighbors = n_neighbors
+        self.algorithm = algorithm
+        self.compute = compute
+        self.metric = metric
+        self.device = device
 
     def _fit(self, X, y, sample_weight, *, classifier, search=None):
         """Validate, reduce the statistics, build the shards; with ``search`` (a
@@ -422,13 +432,8 @@ class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
                  algorithm="auto", compute="auto", metric="euclidean", device="cpu",
                  degree=0):
-        self.kernel = kernel
-        self.bandwidth = bandwidth
-        self.n_neighbors = n_neighbors
-        self.algorithm = algorithm
-        self.compute = compute
-        self.metric = metric
-        self.device = device
+        super().__init__(kernel, bandwidth, n_neighbors=n_neighbors, algorithm=algorithm,
+                         compute=compute, metric=metric, device=device)
         self.degree = degree
 
     def fit(self, X, y, sample_weight=None):
@@ -502,16 +507,6 @@ class NadarayaWatsonClassifier(ClassifierMixin, _DaskNadarayaWatson):
 
     _parameter_constraints: ClassVar[dict] = dict(_CONSTRAINTS)
     _local_class = _LocalClassifier
-
-    def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
-                 algorithm="auto", compute="auto", metric="euclidean", device="cpu"):
-        self.kernel = kernel
-        self.bandwidth = bandwidth
-        self.n_neighbors = n_neighbors
-        self.algorithm = algorithm
-        self.compute = compute
-        self.metric = metric
-        self.device = device
 
     def fit(self, X, y, sample_weight=None):
         """Shard the training data over the cluster's workers and resolve the bandwidth.

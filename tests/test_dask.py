@@ -339,3 +339,13 @@ def test_worker_killed_during_predict():
     assert running_at_kill
     expected = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y).predict(Q)
     np.testing.assert_allclose(outcome["pred"], expected, atol=1e-10)
+
+
+@pytest.mark.parametrize("ours, theirs", [
+    (nw_dask.NadarayaWatsonRegressor, NadarayaWatsonRegressor),
+    (nw_dask.NadarayaWatsonClassifier, NadarayaWatsonClassifier),
+    (nw_dask.NadarayaWatsonRegressorCV, NadarayaWatsonRegressorCV),
+    (nw_dask.NadarayaWatsonClassifierCV, NadarayaWatsonClassifierCV),
+])
+def test_same_parameters_as_the_local_estimators(ours, theirs):
+    assert ours().get_params() == theirs().get_params()
