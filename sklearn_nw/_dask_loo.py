@@ -15,12 +15,14 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from distributed import wait as distributed_wait
 
 from ._cv import _DEFAULT_GRID, _DEFAULT_N_BANDWIDTHS, _EXTEND_BY, _MAX_EXTENSIONS
 from ._dask_tasks import (
     item,
     leave_one_out_block,
     location_block,
+    location_count,
     location_gradient,
     location_losses,
     location_part,
@@ -136,24 +138,23 @@ class ShardedObjective:
     def __init__(self, client, blocks, spec, loss, n_shards):
         self.client, self.spec, self.loss_name = client, spec, loss
         locations = tree(client, blocks, merge_locations)
-        n = client.submit(lambda loc: len(loc.weight), locations).result()
+        n, sum_sq = client.submit(location_count, locations).result()
         bounds = np.linspace(0, n, max(1, min(n_shards, n)) + 1).astype(int)
         self.shards = [client.submit(location_block, locations, a, b)
                        for a, b in zip(bounds[:-1], bounds[1:])]
-        parts = client.gather([client.submit(lambda blk: (blk[1], blk[2]), f)
-                               for f in self.shards])
+        distributed_wait(self.shards)
+        del locations  # the merged set: the cluster may drop it now that it is split
+        parts = client.gather([client.submit(item, f, slice(1, 3)) for f in self.shards])
         weight = np.concatenate([w for w, _ in parts])  # (L,)
         means = np.concatenate([m for _, m in parts])  # (L, t)
-        self.sum_sq = client.submit(lambda loc: loc.sum_sq, locations).result()
         self.log_w = torch.from_numpy(np.log(weight))
         mean = weight @ means / weight.sum()
         self.baseline = float(weight @ ((means - mean) ** 2).sum(1) / weight.sum())
         self.values_max_sq = float((means**2).sum(1).max())
         # The rows' spread around their input's mean: the loss over the rows is the loss
         # over the inputs plus this (squared error).
-        self.spread = float((self.sum_sq - weight @ (means**2).sum(1)) / weight.sum())
+        self.spread = float((sum_sq - weight @ (means**2).sum(1)) / weight.sum())
         self.weight = weight
-        del locations
 
     @property
     def n_inputs(self):

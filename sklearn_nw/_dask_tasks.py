@@ -196,6 +196,11 @@ def merge_locations(a, b):
                     np.concatenate([a.sums, b.sums]), a.sum_sq + b.sum_sq)
 
 
+def location_count(locations):
+    """How many distinct inputs, and the rows' sum of w |v|^2."""
+    return len(locations.weight), locations.sum_sq
+
+
 def location_block(locations, start, stop):
     """Inputs ``start:stop`` of the distinct ones as a shard of keys: a KeySet of their
     weights and mean values (float64)."""

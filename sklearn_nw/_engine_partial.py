@@ -149,7 +149,6 @@ def partial_gradient(q, x, v, h, kernel, *, log_w, centre, pooled, log_den, cota
     grad = torch.zeros_like(h)
     n, d = x.shape
     step = chunk_rows(q.shape[0], n * q.element_size() * (d + 8), working_memory)
-    # (n_q, n) detached: sum_t cotangent_it (v_jt - pooled_it)
     with torch.enable_grad(), _compute_settings():
         for s in range(0, q.shape[0], step):
             rows = slice(s, s + step)
@@ -163,8 +162,9 @@ def partial_gradient(q, x, v, h, kernel, *, log_w, centre, pooled, log_den, cota
             finite = torch.isfinite(logits).detach()
             with torch.no_grad():
                 alpha = torch.exp(logits - log_den[rows, None]).nan_to_num_(0.0)  # (b, n)
-                mixed = cotangent[rows] @ v.T - (cotangent[rows] * pooled[rows]).sum(1,
-                                                                                     keepdim=True)
+                # (b, n) sum_t cotangent_it (v_jt - pooled_it)
+                mixed = (cotangent[rows] @ v.T
+                         - (cotangent[rows] * pooled[rows]).sum(1, keepdim=True))
                 weight = alpha * mixed  # (b, n)
             part = (weight * torch.where(finite, logits, 0.0)).sum()
             (g,) = torch.autograd.grad(part, h)
