@@ -120,11 +120,10 @@ def _progress(message):
     print(message, file=sys.stderr, flush=True)
 
 
-def loo_loss(model, y, accuracy=False):
+def loo_loss(model, y):
     """Exact leave-one-out loss of a fitted Nadaraya-Watson model from its leave-one-out
     attention: mean squared error for a regressor, log-loss for a classifier (probabilities
-    clipped at machine epsilon, as the CV estimators do); with ``accuracy`` the
-    classifier's leave-one-out accuracy instead."""
+    clipped at machine epsilon, as the CV estimators do)."""
     n = len(y)
     # The dense (n, n) attention is asked for on purpose: allow it whatever its size.
     with config_context(working_memory=max(get_config()["working_memory"], 2 * n * n / 2**17)):
@@ -132,8 +131,6 @@ def loo_loss(model, y, accuracy=False):
     if is_classifier(model):
         onehot = y[:, None] == model.classes_  # (n, c)
         proba = attention @ onehot.astype(np.float64)  # (n, c)
-        if accuracy:
-            return float(np.mean(onehot[np.arange(n), proba.argmax(1)]))
         return float(-np.log(np.clip(proba[onehot], np.finfo(np.float64).eps, None)).mean())
     return float(np.mean((attention @ y - y) ** 2))
 
@@ -356,10 +353,8 @@ def section_cv(sizes=(2000, 5000), d=3, n_grid=20, repeats=3, seed=0):
                 gs_times, _ = timed(partial(gs.fit, X, target), repeats)
                 models = [plain(bandwidth=h).fit(X, target) for h in grid]
                 loss = np.array([loo_loss(model, target) for model in models])
-                # The classifier's default score is the accuracy, ties by the log-loss.
-                score = (-loss if task == "regression" else
-                         np.array([loo_loss(model, target, accuracy=True) for model in models]))
-            best = max(range(len(grid)), key=lambda g: (score[g], -loss[g]))
+                score = -loss  # the default scores: squared error, log-loss
+            best = int(np.argmax(score))
             results.append({
                 "n": n, "task": task, "grid": grid_name, "n_grid": len(grid),
                 "cv_times_s": cv_times, "cv_time_s": min(cv_times),
@@ -387,7 +382,7 @@ def section_cv(sizes=(2000, 5000), d=3, n_grid=20, repeats=3, seed=0):
                 not slow, "below: " + ", ".join(slow) if slow else
                 f"smallest {min(r['ratio'] for r in results if r['grid'] == 'default'):.1f}x"),
         _target("cv", "CV estimator chose the grid point of best leave-one-out score "
-                "(regressor: squared error; classifier: accuracy, ties by log-loss)",
+                "(regressor: squared error; classifier: log-loss)",
                 not wrong, "not for: " + ", ".join(wrong) if wrong else "every case")]
     return report
 

@@ -107,6 +107,7 @@ class LeaveOneOutNeighbors:
         self.zero_weight = (W <= 0) if bool((W <= 0).any()) else None
         self.max_neighbors = max_neighbors
         self._sorted = None
+        self._left_out = {}  # k -> the pairs a left-out input changes, for every scale c
 
     def _neighbors(self):
         """Each input's nearest other inputs, nearest first: distances, indices and the
@@ -216,9 +217,17 @@ class LeaveOneOutNeighbors:
 
     def _left_out_bandwidths(self, k, c):
         """The sample-point bandwidths that leaving an input out changes: for each key i
-        and each input j among its k nearest, the distance at which i's neighbors (j
-        included) hold ``k + W[j]``. Returns the pairs as (query rows j, key columns i)
-        and those bandwidths."""
+        and each input j among its k nearest, c times the distance at which i's
+        neighbors (j included) hold ``k + W[j]``. Returns the pairs as (query rows j, key
+        columns i) and those bandwidths. The pairs and distances depend on k alone: found
+        once per k, they serve every c (the candidates' scales)."""
+        if k not in self._left_out:
+            self._left_out[k] = self._left_out_distances(k)
+        rows, keys, d_left = self._left_out[k]
+        return rows, keys, (c * d_left).clamp(min=torch.finfo(self.D.dtype).tiny)
+
+    def _left_out_distances(self, k):
+        """:meth:`_left_out_bandwidths` at c = 1, unclamped."""
         sorted_D, order, cumulative = self._neighbors()
         L, m = sorted_D.shape
         d_k = self._kth(k)  # (L,)
@@ -231,7 +240,6 @@ class LeaveOneOutNeighbors:
                 "units of sample weight at other locations than each training point and "
                 "a neighbor left out. Lower n_neighbors."
             )
-        h_left = c * sorted_D.gather(1, column.clamp(max=m - 1))  # (L, m)
+        d_left = sorted_D.gather(1, column.clamp(max=m - 1))  # (L, m)
         key, _ = torch.nonzero(affected, as_tuple=True)
-        tiny = torch.finfo(self.D.dtype).tiny
-        return order[affected], key, h_left[affected].clamp(min=tiny)
+        return order[affected], key, d_left[affected]

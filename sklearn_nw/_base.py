@@ -337,6 +337,8 @@ class NadarayaWatsonBase(BaseEstimator):
             # Class probabilities must be exactly 0 where no attention goes.
             exact_zeros=is_classifier(self), explicit_algorithm=self.algorithm != "auto",
             degree=degree, adaptive=adaptive,
+            # The regressor's: local fits bounded by the targets' range.
+            bounded=bool(getattr(self, "bounded", False)),
         )
         self.route_ = self.key_set_.route
         if self.key_set_.key_bandwidth is not None:

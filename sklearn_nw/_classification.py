@@ -8,7 +8,8 @@ from ._base import NadarayaWatsonBase
 from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
 
 
-@fill_doc(parameters=entries(PARAMETERS, *(k for k in PARAMETERS if k != "degree")),
+@fill_doc(parameters=entries(PARAMETERS, *(k for k in PARAMETERS
+                                            if k not in ("degree", "bounded"))),
           attributes=entries(ATTRIBUTES))
 class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
     r"""Nadaraya-Watson kernel classification: attention pooling of one-hot labels.

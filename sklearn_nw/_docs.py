@@ -77,6 +77,16 @@ PARAMETERS = {
         Nadaraya-Watson value, with a :class:`~sklearn_nw.LocalFitWarning`. Not with
         ``metric="precomputed"`` (no coordinates), ``compute="compiled"`` or a learned
         bandwidth (``"loo"``, which minimises the local-constant loss).""",
+    "bounded": """\
+    bounded : bool, default=False
+        With ``degree`` 1 or 2 (regressor only): keep each local fit within the range of
+        the targets that carry its weight (those of the training points whose attention is
+        at least 1/1000 of the query's largest), by shrinking its correction of the
+        Nadaraya-Watson value just enough; one shrinkage per query, so the prediction is
+        still the equivalent kernel (returned as the attention) times the targets. A local
+        polynomial otherwise extrapolates beyond the data, or at its edge under a wide
+        bandwidth (a local-linear fit of a concave trend), far past any target there.
+        False fits as statsmodels' ``KernelReg``.""",
     "device": """\
     device : str, default="cpu"
         Torch device to compute on: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"``, or

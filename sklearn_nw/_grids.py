@@ -54,12 +54,17 @@ class LeaveOneOutGrid:
         leave-one-out fits weighted by the leave-one-out attention of the distinct inputs
         on each other (:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors`), a dense
         (L, L) matrix per grid point.
+    bounded : bool, default=False
+        Local fits kept within the range of the targets carrying their weight
+        (:func:`~sklearn_nw._local_poly.bound`), as the regressor's ``bounded`` predicts;
+        here the targets of a repeated input are their weighted mean.
     """
 
-    def __init__(self, grid, score=None, degree=0):
+    def __init__(self, grid, score=None, degree=0, bounded=False):
         self.grid = grid
         self.score = score
         self.degree = degree
+        self.bounded = bounded
 
     def select(self, loo, kernel, *, loss, h_start=None, dtype=np.float64, device="cpu",
                working_memory=1024):
@@ -132,7 +137,7 @@ class LeaveOneOutGrid:
                     yield _neighbors_of(loo.X / h, W, device).fixed_attention(1.0, kernel)[0]
 
         return _local_fits(attentions(), _centred(loo, grid[0], device), loo, self.degree,
-                           working_memory)
+                           working_memory, self.bounded)
 
 
 def _check_dense_leave_one_out(L, working_memory, what):
@@ -161,18 +166,19 @@ def _centred(loo, metric, device):
     return scaled - scaled[torch.as_tensor(loo.weight > 0, device=device)].mean(0)
 
 
-def _local_fits(attentions, coords, loo, degree, working_memory):
+def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
     """Leave-one-out predictions (G, L, t), float64, of the leave-one-out attentions
     (L, L) that ``attentions`` yields: Nadaraya-Watson for ``degree=0``, else local
-    polynomial fits in ``coords`` (L, r), whose singular rows keep the Nadaraya-Watson
-    value. The fits of several attentions share their designs
+    polynomial fits in ``coords`` (L, r), bounded or not, whose singular rows keep the
+    Nadaraya-Watson value. The fits of several attentions share their designs
     (:func:`~sklearn_nw._local_poly.local_fit_many`)."""
     L, r = coords.shape
     values = torch.as_tensor(loo.values, dtype=torch.float64, device=coords.device)  # (L, t)
     p = n_terms(r, degree)
     group = max(1, int(working_memory * 2**20 // (4 * 8 * L * L)))  # attentions per batch
-    # Query rows per fit: their designs' outer products (n p^2) and the group's rows.
-    step = chunk_rows(L, 8 * L * (p * p + 2 * p + 2 * group), working_memory)
+    # Query rows per fit: their designs' outer products (n p^2) and the group's rows (the
+    # attention, the kernels and the bound's temporaries).
+    step = chunk_rows(L, 8 * L * (p * p + 2 * p + 4 * group), working_memory)
     outs, batch = [], []
 
     def flush():
@@ -181,7 +187,7 @@ def _local_fits(attentions, coords, loo, degree, working_memory):
         if degree:
             for rows in gen_batches(L, step):
                 local, singular = local_fit_many(coords[rows], coords, attention[:, rows],
-                                                 values, degree)
+                                                 values, degree, bounded)
                 out[:, rows] = torch.where(singular[:, :, None], out[:, rows], local)
         outs.append(out.cpu())
         batch.clear()
@@ -220,11 +226,13 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
     shared : dict, default=None
         Where the neighbors found are kept for the next grids of the same training set
         and base (the extensions of a search, the other kind, other degrees).
+    bounded : bool, default=False
+        As for :class:`LeaveOneOutGrid`.
     """
 
-    def __init__(self, candidates, base, score=None, degree=0, shared=None):
+    def __init__(self, candidates, base, score=None, degree=0, shared=None, bounded=False):
         super().__init__(np.repeat(np.asarray(base, dtype=np.float64)[None], len(candidates),
-                                   axis=0), score=score, degree=degree)
+                                   axis=0), score=score, degree=degree, bounded=bounded)
         self.candidates = candidates
         self.shared = {} if shared is None else shared
 
@@ -249,4 +257,4 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         attentions = (neighbors.attention(candidate, kernel, r)[0]
                       for candidate in self.candidates)
         return _local_fits(attentions, _centred(loo, self.grid[0], device), loo, self.degree,
-                           working_memory)
+                           working_memory, self.bounded)

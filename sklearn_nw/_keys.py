@@ -281,6 +281,9 @@ class KeySet:
     centre : ndarray of shape (d,), default=None
         Where the dense route centres the keys (by default the mean of those of positive
         weight): the shards of one key set share one (:meth:`partial_pool`).
+    bounded : bool
+        Local fits kept within the range of the values carrying their weight
+        (:func:`~sklearn_nw._local_poly.bound`).
 
     Attributes
     ----------
@@ -302,13 +305,14 @@ class KeySet:
 
     def __init__(self, X, sample_weight, values, metric, kernel, *, route, algorithm=None,
                  n_neighbors=None, exact_zeros=False, explicit_algorithm=False, degree=0,
-                 adaptive=None, centre=None):
+                 adaptive=None, bounded=False, centre=None):
         if route not in ROUTES:
             raise ValueError(f"Unknown route {route!r}; expected one of {ROUTES}.")
         if degree and route == "precomputed":
             raise ValueError("Local polynomials need coordinates, not precomputed distances.")
         self.degree = degree
         self.centre = centre
+        self.bounded = bounded
         self.X = X
         self.dtype = X.dtype
         self.sample_weight = sample_weight
@@ -581,7 +585,8 @@ class KeySet:
         n_q, n = q.shape[0], self.X.shape[0]
         centre, keys = self._poly_keys
         p = n_terms(keys.shape[1], self.degree)
-        step = chunk_rows(n_q, n * (2 * p + 2) * self.dtype.itemsize, call.working_memory)
+        # Designs (n p), the fits' products and the bound's temporaries (n each).
+        step = chunk_rows(n_q, n * (2 * p + 4) * self.dtype.itemsize, call.working_memory)
         with_attention = call._replace(return_attention=True)
         outs, attentions, n_fallback, n_singular = [], [], 0, 0
         for rows in gen_batches(n_q, step):
@@ -614,7 +619,7 @@ class KeySet:
             col = torch.as_tensor(attention.indices, dtype=torch.long, device=device)
             out, kernel, singular = local_fit_sparse(
                 tensor(qs), tensor(keys), crow, col, tensor(attention.data),
-                tensor(values), self.degree)
+                tensor(values), self.degree, self.bounded)
             singular = singular.cpu().numpy()
             kernel = kernel.cpu().numpy()
             entry_singular = np.repeat(singular, np.diff(attention.indptr))
@@ -623,7 +628,8 @@ class KeySet:
                                   shape=attention.shape)
         else:
             out, kernel, singular = local_fit_dense(
-                tensor(qs), tensor(keys), tensor(attention), tensor(values), self.degree)
+                tensor(qs), tensor(keys), tensor(attention), tensor(values), self.degree,
+                self.bounded)
             singular = singular.cpu().numpy()
             kernel = kernel.cpu().numpy()
             kernel[singular] = attention[singular]
@@ -979,16 +985,19 @@ class KeySet:
     def _local_attention(self, attention, call):
         """The equivalent kernels (n, n) of local fits at the keys themselves from their
         leave-one-out attention (a key's own location has no weight: the fit is exact
-        leave-one-out), in chunks of rows; and the number of singular rows."""
+        leave-one-out), in chunks of rows; and the number of singular rows. Bounded fits'
+        kernels depend on the key set's values (:func:`~sklearn_nw._local_poly.bound`):
+        those of its own values."""
         centre, keys = self._poly_keys
         n = keys.shape[0]
         p = n_terms(keys.shape[1], self.degree)
-        step = chunk_rows(n, n * (2 * p + 2) * self.dtype.itemsize, call.working_memory)
+        step = chunk_rows(n, n * (2 * p + 4) * self.dtype.itemsize, call.working_memory)
         parts, n_singular = [], 0
+        t = self.values.shape[1]
         for rows in gen_batches(n, step):
             _, kernel, singular = self._local_fit(
-                keys[rows], keys, np.zeros((rows.stop - rows.start, 0)), attention[rows],
-                call.device, values=np.zeros((n, 0), dtype=self.dtype))
+                keys[rows], keys, np.zeros((rows.stop - rows.start, t)), attention[rows],
+                call.device)
             parts.append(kernel)
             n_singular += singular
         if sp.issparse(attention):

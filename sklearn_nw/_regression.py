@@ -84,14 +84,16 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
     _parameter_constraints: ClassVar[dict] = {
         **NadarayaWatsonBase._parameter_constraints,
         "degree": [Interval(Integral, 0, 2, closed="both")],
+        "bounded": ["boolean"],
     }
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
                  algorithm="auto", compute="auto", metric="euclidean", device="cpu",
-                 degree=0):
+                 degree=0, bounded=False):
         super().__init__(kernel, bandwidth, n_neighbors=n_neighbors, algorithm=algorithm,
                          compute=compute, metric=metric, device=device)
         self.degree = degree
+        self.bounded = bounded
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):

@@ -176,6 +176,65 @@ def test_leave_one_out_weights_equal_explicit_refits(kernel):
         assert np.all(attention[i, ~keep] == 0)
 
 
+def _bounded_oracle(X, y, Q, h, kernel, degree, sample_weight):
+    """The oracle's fits shrunk toward the Nadaraya-Watson value, one factor per query, to
+    the range of the targets whose weight is at least 1/1000 of the query's largest."""
+    fits = _oracle(X, y, Q, h, kernel, degree, sample_weight).reshape(len(Q), -1)
+    Y = y.reshape(len(y), -1)
+    k = get_kernel(kernel)
+    out = []
+    for q, fit in zip(Q, fits):
+        a = k(np.linalg.norm((X - q) / h, axis=1)) * sample_weight
+        a /= a.sum()
+        held = a >= 1e-3 * a.max()
+        m = a @ Y
+        lo, hi = Y[held].min(0), Y[held].max(0)
+        step = fit - m
+        room = np.where(step > 0, hi - m, lo - m)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lam = np.where(step != 0, room / step, 1.0)
+        out.append(m + np.clip(lam, 0, 1).min() * step)
+    out = np.array(out)
+    return out if y.ndim == 2 else out[:, 0]
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])  # dense, sparse
+@pytest.mark.parametrize("degree", [1, 2])
+@pytest.mark.parametrize("outputs", [1, 2])
+def test_bounded_fits_stay_in_the_range_of_the_targets_with_weight(kernel, degree, outputs):
+    X, y, rng = _data(n=200, d=2, outputs=outputs)
+    w = rng.integers(1, 4, len(X)).astype(float)
+    # Inside, at the edge and beyond the data: some fits extrapolate past every target.
+    Q = np.vstack([rng.uniform(-0.8, 0.8, (10, 2)),
+                   [[1.0, 1.0], [1.2, -1.2], [-1.3, 0.0], [1.4, 0.0], [0.0, 1.4]]])
+    h = 0.9
+    bounded = NadarayaWatsonRegressor(kernel, bandwidth=h, degree=degree, bounded=True)
+    pred, attention = bounded.fit(X, y, sample_weight=w).predict(Q, return_attention=True)
+    assert_allclose(pred, _bounded_oracle(X, y, Q, h, kernel, degree, w), rtol=1e-9,
+                    atol=1e-10)
+    # Still a weighted sum of the targets, with weights summing to 1.
+    assert_allclose(attention.sum(1), 1.0, atol=1e-10)
+    assert_allclose(attention @ y, pred, atol=1e-10)
+    free = NadarayaWatsonRegressor(kernel, bandwidth=h, degree=degree).fit(X, y, w).predict(Q)
+    moved = np.any(np.abs(pred - free).reshape(len(Q), -1) > 1e-9, axis=1)
+    assert moved.any() and not moved.all()  # only the fits that left the range moved
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_bounded_leave_one_out_weights_equal_explicit_refits(kernel):
+    X, y, rng = _data(n=60, d=2)
+    X[5] = X[6]  # a repeated input leaves with all its rows
+    model = NadarayaWatsonRegressor(kernel, bandwidth=2.0, degree=1, bounded=True).fit(X, y)
+    attention = model.attention_weights_
+    attention = attention.toarray() if hasattr(attention, "toarray") else attention
+    assert_allclose(attention.sum(1), 1.0, atol=1e-10)
+    for i in [0, 5, 6, 30, int(np.argmax(np.abs(X).sum(1)))]:
+        keep = ~np.all(X == X[i], axis=1)
+        refit = NadarayaWatsonRegressor(kernel, bandwidth=2.0, degree=1, bounded=True)
+        assert_allclose(attention[i] @ y, refit.fit(X[keep], y[keep]).predict(X[i:i + 1])[0],
+                        rtol=1e-10)
+
+
 @pytest.mark.parametrize("params, match", [
     ({"metric": "precomputed", "bandwidth": 1.0}, "precomputed"),
     ({"compute": "compiled"}, "compiled"),

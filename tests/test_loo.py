@@ -378,11 +378,12 @@ def test_per_feature_grid_and_classifier_cv():
         )
         true = np.searchsorted(cv.classes_, labels)
         accuracies.append(np.mean(proba.argmax(1) == true))
-        losses.append(-np.mean(np.log(proba[np.arange(len(X)), true])))
-    # The default score is the leave-one-out accuracy; ties go to the lower log-loss.
-    np.testing.assert_allclose(cv.cv_results_["mean_test_score"], accuracies, rtol=1e-12)
-    best = max(range(len(grid)), key=lambda g: (accuracies[g], -losses[g]))
-    np.testing.assert_array_equal(cv.bandwidth_, grid[best])
+        losses.append(-np.mean(np.log(np.maximum(proba[np.arange(len(X)), true],
+                                                 np.finfo(np.float64).eps))))
+    # The default score is the negative leave-one-out log-loss.
+    np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-10)
+    np.testing.assert_array_equal(cv.bandwidth_, grid[int(np.argmin(losses))])
+    assert len(set(accuracies)) > 1  # the grid's points differ
 
 
 def test_cv_with_splitter_matches_gridsearchcv():
@@ -545,12 +546,14 @@ def test_cv_scores_are_the_row_losses_with_duplicates():
     np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-10)
     labels = (y > 0).astype(int)
     clf = NadarayaWatsonClassifierCV(bandwidths=grid).fit(X, labels, sample_weight=w)
-    accuracies = []
+    log_losses = []
     for h in grid:
         proba = _refit_loo_predictions(lambda h=h: NadarayaWatsonClassifier(bandwidth=h),
                                        X, labels, w, "predict_proba")
-        accuracies.append(np.sum(w * (proba.argmax(1) == labels)) / w.sum())
-    np.testing.assert_allclose(clf.cv_results_["mean_test_score"], accuracies, rtol=1e-12)
+        # Clipped at float64's eps, as sklearn.metrics.log_loss clips.
+        hit = np.maximum(proba[np.arange(len(X)), labels], np.finfo(np.float64).eps)
+        log_losses.append(-np.sum(w * np.log(hit)) / w.sum())
+    np.testing.assert_allclose(-clf.cv_results_["mean_test_score"], log_losses, rtol=1e-10)
 
 
 @pytest.mark.parametrize("kernel", ["tophat", "boxcar", "uniform", "symmetric_beta_0", "step"])
@@ -633,21 +636,22 @@ def test_cv_scores_local_polynomials_by_exact_leave_one_out(degree):
     cv = NadarayaWatsonRegressorCV(bandwidths=grid, degree=degree).fit(X, y, sample_weight=w)
     losses = []
     for h in grid:
+        # The CV estimator's local fits are bounded by default, in its leave-one-out too.
         preds = _refit_loo_predictions(
-            lambda h=h: NadarayaWatsonRegressor(bandwidth=h, degree=degree), X, y, w)
+            lambda h=h: NadarayaWatsonRegressor(bandwidth=h, degree=degree, bounded=True),
+            X, y, w)
         losses.append(np.sum(w * (preds - y) ** 2) / w.sum())
     np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-9)
     assert cv.best_index_ == int(np.argmin(losses))
-    np.testing.assert_allclose(
-        cv.predict(X),
-        NadarayaWatsonRegressor(bandwidth=cv.bandwidth_, degree=degree).fit(X, y, w).predict(X))
+    plain = NadarayaWatsonRegressor(bandwidth=cv.bandwidth_, degree=degree, bounded=True)
+    np.testing.assert_allclose(cv.predict(X), plain.fit(X, y, w).predict(X))
 
 
 def test_cv_with_a_splitter_fits_local_polynomials():
     X, y, _ = _data(n=60, d=2)
     grid = [0.3, 0.6, 1.2]
     cv = NadarayaWatsonRegressorCV(bandwidths=grid, degree=1, cv=3).fit(X, y)
-    search = GridSearchCV(NadarayaWatsonRegressor(degree=1),
+    search = GridSearchCV(NadarayaWatsonRegressor(degree=1, bounded=True),
                           {"bandwidth": [np.array([h, h]) for h in grid]}, cv=3).fit(X, y)
     np.testing.assert_allclose(cv.cv_results_["mean_test_score"],
                                search.cv_results_["mean_test_score"], rtol=1e-12)
@@ -671,7 +675,8 @@ def test_auto_degree_keeps_the_best_candidate_of_every_degree(cv):
                                           cv=cv).fit(X, y)
         np.testing.assert_allclose(scores[degrees == degree],
                                    alone.cv_results_["mean_test_score"], rtol=1e-12)
-    plain = NadarayaWatsonRegressor(bandwidth=model.bandwidth_, degree=model.degree_)
+    plain = NadarayaWatsonRegressor(bandwidth=model.bandwidth_, degree=model.degree_,
+                                    bounded=True)
     np.testing.assert_allclose(model.predict(X), plain.fit(X, y).predict(X))
 
 
