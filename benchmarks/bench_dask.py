@@ -8,9 +8,12 @@ training points and n queries for each n of ``--sizes`` (default 20,000, 50,000 
 
 - ``local``: :class:`sklearn_nw.NadarayaWatsonRegressor` (torch's threads: every core);
 - ``dask_1x2``: :class:`sklearn_nw.dask.NadarayaWatsonRegressor` on a LocalCluster of one
-  worker process with 2 threads (torch there with 2 threads), the data in 2 blocks;
-- ``dask_2x1``: two worker processes with one thread each (torch there with 1 thread),
-  the data in 2 blocks each: what one more worker buys over one with the same cores.
+  worker process with 2 threads, the data in 2 blocks;
+- ``dask_2x1``: two worker processes with one thread each, the data in 2 blocks each:
+  what one more worker buys over one with the same cores.
+
+dask's nanny starts workers with ``OMP_NUM_THREADS=1``, so torch computes on one thread
+per task there: the cluster's parallelism is its tasks.
 
 Predict times: the first call after fit and the best of ``--repeats`` more (``compute()``
 included); fit times (statistics, shards on the workers). Each dask prediction is checked
@@ -29,7 +32,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 from _common import load_average, machine_info, machine_line, run_sections
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -73,8 +75,7 @@ def _dask(X, y, Q, repeats, workers, threads, expected):
 
     with distributed.LocalCluster(n_workers=workers, threads_per_worker=threads,
                                   processes=True, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
-        client.run(torch.set_num_threads, threads)
+            distributed.Client(cluster):
         blocks = 2 * workers
         chunks = -(-len(X) // blocks)
         Xd = da.from_array(X, chunks=(chunks, X.shape[1])).persist()

@@ -11,7 +11,7 @@ from ._keys import KeySet
 from ._shards import (
     finish,
     leave_one_out_losses,
-    leave_one_out_sums,
+    leave_one_out_sum,
     leave_one_out_terms,
 )
 from .kernels import Kernel
@@ -113,9 +113,9 @@ def training_inputs(shard):
 
 
 def leave_one_out_block(part, shard, loss):
-    """A block of training rows' leave-one-out loss and hits, summed with weights."""
+    """A block of training rows' leave-one-out loss, summed with weights."""
     ks = shard.key_set
-    return leave_one_out_sums(part.out, ks.values, ks.sample_weight, loss)
+    return leave_one_out_sum(part.out, ks.values, ks.sample_weight, loss)
 
 
 def check_queries(Q, n_features, dtype):

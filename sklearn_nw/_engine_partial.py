@@ -33,8 +33,10 @@ from ._engine import (
     _N_TEMPORARIES,
     _compute_settings,
     _Problem,
+    _run_chunks,
     chunk_rows,
     exact_sq_dist,
+    exp_,
     transform,
 )
 
@@ -66,44 +68,56 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
     problem = _Problem(x, v, h, kernel, log_w, None, working_memory, keys)
     n_q, n = q.shape[0], x.shape[0]
     result = empty_partial(n_q, v.shape[1], q.dtype, q.device)
-    # The fused Gaussian logits are relative to the shard's largest log weight.
-    shift = (float(problem.log_w[problem.positive].max())
-             if kernel.quadratic_coef is not None else 0.0)
+    quadratic = kernel.quadratic_coef is not None and not leave_out_equal
+    # The fused Gaussian logits are relative to the shard's largest log weight, and at
+    # most 0: no max pass (as in attention_pool).
+    shift = float(problem.log_w[problem.positive].max()) if quadratic else 0.0
+    tiny = math.sqrt(torch.finfo(q.dtype).tiny)
     step = chunk_rows(n_q, n * q.element_size() * _N_TEMPORARIES, working_memory)
     step = max(1, min(step, _CACHE_BYTES // max(1, n * q.element_size())))
+
+    def pool_chunk(s, block):
+        qc = q[s : s + step]  # (b, d)
+        if leave_out_equal:
+            logits = _exact_logits(problem, qc, True)  # (b, n)
+        else:
+            logits = problem.fast_logits(problem.scale(qc), None,
+                                         out=None if block is None else block[: len(qc)])
+        m = logits.new_zeros(len(qc))  # (b,)
+        if not quadratic:
+            m = logits.amax(1)
+            m.masked_fill_(~torch.isfinite(m), 0.0)
+            logits.sub_(m[:, None])
+        weights = exp_(logits, exact_zeros=False)  # (b, n)
+        num_den = (problem.v1t @ weights.T).T  # (b, t + 1)
+        total = num_den[:, -1]  # (b,)
+        # Underflowed or empty; for the fused Gaussian also a total above n, the
+        # expansion's cancellation far from the keys.
+        redo = ~((total > tiny) & (total <= 1.001 * n))
+        rows = torch.arange(s, s + len(qc), device=q.device)
+        result.out[rows] = num_den[:, :-1] / total[:, None]
+        result.log_den[rows] = torch.log(total) + m + shift
+        if bool(redo.any()):
+            _careful(problem, qc[redo], rows[redo], result, leave_out_equal)
+
     with _compute_settings():
-        for s in range(0, n_q, step):
-            qc = q[s : s + step]  # (b, d)
-            offset = qc.new_zeros(len(qc))  # (b,) what the logits are relative to
-            if leave_out_equal:
-                logits = _exact_logits(problem, qc, leave_out_equal)  # (b, n)
-            else:
-                logits = problem.fast_logits(problem.scale(qc), None)  # (b, n)
-                offset += shift
-            m = logits.amax(1)  # (b,)
-            # No weight (a compact kernel, underflow) or NaN from overflowed coordinates;
-            # for the fused Gaussian also a logit above log k(0) = 0, the expansion's
-            # cancellation far from the keys: redone from exact distances.
-            redo = ~torch.isfinite(m)
-            if kernel.quadratic_coef is not None:
-                redo |= m > 1e-3
-            if bool(redo.any()) and not leave_out_equal:
-                exact = _exact_logits(problem, qc[redo], False)
-                logits[redo], m[redo], offset[redo] = exact, exact.amax(1), 0.0
-            finite = torch.isfinite(m)  # (b,)
-            m = torch.where(finite, m, 0.0)
-            weights = torch.exp(logits - m[:, None])  # (b, n)
-            num_den = (problem.v1t @ weights.T).T  # (b, t + 1)
-            den = num_den[:, -1]
-            rows = slice(s, s + len(qc))
-            result.out[rows] = torch.where(finite[:, None], num_den[:, :-1] / den[:, None],
-                                           0.0)
-            result.log_den[rows] = torch.where(finite, m + offset + torch.log(den),
-                                                 -math.inf)
-            if not bool(finite.all()):
-                empty = torch.nonzero(~finite)[:, 0] + s  # (e,)
-                _nearest(problem, q[empty], result, empty, leave_out_equal)
+        _run_chunks(pool_chunk, q, step, n, with_block=quadratic, needs_grad=False)
     return result
+
+
+def _careful(problem, q, rows, result, leave_out_equal):
+    """Queries ``q`` whose fast sums failed, from exact distances; those with no kernel
+    weight get their nearest keys (:func:`_nearest`). Written into ``result`` at
+    ``rows``."""
+    logits = _exact_logits(problem, q, leave_out_equal)  # (e, n)
+    m = logits.amax(1)  # (e,)
+    finite = torch.isfinite(m)
+    weights = torch.exp(logits - torch.where(finite, m, 0.0)[:, None])  # (e, n)
+    num_den = (problem.v1t @ weights.T).T  # (e, t + 1)
+    result.out[rows] = num_den[:, :-1] / num_den[:, -1:]
+    result.log_den[rows] = torch.where(finite, m + torch.log(num_den[:, -1]), -math.inf)
+    if not bool(finite.all()):
+        _nearest(problem, q[~finite], result, rows[~finite], leave_out_equal)
 
 
 def _exact_logits(problem, q, leave_out_equal):

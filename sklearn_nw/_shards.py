@@ -11,7 +11,7 @@ commutative, so a tree reduction in any order gives the same prediction (to roun
 Where no shard gives kernel weight, the merge keeps the nearest keys of all shards (ties
 pooled by weight): the single-machine fallback. :func:`finish` turns the merged part
 into the predictions and the number of queries that fell back;
-:func:`leave_one_out_sums` scores a block of training rows' leave-one-out predictions
+:func:`leave_one_out_sum` scores a block of training rows' leave-one-out predictions
 with the losses of :mod:`sklearn_nw._losses`.
 """
 
@@ -72,20 +72,12 @@ def finish(part):
     return part.out, int(np.count_nonzero(~np.isfinite(part.log_den)))
 
 
-def leave_one_out_sums(pooled, values, weight, loss):
-    """Weighted sums over a block of training rows of their leave-one-out loss and, for
-    the log-loss, of their hits (the class of largest probability is theirs, the first on
-    ties): ``(sum_i w_i loss_i, sum_i w_i hit_i or None)``.
-
-    ``pooled`` (n, t) are the rows' leave-one-out predictions in the pooled unit,
-    ``values`` (n, t) what was pooled (scaled targets, one-hot labels), ``weight`` (n,).
-    """
-    loss = get_loss(loss)
-    per_row = leave_one_out_losses(pooled, values, loss)  # (n,)
-    hits = None
-    if loss.name == "log_loss":
-        hits = float(weight @ values[np.arange(len(values)), np.argmax(pooled, axis=1)])
-    return float(weight @ per_row), hits
+def leave_one_out_sum(pooled, values, weight, loss):
+    """The weighted sum ``sum_i w_i loss_i`` over a block of training rows of their
+    leave-one-out loss: ``pooled`` (n, t) are the rows' leave-one-out predictions in the
+    pooled unit, ``values`` (n, t) what was pooled (scaled targets, one-hot labels),
+    ``weight`` (n,)."""
+    return float(weight @ leave_one_out_losses(pooled, values, loss))
 
 
 def leave_one_out_terms(pooled, values, weight, loss, total):

@@ -396,6 +396,8 @@ class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
     metric : {"euclidean"}, default="euclidean"
     device : str, default="cpu"
     degree : {0}, default=0
+    bounded : bool, default=False
+        The local polynomials' bound: no effect here (``degree`` is 0).
 
     Attributes
     ----------
@@ -426,15 +428,17 @@ class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
     """
 
     _parameter_constraints: ClassVar[dict] = {
-        **_CONSTRAINTS, "degree": [Interval(Integral, 0, 2, closed="both")]}
+        **_CONSTRAINTS, "degree": [Interval(Integral, 0, 2, closed="both")],
+        "bounded": ["boolean"]}
     _local_class = _LocalRegressor
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
                  algorithm="auto", compute="auto", metric="euclidean", device="cpu",
-                 degree=0):
+                 degree=0, bounded=False):
         super().__init__(kernel, bandwidth, n_neighbors=n_neighbors, algorithm=algorithm,
                          compute=compute, metric=metric, device=device)
         self.degree = degree
+        self.bounded = bounded
 
     def fit(self, X, y, sample_weight=None):
         """Shard the training data over the cluster's workers and resolve the bandwidth.
@@ -594,6 +598,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     device : str, default="cpu"
     degree : {"auto", 0}, default="auto"
         Nadaraya-Watson ("auto" is 0 here).
+    bounded : bool, default=True
+        The local polynomials' bound: no effect here (``degree`` is 0).
 
     Attributes
     ----------
@@ -613,12 +619,13 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
 
     _parameter_constraints: ClassVar[dict] = {
         **_CV_CONSTRAINTS, "degree": [StrOptions({"auto"}), Interval(Integral, 0, 2,
-                                                                      closed="both")]}
+                                                                      closed="both")],
+        "bounded": ["boolean"]}
     _local_class = _LocalRegressorCV
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
                  cv=None, scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", degree="auto"):
+                 device="cpu", degree="auto", bounded=True):
         self.bandwidths = bandwidths
         self.kernel = kernel
         self.bandwidth_kinds = bandwidth_kinds
@@ -629,6 +636,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         self.compute = compute
         self.device = device
         self.degree = degree
+        self.bounded = bounded
 
     def fit(self, X, y, sample_weight=None):
         """Shard the training data and choose the bandwidth by exact leave-one-out.
@@ -659,7 +667,7 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
 
     The parameters are those of :class:`sklearn_nw.NadarayaWatsonClassifierCV`, which
     this equals with ``bandwidth_kinds=["fixed"]``: each grid point is scored by its
-    leave-one-out accuracy (ties broken by the log-loss), computed over the shards as in
+    leave-one-out log-loss, computed over the shards as in
     :class:`NadarayaWatsonRegressorCV`.
 
     Parameters
@@ -679,7 +687,7 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     classes_ : ndarray of shape (n_classes,)
     bandwidth_ : ndarray of shape (n_features,)
     cv_results_ : dict of ndarrays
-        ``mean_test_score`` (the leave-one-out accuracy), ``rank_test_score`` and
+        ``mean_test_score`` (the negative leave-one-out log-loss), ``rank_test_score`` and
         ``bandwidth`` of every grid point.
     best_index_ : int
     best_score_ : float
