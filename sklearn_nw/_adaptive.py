@@ -162,8 +162,10 @@ class LeaveOneOutNeighbors:
             k, c, r = sample_point
             h_sq = h * h  # (L,)
             key_log_w = log_w - r * torch.log(h)  # (L,)
-        logits = torch.div(self.D_sq, h_sq)  # (L, L) squared ratios, then logits
-        logits = kernel.log_profile_sq(logits)
+        if kernel.quadratic_coef is not None:  # the Gaussian family: one pass
+            logits = torch.mul(self.D_sq, -kernel.quadratic_coef / h_sq)  # (L, L)
+        else:
+            logits = kernel.log_profile_sq(torch.div(self.D_sq, h_sq))  # (L, L)
         logits += key_log_w
         if sample_point is not None:
             rows, cols, h_left = self._left_out_bandwidths(k, c)

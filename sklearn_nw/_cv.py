@@ -260,8 +260,8 @@ class _BandwidthGridSearch:
         """Scores and results of the adaptive bandwidths of one kind: every k of
         ``_ADAPTIVE_NEIGHBORS`` (up to what the data hold) with every c of
         ``_ADAPTIVE_SCALES`` (for local polynomials c = 1), in the metric of the reference
-        bandwidth; a best point at the largest k, or at either end of c, adds the next
-        ones past it."""
+        bandwidth; a best point at the largest k adds the next k (with every c), one at
+        either end of c the next c (with the best k and its neighbors in k)."""
         base = search_reference(training.X, training.sample_weight)
         k_max = _max_neighbors(training)
         ks = [k for k in _ADAPTIVE_NEIGHBORS if k <= k_max] or [k_max]
@@ -269,9 +269,8 @@ class _BandwidthGridSearch:
         # fraction), at c = 1; their fits cost more per candidate.
         scales = list(_ADAPTIVE_SCALES) if not degree else [1.0]
         candidates, scores, cv_results, samples = [], np.empty(0), None, None
+        new = [Adaptive(kind, k, c) for k in ks for c in scales]
         for _ in range(_MAX_EXTENSIONS + 1):
-            new = [Adaptive(kind, k, c) for k in ks for c in scales
-                   if Adaptive(kind, k, c) not in candidates]
             new_scores, new_results, new_samples = self._scores(
                 new, training, degree, base=base)
             candidates += new
@@ -282,15 +281,19 @@ class _BandwidthGridSearch:
                 samples = (new_samples if samples is None else
                            (np.concatenate([samples[0], new_samples[0]]), samples[1]))
             best = candidates[int(np.argmax(scores))]
-            extended = False
+            new = []
             if len(scales) > 1 and best.scale in (scales[0], scales[-1]):
-                scales = ([best.scale / 2, *scales] if best.scale == scales[0]
-                          else [*scales, best.scale * 2])
-                extended = True
+                # A scale past the end, with the best k and the ks next to it (the
+                # optimum in c moves little with k; every k would double the cost).
+                c = best.scale / 2 if best.scale == scales[0] else best.scale * 2
+                scales = [c, *scales] if c < scales[0] else [*scales, c]
+                i = ks.index(best.n_neighbors)
+                new += [Adaptive(kind, k, c) for k in ks[max(0, i - 1) : i + 2]]
             if best.n_neighbors == ks[-1] and 2 * ks[-1] <= k_max:
                 ks.append(2 * ks[-1])
-                extended = True
-            if not extended:
+                new += [Adaptive(kind, ks[-1], c) for c in scales]
+            new = [a for a in dict.fromkeys(new) if a not in candidates]
+            if not new:
                 break
         grid = np.repeat(base[None], len(candidates), axis=0)
         return _FamilySearch(scores, cv_results, grid, samples, candidates)

@@ -241,12 +241,14 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         divided by its largest bandwidth), from ``shared`` when found there for at least
         ``max_neighbors``."""
         found = self.shared.get("neighbors")
-        if found is None or found[0] < max_neighbors:
+        W = torch.as_tensor(loo.weight, device=device)
+        if found is None:
             base = self.grid[0]
-            found = (max_neighbors, _neighbors_of(
-                loo.X / (base / base.max()), torch.as_tensor(loo.weight, device=device),
-                device, max_neighbors))
-            self.shared["neighbors"] = found
+            found = (max_neighbors, _neighbors_of(loo.X / (base / base.max()), W, device,
+                                                  max_neighbors))
+        elif found[0] < max_neighbors:  # more neighbors: the same distances
+            found = (max_neighbors, LeaveOneOutNeighbors(found[1].D, W, max_neighbors))
+        self.shared["neighbors"] = found
         return found[1]
 
     def _pool(self, loo, kernel, dtype, device, working_memory):
