@@ -427,8 +427,10 @@ class NadarayaWatsonBase(BaseEstimator):
     def _validate_predict_data(self, X):
         xp, _ = get_namespace(X)
         precomputed = self.route_ == "precomputed"
+        # C order: the engine views the queries as tensors, which take no negative strides
+        # (X[::-1]); a C-contiguous array is passed through uncopied.
         X = validate_data(self, X, reset=False, dtype=[xp.float64, xp.float32],
-                          accept_sparse="csr" if precomputed else False)
+                          accept_sparse="csr" if precomputed else False, order="C")
         if precomputed:
             _check_distances(X, square=False)
         # Compute in the fitted dtype: a float32 query against a float64 fit is upcast.

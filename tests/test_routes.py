@@ -12,10 +12,11 @@ import warnings
 
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.metrics import pairwise_distances
 
 from sklearn_nw import (
+    AdaptiveBandwidth,
     EmptyNeighborhoodWarning,
     NadarayaWatsonClassifier,
     NadarayaWatsonRegressor,
@@ -122,3 +123,24 @@ def test_auto_searches_a_support_only_when_it_holds_few_points():
     assert asked.fit(X, y).route_ == "radius"
     Q = X[:50] + 0.01
     assert_allclose(wide.predict(Q), asked.predict(Q), rtol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_every_route_takes_queries_with_negative_strides(kernel):
+    # A reversed view (X[::-1]) cannot become a tensor without a copy; it must predict as
+    # its copy does.
+    X, y, w, Q = _data()
+    extra = [({"bandwidth": AdaptiveBandwidth(n_neighbors=5)}, "adaptive"),
+             ({"degree": 1}, "dense")]
+    for params, _ in _routes(kernel, int(w.sum())) + extra:
+        if params.get("compute") == "compiled":
+            continue  # the same dense route; compiling here costs seconds
+        precomputed = params.get("metric") == "precomputed"
+        est = NadarayaWatsonRegressor(kernel, **{"bandwidth": H, **params})
+        est.fit(pairwise_distances(X) if precomputed else X[::-1], y[::-1],
+                sample_weight=w[::-1])
+        queries = (pairwise_distances(Q, X) if precomputed else Q)[::-2]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            assert_array_equal(est.predict(queries), est.predict(queries.copy()),
+                               err_msg=repr(params))
