@@ -1,18 +1,25 @@
-"""Visualisation of Nadaraya-Watson attention (matplotlib is imported when plotting)."""
+"""Displays of Nadaraya-Watson models, in scikit-learn's Display style: the constructor
+stores data, ``plot`` draws, ``from_estimator`` (or ``from_kernels``) builds and plots.
+matplotlib is imported when plotting."""
+
+import math
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import is_classifier
 from sklearn.utils._optional_dependencies import check_matplotlib_support
 from sklearn.utils.validation import check_is_fitted
 
-__all__ = ["AttentionDisplay"]
+__all__ = ["AttentionDisplay", "BandwidthSearchDisplay", "KernelDisplay", "LossCurveDisplay"]
 
 
 class AttentionDisplay:
     """Attention weights as a heatmap: one row per query, one column per training point.
 
     Create it with :meth:`from_estimator`, or directly from a matrix of weights. The
-    constructor only stores data; :meth:`plot` draws.
+    constructor only stores data; :meth:`plot` draws. Above ``max_keys`` training points
+    (``max_queries`` queries) :meth:`plot` shows an evenly spaced subset of them, every
+    m-th in the displayed order, and says so in a note on the axes.
 
     Parameters
     ----------
@@ -24,6 +31,9 @@ class AttentionDisplay:
         Row permutation to display (e.g. queries sorted by target); None keeps the order.
     key_order : ndarray of shape (n_keys,), default=None
         Column permutation to display.
+    query_sorted_by, key_sorted_by : str, default=None
+        What the orders follow (e.g. ``"prediction"``, ``"target"``), named in the note
+        on a subset.
 
     Attributes
     ----------
@@ -35,6 +45,14 @@ class AttentionDisplay:
         The heatmap.
     colorbar_ : matplotlib Colorbar or None
         The colour bar, if drawn.
+    query_indices_ : ndarray of shape (n_shown_queries,)
+        The rows of ``attention`` shown, top to bottom.
+    key_indices_ : ndarray of shape (n_shown_keys,)
+        The columns of ``attention`` (training points) shown, left to right.
+    note_ : str or None
+        The note on the axes saying which subset is shown; None when everything is.
+    note_artist_ : matplotlib Text or None
+        The note as drawn.
 
     Examples
     --------
@@ -46,15 +64,22 @@ class AttentionDisplay:
     >>> disp = AttentionDisplay.from_estimator(reg, X[::2])
     >>> disp.image_.get_array().shape
     (20, 40)
+    >>> disp = AttentionDisplay.from_estimator(reg, X[::2], max_keys=10)
+    >>> print(disp.note_)
+    showing 10 of 40 training points (every 4th, sorted by target);
+    rows no longer sum to 1
     """
 
-    def __init__(self, attention, *, query_order=None, key_order=None):
+    def __init__(self, attention, *, query_order=None, key_order=None, query_sorted_by=None,
+                 key_sorted_by=None):
         self.attention = attention
         self.query_order = query_order
         self.key_order = key_order
+        self.query_sorted_by = query_sorted_by
+        self.key_sorted_by = key_sorted_by
 
     def plot(self, ax=None, *, cmap=None, colorbar=True, xlabel="training points (keys)",
-             ylabel="queries", title=None, **imshow_kwargs):
+             ylabel="queries", title=None, max_queries=None, max_keys=None, **imshow_kwargs):
         """Draw the heatmap.
 
         Parameters
@@ -70,6 +95,10 @@ class AttentionDisplay:
             Whether to add a colour bar.
         xlabel, ylabel, title : str
             Labels.
+        max_queries, max_keys : int, default=None
+            Show at most this many queries (rows) and training points (columns): above
+            it every m-th of them in the displayed order, m = ceil(n / max), the axes
+            still counting positions in the full order. None shows all.
         **imshow_kwargs : dict
             Passed to :meth:`matplotlib.axes.Axes.imshow`.
 
@@ -81,13 +110,17 @@ class AttentionDisplay:
         import matplotlib.pyplot as plt
 
         a = self.attention
-        a = a.toarray() if sp.issparse(a) else np.asarray(a)
-        if self.query_order is not None:
-            a = a[np.asarray(self.query_order)]
-        if self.key_order is not None:
-            a = a[:, np.asarray(self.key_order)]
+        a = sp.csr_matrix(a) if sp.issparse(a) else np.asarray(a)
+        rows = _order(self.query_order, a.shape[0])
+        cols = _order(self.key_order, a.shape[1])
+        row_step, col_step = _step(len(rows), max_queries, "max_queries"), _step(
+            len(cols), max_keys, "max_keys")
+        self.query_indices_, self.key_indices_ = rows[::row_step], cols[::col_step]
+        # A sparse matrix is cut down before it is made dense.
+        a = a[self.query_indices_][:, self.key_indices_]
+        a = a.toarray() if sp.issparse(a) else a
         if ax is None:
-            _, ax = plt.subplots()
+            _, ax = plt.subplots(layout="constrained")
         signed = bool(np.any(a < 0))
         if cmap is None:
             cmap = "RdBu_r" if signed else "Reds"
@@ -95,19 +128,32 @@ class AttentionDisplay:
             from matplotlib.colors import CenteredNorm
 
             imshow_kwargs["norm"] = CenteredNorm(vcenter=0.0)
+        if max(row_step, col_step) > 1:
+            # Pixel j stands for position j * step of the full order.
+            imshow_kwargs.setdefault("extent", (
+                -col_step / 2, (len(self.key_indices_) - 0.5) * col_step,
+                (len(self.query_indices_) - 0.5) * row_step, -row_step / 2))
         imshow_kwargs = {"aspect": "auto", "interpolation": "nearest", **imshow_kwargs}
         self.image_ = ax.imshow(a, cmap=cmap, **imshow_kwargs)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         if title is not None:
             ax.set_title(title)
+        self.note_ = _subset_note(
+            [(len(self.key_indices_), len(cols), col_step, "training points",
+              self.key_sorted_by),
+             (len(self.query_indices_), len(rows), row_step, "queries", self.query_sorted_by)])
+        self.note_artist_ = None if self.note_ is None else ax.text(
+            0.99, 0.99, self.note_, transform=ax.transAxes, ha="right", va="top",
+            fontsize="x-small", bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "0.7"})
         self.colorbar_ = ax.figure.colorbar(self.image_, ax=ax) if colorbar else None
         self.ax_ = ax
         self.figure_ = ax.figure
         return self
 
     @classmethod
-    def from_estimator(cls, estimator, X=None, *, sort_by="target", ax=None, **kwargs):
+    def from_estimator(cls, estimator, X=None, *, sort_by="target", max_queries=300,
+                       max_keys=300, ax=None, **kwargs):
         """Attention of a fitted Nadaraya-Watson estimator, as a heatmap.
 
         Parameters
@@ -121,6 +167,11 @@ class AttentionDisplay:
             ``"target"`` orders the training points by their (first) target or class and
             the queries by their prediction, so attention on similar targets lies near the
             diagonal; None keeps the given order.
+        max_queries, max_keys : int or None, default=300
+            At most this many queries and training points are shown, every m-th in the
+            displayed order (see :meth:`plot`); the attention is computed for all of
+            them, so a shown row no longer sums to 1 when training points are left out.
+            None shows all.
         ax : matplotlib Axes, default=None
             Axes to draw on.
         **kwargs : dict
@@ -146,10 +197,562 @@ class AttentionDisplay:
             query_order = np.argsort(pred, kind="stable")
         elif sort_by is not None:
             raise ValueError(f"sort_by must be 'target' or None; got {sort_by!r}.")
-        display = cls(attention, query_order=query_order, key_order=key_order)
-        return display.plot(ax=ax, **kwargs)
+        sorted_by = (None, None) if sort_by is None else (
+            "prediction", "class" if hasattr(estimator, "classes_") else "target")
+        display = cls(attention, query_order=query_order, key_order=key_order,
+                      query_sorted_by=sorted_by[0], key_sorted_by=sorted_by[1])
+        return display.plot(ax=ax, max_queries=max_queries, max_keys=max_keys, **kwargs)
 
 
 def _first_target(y):
     y = np.asarray(y, dtype=np.float64)
     return y if y.ndim == 1 else y[:, 0]
+
+
+def _order(order, n):
+    return np.arange(n) if order is None else np.asarray(order)
+
+
+def _step(n, max_shown, name):
+    """Every how many of ``n`` items to show so that at most ``max_shown`` are."""
+    if max_shown is None:
+        return 1
+    if isinstance(max_shown, bool) or not isinstance(max_shown, (int, np.integer)) or (
+            max_shown < 1):
+        raise ValueError(f"{name} must be a positive integer or None; got {max_shown!r}.")
+    return max(1, math.ceil(n / max_shown))
+
+
+def _ordinal(m):
+    suffix = "th" if 10 <= m % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(m % 10, "th")
+    return f"{m}{suffix}"
+
+
+def _subset_note(parts):
+    """The note on an attention heatmap that shows a subset: ``parts`` are (shown, total,
+    step, what, sorted_by) of the columns, then of the rows."""
+    lines = []
+    for shown, total, step, what, sorted_by in parts:
+        if step > 1:
+            order = "" if sorted_by is None else f", sorted by {sorted_by}"
+            lines.append(f"{shown:,} of {total:,} {what} (every {_ordinal(step)}{order})")
+    if not lines:
+        return None
+    lines[0] = "showing " + lines[0]
+    if parts[0][2] > 1:
+        lines.append("rows no longer sum to 1")
+    return ";\n".join(lines)
+
+
+# -- the bandwidth search of the CV estimators ------------------------------------------
+
+_DEGREE_NAMES = {0: "Nadaraya-Watson", 1: "local linear", 2: "local quadratic"}
+_KIND_STYLES = {"balloon": ("-", "s"), "sample_point": ("--", "^")}
+
+
+class BandwidthSearchDisplay:
+    """The scores of a CV estimator's candidates against their bandwidth, the chosen one
+    marked.
+
+    Fixed bandwidths are drawn against the bandwidth (log scale), one line per degree of
+    the local polynomials. Adaptive ones (balloon, sample-point), when searched, go on a
+    second axes against their number of neighbors k (log scale), one line per kind and
+    degree, each point the best of the scales c tried at that k; a dotted line there marks
+    the best fixed bandwidth's value. Colours follow the degree on both axes. Create it
+    with :meth:`from_estimator`.
+
+    Parameters
+    ----------
+    cv_results : dict of ndarrays
+        A CV estimator's ``cv_results_``: ``"bandwidth"`` (n_candidates, n_features),
+        ``"mean_test_score"`` and, when present, ``"kind"``, ``"n_neighbors"``,
+        ``"scale"`` and ``"degree"``.
+    best_index : int
+        The chosen candidate (``best_index_``).
+    loss_name : str, default=None
+        When given, ``-mean_test_score`` is drawn, a loss of this name (the CV estimators'
+        default leave-one-out score is the negative loss); otherwise the score.
+    score_name : str, default="mean test score"
+        The score's name, when no ``loss_name`` is given.
+
+    Attributes
+    ----------
+    ax_ : matplotlib Axes
+        The axes of the fixed bandwidths (the adaptive ones' when no fixed bandwidth was
+        searched).
+    axes_ : ndarray of matplotlib Axes
+        Every axes drawn on: the fixed bandwidths', then the adaptive ones'.
+    figure_ : matplotlib Figure
+        The figure.
+    lines_ : list of matplotlib Line2D
+        The candidates' lines: per degree for fixed bandwidths, then per degree and kind.
+    best_marker_ : matplotlib Line2D
+        The chosen candidate: at its bandwidth (of the first feature), or at its k.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_nw import NadarayaWatsonRegressorCV
+    >>> from sklearn_nw.inspection import BandwidthSearchDisplay
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(0, 6, (80, 1))
+    >>> y = np.sin(X[:, 0]) + rng.normal(scale=0.3, size=80)
+    >>> search = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X, y)
+    >>> disp = BandwidthSearchDisplay.from_estimator(search)
+    >>> disp.ax_.get_ylabel()
+    'leave-one-out mean squared error'
+    >>> bool(disp.best_marker_.get_xdata()[0] == search.bandwidth_[0])
+    True
+    """
+
+    def __init__(self, cv_results, best_index, *, loss_name=None,
+                 score_name="mean test score"):
+        self.cv_results = cv_results
+        self.best_index = best_index
+        self.loss_name = loss_name
+        self.score_name = score_name
+
+    def plot(self, ax=None, *, xlabel=None, ylabel=None, **line_kwargs):
+        """Draw the candidates' scores or losses.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes or array-like of two Axes, default=None
+            Where to draw: one axes per family drawn (fixed, adaptive); a new figure when
+            None.
+        xlabel : str, default=None
+            Label of the fixed bandwidths' axis; None: ``"bandwidth h"``, or with several
+            features the first feature's.
+        ylabel : str, default=None
+            None: the loss's or score's name.
+        **line_kwargs : dict
+            Passed to :meth:`matplotlib.axes.Axes.plot` for the candidates' lines.
+
+        Returns
+        -------
+        display : BandwidthSearchDisplay
+        """
+        check_matplotlib_support(f"{type(self).__name__}.plot")
+        import matplotlib.pyplot as plt
+
+        results = self.cv_results
+        score = np.asarray(results["mean_test_score"], dtype=np.float64)  # (G,)
+        value = -score if self.loss_name is not None else score
+        bandwidth = np.asarray(results["bandwidth"], dtype=np.float64)  # (G, d)
+        kind = np.asarray(results.get("kind", np.full(len(score), "fixed")))
+        degree = results.get("degree")
+        degree = np.zeros(len(score), dtype=int) if degree is None else np.asarray(degree)
+        fixed = kind == "fixed"
+        panels = [name for name, on in (("fixed", fixed.any()), ("adaptive", (~fixed).any()))
+                  if on]
+        if ax is None:
+            _, axes = plt.subplots(1, len(panels), sharey=True, squeeze=False,
+                                   figsize=(5.6 * len(panels), 4.2), layout="constrained")
+        else:
+            axes = np.asarray(ax, dtype=object).reshape(1, -1)
+            if axes.shape[1] < len(panels):
+                raise ValueError(
+                    f"The search holds {' and '.join(panels)} bandwidths, drawn on "
+                    f"{len(panels)} axes; got {axes.shape[1]} (pass ax=None or as many).")
+        axes = axes[0, : len(panels)]
+        ylabel = ylabel or (self.loss_name if self.loss_name is not None else self.score_name)
+        several = "degree" in results and len(np.unique(degree)) > 1
+        self.lines_ = []
+        where = {}
+        for panel, axis in zip(panels, axes):
+            if panel == "fixed":
+                x = bandwidth[:, 0]
+                for g in np.unique(degree[fixed]):
+                    (rows,) = np.nonzero(fixed & (degree == g))
+                    rows = rows[np.argsort(x[rows], kind="stable")]
+                    label = (f"degree {g} ({_DEGREE_NAMES.get(int(g), '')})" if several
+                             else "fixed bandwidth")
+                    self.lines_ += axis.plot(x[rows], value[rows], marker="o", markersize=3,
+                                             color=f"C{int(g)}", label=label, **line_kwargs)
+                axis.set_xscale("log")
+                axis.set_xlabel(xlabel or _bandwidth_label(bandwidth[fixed]))
+                axis.set_title("fixed bandwidths")
+                where["fixed"] = (axis, x)
+            else:
+                k = np.ma.getdata(results["n_neighbors"]).astype(np.float64)  # (G,)
+                for g in np.unique(degree[~fixed]):
+                    for name in [n for n in _KIND_STYLES if np.any((kind == n) & (degree == g))]:
+                        rows = _best_per_k(np.nonzero((kind == name) & (degree == g))[0],
+                                           k, score)
+                        style, marker = _KIND_STYLES[name]
+                        label = name.replace("_", "-") + (f", degree {g}" if several else "")
+                        self.lines_ += axis.plot(k[rows], value[rows], linestyle=style,
+                                                 marker=marker, markersize=4,
+                                                 color=f"C{int(g)}", label=label,
+                                                 **line_kwargs)
+                if fixed.any():
+                    best_fixed = np.nonzero(fixed)[0][np.argmax(score[fixed])]
+                    axis.axhline(value[best_fixed], color="0.5", linestyle=":",
+                                 label="best fixed bandwidth")
+                axis.set_xscale("log", base=2)
+                axis.set_xlabel("k nearest neighbors (best scale c at each k)")
+                axis.set_title("adaptive bandwidths")
+                where["adaptive"] = (axis, k)
+        b = int(self.best_index)
+        axis, x = where["fixed" if fixed[b] else "adaptive"]
+        label = (f"chosen: h = {bandwidth[b, 0]:.3g}" if fixed[b] else
+                 f"chosen: {kind[b].replace('_', '-')}, k = {x[b]:g}, "
+                 f"c = {np.ma.getdata(results['scale'])[b]:g}")
+        if "degree" in results:
+            label += f", degree {degree[b]}"
+        (self.best_marker_,) = axis.plot(
+            [x[b]], [value[b]], linestyle="none", marker="*", markersize=16, color="gold",
+            markeredgecolor="black", zorder=5, label=label)
+        for axis in axes:
+            axis.grid(True, which="major", alpha=0.3)
+            axis.legend(fontsize="small")
+        axes[0].set_ylabel(ylabel)
+        self.axes_ = axes
+        self.ax_ = axes[0]
+        self.figure_ = axes[0].figure
+        return self
+
+    @classmethod
+    def from_estimator(cls, cv_estimator, *, ax=None, **kwargs):
+        """The bandwidth search of a fitted CV estimator.
+
+        With ``cv=None`` and ``scoring=None`` (the defaults) the leave-one-out loss is
+        drawn: ``-mean_test_score``, the mean squared error for the regressor, the
+        log-loss for the classifier (in the targets' unit, sample-weighted). Otherwise
+        the score as ``cv_results_`` holds it (higher is better).
+
+        Parameters
+        ----------
+        cv_estimator : NadarayaWatsonRegressorCV or NadarayaWatsonClassifierCV
+            Fitted estimator.
+        ax : matplotlib Axes or array-like of two Axes, default=None
+            Where to draw (see :meth:`plot`).
+        **kwargs : dict
+            Passed to :meth:`plot`.
+
+        Returns
+        -------
+        display : BandwidthSearchDisplay
+        """
+        check_matplotlib_support(f"{cls.__name__}.from_estimator")
+        check_is_fitted(cv_estimator)
+        results = getattr(cv_estimator, "cv_results_", None)
+        if results is None or "bandwidth" not in results:
+            raise ValueError(
+                f"{type(cv_estimator).__name__} has no bandwidth search (cv_results_ with "
+                "a 'bandwidth' entry); use a fitted NadarayaWatsonRegressorCV or "
+                "NadarayaWatsonClassifierCV.")
+        classifier = is_classifier(cv_estimator)
+        scoring, cv = cv_estimator.scoring, cv_estimator.cv
+        loss_name = score_name = None
+        if scoring is None and cv is None:
+            loss_name = "leave-one-out " + ("log-loss" if classifier
+                                            else "mean squared error")
+        else:
+            name = (scoring if isinstance(scoring, str) else
+                    ("accuracy" if classifier else "R²") if scoring is None else "scoring")
+            score_name = ("leave-one-out" if cv is None else "mean test") + f" score ({name})"
+        display = cls(results, cv_estimator.best_index_, loss_name=loss_name,
+                      score_name=score_name or "mean test score")
+        return display.plot(ax=ax, **kwargs)
+
+
+def _bandwidth_label(grid):
+    """The fixed bandwidths' axis label: the bandwidth, or the first feature's, saying
+    whether the others move in proportion."""
+    if grid.shape[1] == 1:
+        return "bandwidth h"
+    ratios = grid / grid[:, :1]  # (G, d)
+    if np.allclose(ratios, ratios[0], rtol=1e-9, atol=0):
+        return "bandwidth of the first feature (the others in proportion)"
+    return "bandwidth of the first feature"
+
+
+def _best_per_k(rows, k, score):
+    """Of the candidates ``rows``, the best-scoring at each k, in increasing k."""
+    best = {}
+    for i in rows:
+        if k[i] not in best or score[i] > score[best[k[i]]]:
+            best[k[i]] = i
+    return np.array([best[key] for key in sorted(best)], dtype=int)
+
+
+# -- the learned bandwidth's descent ---------------------------------------------------
+
+class LossCurveDisplay:
+    """The leave-one-out loss along the search of a learned bandwidth.
+
+    ``loss_curve_`` of an estimator fitted with ``bandwidth="loo"`` or
+    :class:`~sklearn_nw.LeaveOneOutBandwidth`: the loss at each evaluation of L-BFGS (line
+    searches included, so it need not fall at every step), at each minibatch step of
+    Adam, or after each refinement of the exact grids of a kernel without a gradient.
+    Create it with :meth:`from_estimator`.
+
+    Parameters
+    ----------
+    loss_curve : array-like of shape (n_evaluations,)
+        The losses.
+    n_iter : int, default=None
+        The optimiser's iterations, for the title.
+    loss_name : str, default="leave-one-out loss"
+        The y axis label.
+
+    Attributes
+    ----------
+    ax_ : matplotlib Axes
+        Axes with the curve.
+    figure_ : matplotlib Figure
+        Figure containing the curve.
+    line_ : matplotlib Line2D
+        The loss curve, against the evaluation 1, 2, ...
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_nw import NadarayaWatsonRegressor
+    >>> from sklearn_nw.inspection import LossCurveDisplay
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(0, 6, (80, 1))
+    >>> y = np.sin(X[:, 0]) + rng.normal(scale=0.3, size=80)
+    >>> reg = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    >>> disp = LossCurveDisplay.from_estimator(reg)
+    >>> bool(np.array_equal(disp.line_.get_ydata(), reg.loss_curve_))
+    True
+    """
+
+    def __init__(self, loss_curve, *, n_iter=None, loss_name="leave-one-out loss"):
+        self.loss_curve = loss_curve
+        self.n_iter = n_iter
+        self.loss_name = loss_name
+
+    def plot(self, ax=None, *, xlabel="evaluation of the loss", ylabel=None, title=None,
+             **line_kwargs):
+        """Draw the loss curve.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, default=None
+            Axes to draw on; a new figure when None.
+        xlabel : str, default="evaluation of the loss"
+            Label of the x axis.
+        ylabel : str, default=None
+            None: ``loss_name``.
+        title : str, default=None
+            None: the number of iterations and evaluations.
+        **line_kwargs : dict
+            Passed to :meth:`matplotlib.axes.Axes.plot`.
+
+        Returns
+        -------
+        display : LossCurveDisplay
+        """
+        check_matplotlib_support(f"{type(self).__name__}.plot")
+        import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
+
+        curve = np.asarray(self.loss_curve, dtype=np.float64)
+        if ax is None:
+            _, ax = plt.subplots(layout="constrained")
+        line_kwargs = {"marker": "o", "markersize": 3, **line_kwargs}
+        (self.line_,) = ax.plot(np.arange(1, len(curve) + 1), curve, **line_kwargs)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel or self.loss_name)
+        if title is None:
+            title = f"{len(curve)} evaluations" + (
+                "" if self.n_iter is None else f", {self.n_iter} iterations")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        self.ax_ = ax
+        self.figure_ = ax.figure
+        return self
+
+    @classmethod
+    def from_estimator(cls, estimator, *, ax=None, **kwargs):
+        """The loss curve of an estimator with a learned bandwidth.
+
+        Parameters
+        ----------
+        estimator : NadarayaWatsonRegressor or NadarayaWatsonClassifier
+            Fitted with ``bandwidth="loo"`` or a
+            :class:`~sklearn_nw.LeaveOneOutBandwidth`.
+        ax : matplotlib Axes, default=None
+            Axes to draw on.
+        **kwargs : dict
+            Passed to :meth:`plot`.
+
+        Returns
+        -------
+        display : LossCurveDisplay
+
+        Raises
+        ------
+        ValueError
+            If the estimator's bandwidth was not learned (no ``loss_curve_``).
+        """
+        check_matplotlib_support(f"{cls.__name__}.from_estimator")
+        check_is_fitted(estimator)
+        if getattr(estimator, "loss_curve_", None) is None:
+            params = estimator.get_params(deep=False)
+            how = (f"bandwidth={params['bandwidth']!r}" if "bandwidth" in params
+                   else "a grid search (see BandwidthSearchDisplay)")
+            raise ValueError(
+                f"{type(estimator).__name__} has no learned bandwidth (loss_curve_): its "
+                f"bandwidth came from {how}. LossCurveDisplay needs an estimator fitted "
+                "with bandwidth='loo' or LeaveOneOutBandwidth(...).")
+        loss_name = "leave-one-out " + ("log-loss" if is_classifier(estimator)
+                                        else "mean squared error")
+        display = cls(estimator.loss_curve_, n_iter=getattr(estimator, "n_iter_", None),
+                      loss_name=loss_name)
+        return display.plot(ax=ax, **kwargs)
+
+
+# -- kernel profiles -------------------------------------------------------------------
+
+class KernelDisplay:
+    """Kernel profiles k(u) against the scaled distance u = distance / bandwidth.
+
+    Small multiples, one axes per kernel, with dotted lines at the support of the compact
+    kernels; or every kernel on one axes. Create it with :meth:`from_kernels`.
+
+    Parameters
+    ----------
+    u : ndarray of shape (n_points,)
+        Scaled distances (signed: the profile is drawn at ``|u|``).
+    profiles : ndarray of shape (n_kernels, n_points)
+        ``k(|u|)`` of each kernel.
+    names : list of str
+        Each kernel's title.
+    supports : list of float
+        Each kernel's support radius (``inf`` when not compact).
+
+    Attributes
+    ----------
+    axes_ : ndarray of matplotlib Axes
+        The grid of axes (unused ones hidden), or the one axes of all kernels.
+    figure_ : matplotlib Figure
+        The figure.
+    lines_ : list of matplotlib Line2D
+        Each kernel's profile, in the order of ``names``.
+
+    Examples
+    --------
+    >>> from sklearn_nw.inspection import KernelDisplay
+    >>> disp = KernelDisplay.from_kernels(["gaussian", "epanechnikov"])
+    >>> [ax.get_title() for ax in disp.axes_.ravel()]
+    ['gaussian', 'epanechnikov']
+    >>> float(disp.lines_[1].get_ydata().max())
+    1.0
+    """
+
+    def __init__(self, u, profiles, names, supports):
+        self.u = u
+        self.profiles = profiles
+        self.names = names
+        self.supports = supports
+
+    def plot(self, ax=None, *, n_cols=5, **line_kwargs):
+        """Draw the profiles.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes or array-like of Axes, default=None
+            None: a new figure with a grid of ``n_cols`` columns, one axes per kernel. One
+            Axes: every kernel on it, with a legend. Several: one per kernel.
+        n_cols : int, default=5
+            Columns of a new grid.
+        **line_kwargs : dict
+            Passed to :meth:`matplotlib.axes.Axes.plot`.
+
+        Returns
+        -------
+        display : KernelDisplay
+        """
+        check_matplotlib_support(f"{type(self).__name__}.plot")
+        import matplotlib.pyplot as plt
+        from matplotlib.axes import Axes
+
+        n = len(self.names)
+        overlay = isinstance(ax, Axes)
+        if ax is None:
+            cols = max(1, min(n_cols, n))
+            rows = math.ceil(n / cols)
+            fig, grid = plt.subplots(rows, cols, sharex=True, sharey=True, squeeze=False,
+                                     figsize=(2.3 * cols, 2.0 * rows + 0.6),
+                                     layout="constrained")
+            fig.supxlabel("scaled distance u = (x - x_i) / h")
+            fig.supylabel("k(u)")
+            for extra in grid.ravel()[n:]:
+                extra.set_visible(False)
+        else:
+            grid = np.asarray([[ax]], dtype=object) if overlay else np.asarray(ax, dtype=object)
+            if not overlay and grid.size < n:
+                raise ValueError(f"{n} kernels need {n} axes (or one Axes, or None); got "
+                                 f"{grid.size}.")
+        targets = [grid.ravel()[0]] * n if overlay else list(grid.ravel()[:n])
+        self.lines_ = []
+        for i, (axis, name, support) in enumerate(zip(targets, self.names, self.supports)):
+            kwargs = {"color": f"C{i}" if overlay else "C0", **line_kwargs}
+            self.lines_ += axis.plot(self.u, self.profiles[i], label=name, **kwargs)
+            if math.isfinite(support):
+                for edge in (-support, support):
+                    axis.axvline(edge, color=kwargs["color"], linestyle=":", linewidth=1,
+                                 alpha=0.7)
+            if not overlay:
+                axis.set_title(name, fontsize="medium")
+            if ax is not None:
+                axis.set_xlabel("scaled distance u")
+                axis.set_ylabel("k(u)")
+            axis.grid(True, alpha=0.3)
+        if overlay:
+            targets[0].legend()
+        self.axes_ = grid
+        self.figure_ = targets[0].figure
+        return self
+
+    @classmethod
+    def from_kernels(cls, kernels=None, *, u_max=None, n_points=601, ax=None, **kwargs):
+        """Profiles of named kernels or :class:`~sklearn_nw.Kernel` objects.
+
+        Parameters
+        ----------
+        kernels : list of str, Kernel or callable, default=None
+            The kernels, as :func:`~sklearn_nw.kernels.get_kernel` takes them, each
+            titled by its name as given (a Kernel by its ``repr``). None: every kernel of
+            :data:`~sklearn_nw.kernels.KERNELS` once, titled by its first name with its
+            aliases in parentheses.
+        u_max : float, default=None
+            The profiles are drawn on ``[-u_max, u_max]``. None: 3 when a kernel has
+            infinite support, else 1.5 times the largest support.
+        n_points : int, default=601
+            Points of ``u``.
+        ax : matplotlib Axes or array-like of Axes, default=None
+            Where to draw (see :meth:`plot`).
+        **kwargs : dict
+            Passed to :meth:`plot`.
+
+        Returns
+        -------
+        display : KernelDisplay
+        """
+        check_matplotlib_support(f"{cls.__name__}.from_kernels")
+        from .kernels import KERNELS, get_kernel
+
+        if kernels is None:
+            names = {}  # kernel class -> its names, first the canonical one
+            for name, kernel_class in KERNELS.items():
+                names.setdefault(kernel_class, []).append(name)
+            objects = [kernel_class() for kernel_class in names]
+            titles = [first + (f" ({', '.join(rest)})" if rest else "")
+                      for first, *rest in names.values()]
+        else:
+            objects = [get_kernel(kernel) for kernel in kernels]
+            titles = [kernel if isinstance(kernel, str) else repr(obj)
+                      for kernel, obj in zip(kernels, objects)]
+        supports = [float(kernel.support) for kernel in objects]
+        if u_max is None:
+            u_max = 3.0 if not all(map(math.isfinite, supports)) else 1.5 * max(supports)
+        u = np.linspace(-u_max, u_max, n_points)  # (n_points,)
+        profiles = np.stack([np.asarray(kernel(np.abs(u)), dtype=np.float64)
+                             for kernel in objects])  # (K, n_points)
+        return cls(u, profiles, titles, supports).plot(ax=ax, **kwargs)

@@ -1,19 +1,55 @@
-"""AttentionDisplay: the heatmap of attention weights, signed ones (local polynomials) on
-a diverging colour map."""
+"""The displays of sklearn_nw.inspection: the attention heatmap (signed weights on a
+diverging colour map, a subset of a large training set), the bandwidth search of the CV
+estimators, the loss curve of a learned bandwidth and the kernel profiles."""
+
+import math
 
 import numpy as np
 import pytest
+from sklearn.exceptions import NotFittedError
 
-from sklearn_nw import NadarayaWatsonRegressor
-from sklearn_nw.inspection import AttentionDisplay
+from sklearn_nw import (
+    LeaveOneOutBandwidth,
+    NadarayaWatsonClassifier,
+    NadarayaWatsonClassifierCV,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
+from sklearn_nw.inspection import (
+    AttentionDisplay,
+    BandwidthSearchDisplay,
+    KernelDisplay,
+    LossCurveDisplay,
+)
+from sklearn_nw.kernels import KERNELS
 
 pytest.importorskip("matplotlib")
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    yield
+    plt.close("all")
 
 
 def _data():
     X = np.linspace(0, 5, 40)[:, None]
     return X, np.sin(X[:, 0])
 
+
+def _noisy(n=60, d=1, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 5, (n, d))
+    y = 2 * np.sin(X[:, 0]) + X[:, 0] ** 0.8 + rng.normal(scale=0.5, size=n)
+    return X, y
+
+
+# -- AttentionDisplay ----------------------------------------------------------------------
 
 def test_nonnegative_attention_is_drawn_on_a_sequential_map():
     import matplotlib.pyplot as plt
@@ -57,3 +93,251 @@ def test_leave_one_out_attention_and_bad_sort_by():
     plt.close(display.figure_)
     with pytest.raises(ValueError, match="sort_by"):
         AttentionDisplay.from_estimator(reg, X, sort_by="prediction")
+
+
+def test_small_sets_are_shown_whole_without_a_note():
+    X, y = _data()
+    reg = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y)
+    Q = X[::-2].copy()  # queries in decreasing order
+    display = AttentionDisplay.from_estimator(reg, Q)
+    assert display.note_ is None and display.note_artist_ is None
+    np.testing.assert_array_equal(display.key_indices_, np.argsort(y, kind="stable"))
+    pred = reg.predict(Q)
+    np.testing.assert_array_equal(display.query_indices_, np.argsort(pred, kind="stable"))
+    assert len(display.ax_.texts) == 0
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])  # dense, sparse attention
+def test_large_training_set_shows_every_mth_point_and_says_so(kernel):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 5, (2000, 1))
+    y = np.sin(X[:, 0]) + rng.normal(scale=0.3, size=2000)
+    Q = np.linspace(0, 5, 601)[:, None]
+    reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.3).fit(X, y)
+    display = AttentionDisplay.from_estimator(reg, Q)  # max_keys = max_queries = 300
+    # ceil(2000 / 300) = 7: every 7th training point by target, 286 of them; ceil(601 /
+    # 300) = 3: every 3rd query by prediction, 201 of them.
+    keys = np.argsort(y, kind="stable")[::7]
+    pred, attention = reg.predict(Q, return_attention=True)
+    queries = np.argsort(pred, kind="stable")[::3]
+    np.testing.assert_array_equal(display.key_indices_, keys)
+    np.testing.assert_array_equal(display.query_indices_, queries)
+    assert len(keys) == 286 and len(queries) == 201
+    dense = attention.toarray() if hasattr(attention, "toarray") else attention
+    np.testing.assert_allclose(display.image_.get_array(), dense[np.ix_(queries, keys)])
+    assert display.note_ == (
+        "showing 286 of 2,000 training points (every 7th, sorted by target);\n"
+        "201 of 601 queries (every 3rd, sorted by prediction);\n"
+        "rows no longer sum to 1")
+    assert display.note_artist_.get_text() == display.note_
+    assert display.note_artist_ in display.ax_.texts
+    # The axes count positions in the full order: 2,000 training points wide.
+    left, right = display.image_.get_extent()[:2]
+    assert left == -3.5 and right == (286 - 0.5) * 7
+    # None shows all; a subset of queries alone keeps the rows' sums.
+    display = AttentionDisplay.from_estimator(reg, Q, max_keys=None, max_queries=100)
+    assert display.image_.get_array().shape == (86, 2000)  # every 7th of 601
+    assert display.note_ == "showing 86 of 601 queries (every 7th, sorted by prediction)"
+
+
+def test_subset_of_the_constructor_without_an_order_and_bad_max():
+    attention = np.full((10, 50), 1 / 50)
+    display = AttentionDisplay(attention).plot(max_keys=25)
+    np.testing.assert_array_equal(display.key_indices_, np.arange(0, 50, 2))
+    np.testing.assert_array_equal(display.query_indices_, np.arange(10))
+    assert display.note_ == "showing 25 of 50 training points (every 2nd);\nrows no longer sum to 1"
+    for bad in (0, 2.5, "300"):
+        with pytest.raises(ValueError, match="max_keys must be a positive integer or None"):
+            AttentionDisplay(attention).plot(max_keys=bad)
+
+
+# -- BandwidthSearchDisplay -------------------------------------------------------------
+
+def test_bandwidth_search_of_every_kind_and_degree():
+    X, y = _noisy(seed=2)
+    search = NadarayaWatsonRegressorCV().fit(X, y)
+    results = search.cv_results_
+    # On these data the one-standard-error rule keeps a simpler family than the best
+    # score's: the marker must follow best_index_, not the highest score.
+    assert search.best_index_ != np.argmax(results["mean_test_score"])
+    display = BandwidthSearchDisplay.from_estimator(search)
+    loss = -results["mean_test_score"]
+    kind, degree = results["kind"], results["degree"]
+    fixed = kind == "fixed"
+    assert fixed.any() and (~fixed).any() and len(np.unique(degree)) > 1
+    assert len(display.axes_) == 2 and display.ax_ is display.axes_[0]
+    assert display.figure_ is display.axes_[0].figure
+    assert display.ax_.get_ylabel() == "leave-one-out mean squared error"
+    assert display.ax_.get_xlabel() == "bandwidth h"
+    assert display.ax_.get_xscale() == "log" and display.axes_[1].get_xscale() == "log"
+    assert display.axes_[1].get_xlabel().startswith("k nearest neighbors")
+    # One line per degree of the fixed bandwidths, one per degree and kind of the others.
+    n_fixed = len(np.unique(degree[fixed]))
+    n_adaptive = len({(k, g) for k, g in zip(kind[~fixed], degree[~fixed])})
+    assert len(display.lines_) == n_fixed + n_adaptive
+    for line, g in zip(display.lines_, np.unique(degree[fixed])):
+        rows = np.nonzero(fixed & (degree == g))[0]
+        rows = rows[np.argsort(results["bandwidth"][rows, 0])]
+        assert line in display.ax_.lines
+        np.testing.assert_allclose(line.get_xdata(), results["bandwidth"][rows, 0])
+        np.testing.assert_allclose(line.get_ydata(), loss[rows])
+    # An adaptive line: the lowest loss over the scales at each k.
+    line = display.lines_[n_fixed]
+    assert line.get_label() == "balloon, degree 0"
+    rows = (kind == "balloon") & (degree == 0)
+    k = np.ma.getdata(results["n_neighbors"])
+    ks = np.unique(k[rows])
+    np.testing.assert_allclose(line.get_xdata(), ks)
+    np.testing.assert_allclose(line.get_ydata(), [loss[rows & (k == v)].min() for v in ks])
+    # The chosen candidate, from best_index_ and checked against best_params_/best_score_.
+    best = search.best_index_
+    assert -loss[best] == search.best_score_
+    marker = display.best_marker_
+    if kind[best] == "fixed":
+        assert marker in display.axes_[0].lines
+        assert marker.get_xdata()[0] == results["bandwidth"][best, 0]
+        assert marker.get_xdata()[0] == search.best_params_["bandwidth"][0]
+    else:
+        assert marker in display.axes_[1].lines
+        assert marker.get_xdata()[0] == search.best_params_["n_neighbors"]
+    assert marker.get_ydata()[0] == -search.best_score_
+    assert marker.get_label().startswith("chosen:")
+    assert f"degree {search.best_params_['degree']}" in marker.get_label()
+
+
+def test_bandwidth_search_of_a_classifier_scored_by_accuracy():
+    X, y = _noisy()
+    search = NadarayaWatsonClassifierCV(bandwidth_kinds=["fixed"], scoring="accuracy").fit(
+        X, y > 2)
+    display = BandwidthSearchDisplay.from_estimator(search)
+    score = search.cv_results_["mean_test_score"]
+    assert len(display.axes_) == 1 and len(display.lines_) == 1
+    assert display.ax_.get_ylabel() == "leave-one-out score (accuracy)"
+    assert display.lines_[0].get_label() == "fixed bandwidth"
+    order = np.argsort(search.cv_results_["bandwidth"][:, 0])
+    np.testing.assert_allclose(display.lines_[0].get_ydata(), score[order])  # not negated
+    assert display.best_marker_.get_xdata()[0] == search.bandwidth_[0]
+    assert display.best_marker_.get_ydata()[0] == search.best_score_
+    # The default leave-one-out score of the classifier is its negative log-loss.
+    search = NadarayaWatsonClassifierCV(bandwidth_kinds=["fixed"]).fit(X, y > 2)
+    display = BandwidthSearchDisplay.from_estimator(search)
+    assert display.ax_.get_ylabel() == "leave-one-out log-loss"
+    assert display.best_marker_.get_ydata()[0] == -search.best_score_
+    # A splitter's score.
+    search = NadarayaWatsonRegressorCV(bandwidths=5, cv=3, degree=0).fit(X, y)
+    display = BandwidthSearchDisplay.from_estimator(search)
+    assert display.ax_.get_ylabel() == "mean test score (R²)"
+
+
+def test_bandwidth_search_axis_labels_with_several_features():
+    X, y = _noisy(d=2)
+    search = NadarayaWatsonRegressorCV(bandwidths=7, bandwidth_kinds=["fixed"], degree=0)
+    display = BandwidthSearchDisplay.from_estimator(search.fit(X, y))
+    assert display.ax_.get_xlabel() == (
+        "bandwidth of the first feature (the others in proportion)")
+    grid = [[0.3, 1.0], [0.6, 0.5], [1.2, 2.0]]
+    search = NadarayaWatsonRegressorCV(bandwidths=grid, degree=0).fit(X, y)
+    display = BandwidthSearchDisplay.from_estimator(search)
+    assert display.ax_.get_xlabel() == "bandwidth of the first feature"
+    np.testing.assert_allclose(display.lines_[0].get_xdata(), [0.3, 0.6, 1.2])
+    best = search.best_index_
+    assert display.best_marker_.get_xdata()[0] == grid[best][0]
+
+
+def test_bandwidth_search_errors():
+    import matplotlib.pyplot as plt
+
+    X, y = _noisy()
+    with pytest.raises(ValueError, match="has no bandwidth search"):
+        BandwidthSearchDisplay.from_estimator(NadarayaWatsonRegressor().fit(X, y))
+    with pytest.raises(NotFittedError):
+        BandwidthSearchDisplay.from_estimator(NadarayaWatsonRegressorCV())
+    search = NadarayaWatsonRegressorCV(degree=0).fit(X, y)  # fixed and adaptive
+    _, ax = plt.subplots()
+    with pytest.raises(ValueError, match="drawn on 2 axes; got 1"):
+        BandwidthSearchDisplay.from_estimator(search, ax=ax)
+    _, axes = plt.subplots(1, 2)
+    display = BandwidthSearchDisplay.from_estimator(search, ax=axes)
+    assert list(display.axes_) == list(axes)
+
+
+# -- LossCurveDisplay --------------------------------------------------------------------
+
+def test_loss_curve_of_a_learned_bandwidth():
+    X, y = _noisy()
+    reg = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    display = LossCurveDisplay.from_estimator(reg)
+    np.testing.assert_array_equal(display.line_.get_ydata(), reg.loss_curve_)
+    np.testing.assert_array_equal(display.line_.get_xdata(),
+                                  np.arange(1, len(reg.loss_curve_) + 1))
+    assert display.ax_.get_ylabel() == "leave-one-out mean squared error"
+    assert display.ax_.get_xlabel() == "evaluation of the loss"
+    assert display.ax_.get_title() == (
+        f"{len(reg.loss_curve_)} evaluations, {reg.n_iter_} iterations")
+    clf = NadarayaWatsonClassifier(bandwidth=LeaveOneOutBandwidth("isotropic")).fit(X, y > 2)
+    display = LossCurveDisplay.from_estimator(clf)
+    assert display.ax_.get_ylabel() == "leave-one-out log-loss"
+    np.testing.assert_array_equal(display.line_.get_ydata(), clf.loss_curve_)
+
+
+def test_loss_curve_errors():
+    X, y = _noisy()
+    with pytest.raises(ValueError, match=r"no learned bandwidth .*bandwidth=0\.3"):
+        LossCurveDisplay.from_estimator(NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y))
+    with pytest.raises(ValueError, match="no learned bandwidth .*grid search"):
+        LossCurveDisplay.from_estimator(
+            NadarayaWatsonRegressorCV(bandwidths=5, bandwidth_kinds=["fixed"], degree=0)
+            .fit(X, y))
+    with pytest.raises(NotFittedError):
+        LossCurveDisplay.from_estimator(NadarayaWatsonRegressor(bandwidth="loo"))
+
+
+# -- KernelDisplay -----------------------------------------------------------------------
+
+def test_every_registered_kernel_is_drawn_once():
+    display = KernelDisplay.from_kernels()
+    classes = list(dict.fromkeys(KERNELS.values()))  # aliases share a class
+    assert len(classes) == 10
+    assert len(display.lines_) == len(classes)
+    u = display.lines_[0].get_xdata()
+    assert u.min() == -3.0 and u.max() == 3.0
+    for kernel_class in classes:
+        profile = kernel_class()(np.abs(u))
+        drawn = [line for line in display.lines_
+                 if np.allclose(line.get_ydata(), profile, atol=1e-12)]
+        assert len(drawn) == 1, kernel_class.__name__
+        names = [name for name, c in KERNELS.items() if c is kernel_class]
+        title = drawn[0].axes.get_title()
+        assert title.split(" (")[0] == names[0]
+        assert all(alias in title for alias in names[1:])
+        # Compact kernels: dotted lines at the support.
+        edges = sorted(line.get_xdata()[0] for line in drawn[0].axes.lines
+                       if line is not drawn[0])
+        assert edges == ([-1.0, 1.0] if math.isfinite(kernel_class.support) else [])
+    visible = [ax for ax in display.axes_.ravel() if ax.get_visible()]
+    assert len(visible) == len(classes) and display.axes_.shape == (2, 5)
+    assert display.figure_ is visible[0].figure
+
+
+def test_given_kernels_on_one_axes_and_errors():
+    import matplotlib.pyplot as plt
+
+    from sklearn_nw.kernels import SymmetricBeta
+
+    _, ax = plt.subplots()
+    display = KernelDisplay.from_kernels(["linear", "epanechnikov"], ax=ax)
+    assert [line.axes for line in display.lines_] == [ax, ax]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["linear", "epanechnikov"]
+    u = display.lines_[0].get_xdata()
+    assert u.min() == -1.5  # 1.5 times the support of compact kernels
+    at_half = np.argmin(np.abs(u - 0.5))
+    assert display.lines_[0].get_ydata()[at_half] == pytest.approx(1 - abs(u[at_half]))
+    assert display.lines_[1].get_ydata()[at_half] == pytest.approx(1 - u[at_half] ** 2)
+    display = KernelDisplay.from_kernels([SymmetricBeta(power=3)], u_max=2.0)
+    assert display.axes_[0, 0].get_title() == "SymmetricBeta(power=3)"
+    assert display.lines_[0].get_xdata().max() == 2.0
+    _, axes = plt.subplots(1, 2)
+    with pytest.raises(ValueError, match="3 kernels need 3 axes"):
+        KernelDisplay.from_kernels(["gaussian", "linear", "cosine"], ax=axes)
+    with pytest.raises(ValueError, match="Unknown kernel"):
+        KernelDisplay.from_kernels(["epanechikov"])
