@@ -30,8 +30,10 @@ demo: $(VENV)/.demo
 bench: $(VENV)/.bench
 	MPLBACKEND=Agg $(PY) benchmarks/run.py
 
+# The HTML site from nothing (the gallery run, the API pages generated), warnings as errors.
 docs: $(VENV)/.docs
-	$(PY) -m sphinx -b html docs docs/_build/html
+	rm -rf docs/_build docs/auto_examples docs/generated
+	MPLBACKEND=Agg $(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 clean:
-	rm -rf $(VENV) build *.egg-info docs/_build .pytest_cache .hypothesis
+	rm -rf $(VENV) build *.egg-info docs/_build docs/auto_examples docs/generated .pytest_cache .hypothesis
