@@ -2,7 +2,7 @@
 
 What it measures
 ----------------
-Two sections (``--sections``), float64 on the CPU, in this process.
+Three sections (``--sections``), float64 on the CPU, in this process.
 
 1. ``accuracy``: data sets shipped with scikit-learn and statsmodels (``DATASETS``; larger
    ones subsampled to ``--max-samples``). 5-fold cross-validation (shuffled, seed 0) of
@@ -30,10 +30,15 @@ Two sections (``--sections``), float64 on the CPU, in this process.
    learned bandwidth's score within ``LARGE_MARGIN`` of the grid's or better for every seed,
    and its spread over the seeds at most ``LARGE_MARGIN``.
 
+3. ``seeds``: section 1's comparison of the CV estimators with tuned KNN repeated at other
+   seeds (``--seeds``, default 1-4: the outer folds' shuffle and the subsample of the larger
+   data sets), to see whether its target holds in the neighbourhood of seed 0 or only
+   there. Target: section 1's at every one of those seeds.
+
 Targets are reported, never enforced. Warnings raised by the methods are recorded.
 
 Usage: ``python benchmarks/bench_accuracy.py [--sections S ...] [--datasets D ...]
-[--max-samples N] [--n-large N] [--out-dir DIR] [--threads T]``; writes bench_accuracy.json
+[--max-samples N] [--n-large N] [--seeds S ...] [--out-dir DIR] [--threads T]``; writes bench_accuracy.json
 and .md.
 """
 
@@ -72,7 +77,7 @@ from sklearn_nw import (
     NadarayaWatsonRegressorCV,
 )
 
-SECTIONS = ("accuracy", "large")
+SECTIONS = ("accuracy", "large", "seeds")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 KNN_MARGIN = 0.03  # the learned bandwidth's margin below tuned KNN
 CV_MARGIN = 0.01  # the CV estimators' margin below tuned KNN (issue 11)
@@ -269,29 +274,39 @@ def _chosen(model):
     return kind + (f" d{p['degree']}" if "degree" in p else "")
 
 
+def _load(name, max_samples, seed):
+    """A data set as benchmarked: X, y (class codes for a classifier), its full size, and
+    the outer splitter; data sets above ``max_samples`` are subsampled with ``seed``, the
+    outer folds shuffled with it."""
+    task, _, load = DATASETS[name]
+    X, y = load()
+    n_total = len(y)
+    if n_total > max_samples:
+        keep = np.sort(np.random.default_rng(seed).choice(n_total, max_samples, replace=False))
+        X, y = X[keep], y[keep]
+    regression = task == "regression"
+    if not regression:
+        y = np.unique(y, return_inverse=True)[1]
+    outer = (KFold if regression else StratifiedKFold)(N_FOLDS, shuffle=True,
+                                                       random_state=seed)
+    return X, y, n_total, outer
+
+
 def section_accuracy(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
     """Outer 5-fold scores of NW with a learned bandwidth, tuned KNN and statsmodels' cv_ls."""
     results = []
     sm_missing, locfit_missing = _statsmodels_missing(), _locfit_missing()
     for name in datasets:
-        task, description, load = DATASETS[name]
+        task, description, _ = DATASETS[name]
         _progress(f"accuracy: {name}")
         load_warnings = set()
         try:
             with recording(load_warnings):
-                X, y = load()
+                X, y, n_total, outer = _load(name, max_samples, seed)
         except (ImportError, OSError, ValueError) as exc:
             results.append({"dataset": name, "status": "skipped", "reason": repr(exc)})
             continue
-        n_total = len(y)
-        if n_total > max_samples:
-            keep = np.sort(np.random.default_rng(seed).choice(n_total, max_samples, replace=False))
-            X, y = X[keep], y[keep]
         regression = task == "regression"
-        if not regression:
-            y = np.unique(y, return_inverse=True)[1]
-        outer = (KFold if regression else StratifiedKFold)(N_FOLDS, shuffle=True,
-                                                           random_state=seed)
         n_train = len(y) - -(-len(y) // N_FOLDS)  # the smallest outer training fold
         nw = NadarayaWatsonRegressor if regression else NadarayaWatsonClassifier
         # The CV estimator: the regressor also chooses local-linear or -quadratic fits.
@@ -421,6 +436,81 @@ def markdown_accuracy(report):
                                    for r in ok for method, m in r["methods"].items()})
 
 
+# -- 3. the same comparison at other seeds -----------------------------------------------------
+def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(1, 2, 3, 4)):
+    """Section 1's comparison of the CV estimators with tuned KNN at other seeds (the outer
+    folds' shuffle and the subsample of the larger data sets): does the target hold in the
+    neighbourhood of seed 0, or only there?"""
+    results = []
+    for seed in seeds:
+        for name in datasets:
+            task = DATASETS[name][0]
+            _progress(f"seeds: {seed} {name}")
+            try:
+                with recording(set()):
+                    X, y, _, outer = _load(name, max_samples, seed)
+            except (ImportError, OSError, ValueError) as exc:
+                results.append({"seed": seed, "dataset": name, "status": "skipped",
+                                "reason": repr(exc)})
+                continue
+            regression = task == "regression"
+            n_train = len(y) - -(-len(y) // N_FOLDS)
+            nw_cv = NadarayaWatsonRegressorCV() if regression else NadarayaWatsonClassifierCV()
+            row = {"seed": seed, "dataset": name, "status": "ok"}
+            for method, estimator in (("nw_cv", make_pipeline(StandardScaler(), nw_cv)),
+                                      ("knn", _knn_search(task, n_train))):
+                with recording(set()):
+                    cv = cross_validate(estimator, X, y, cv=outer)
+                row[method] = float(cv["test_score"].mean())
+                row[f"{method}_fit_time_s"] = float(cv["fit_time"].sum())
+            row["cv_minus_knn"] = row["nw_cv"] - row["knn"]
+            results.append(row)
+    ok = [r for r in results if r["status"] == "ok"]
+    per_seed = {}
+    for seed in seeds:
+        rows = [r for r in ok if r["seed"] == seed]
+        if rows:
+            worst = min(rows, key=lambda r: r["cv_minus_knn"])
+            per_seed[seed] = {"wins": sum(r["cv_minus_knn"] >= -TIE for r in rows),
+                              "n": len(rows), "worst": worst["dataset"],
+                              "worst_diff": worst["cv_minus_knn"],
+                              "slower": [r["dataset"] for r in rows
+                                         if r["nw_cv_fit_time_s"] > r["knn_fit_time_s"]]}
+    report = {"config": {"seeds": list(seeds), "datasets": list(datasets),
+                         "max_samples": max_samples},
+              "results": results, "per_seed": per_seed}
+    held = [s for s, p in per_seed.items()
+            if p["wins"] >= min(CV_WINS, p["n"]) and p["worst_diff"] >= -CV_MARGIN]
+    report["targets"] = [_target(
+        "seeds", f"section 1's target (>= KNN on {CV_WINS} of 14, never below by more than "
+        f"{CV_MARGIN:g}) at every other seed", len(held) == len(per_seed) if per_seed else None,
+        "; ".join(f"seed {s}: {p['wins']} of {p['n']}, worst {p['worst']} "
+                  f"({p['worst_diff']:+.3f})" for s, p in per_seed.items()))]
+    return report
+
+
+def markdown_seeds(report):
+    seeds = report["config"]["seeds"]
+    ok = [r for r in report["results"] if r["status"] == "ok"]
+    by = {(r["dataset"], r["seed"]): r for r in ok}
+    lines = [("### 3. The CV estimators against tuned KNN at other seeds (the outer folds' "
+              "shuffle and the subsample of the larger sets; CV − KNN)"), "",
+             "| data set | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+             "|---|" + "---|" * len(seeds)]
+    for name in report["config"]["datasets"]:
+        cells = [f"{by[name, s]['cv_minus_knn']:+.3f}" if (name, s) in by else "–"
+                 for s in seeds]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    per_seed = report["per_seed"]
+    lines.append("| **at or above KNN** | " + " | ".join(
+        f"{per_seed[s]['wins']} of {per_seed[s]['n']}" if s in per_seed else "–"
+        for s in seeds) + " |")
+    lines.append("| NW CV fit slower than KNN's on | " + " | ".join(
+        (", ".join(per_seed[s]["slower"]) or "none") if s in per_seed else "–"
+        for s in seeds) + " |")
+    return lines
+
+
 # -- 2. the learned bandwidth above 4,096 samples ----------------------------------------------
 def section_large(n_synthetic=20_000, randhie_rows=8000, seeds=range(5), seed=0):
     """5-fold R^2 of the learned bandwidth for several seeds against the exact grid, on the
@@ -498,7 +588,7 @@ def markdown_large(report):
 
 # -- the whole run ---------------------------------------------------------------------------
 def run_benchmark(sections=SECTIONS, datasets=DEFAULT_DATASETS, max_samples=2000,
-                  n_large=20_000, randhie_rows=8000, out_dir=RESULTS_DIR):
+                  n_large=20_000, randhie_rows=8000, out_dir=RESULTS_DIR, seeds=(1, 2, 3, 4)):
     """Run the chosen sections, print each table as it is done, write the json and markdown;
     return the report."""
     sections = [s for s in SECTIONS if s in sections]
@@ -509,7 +599,8 @@ def run_benchmark(sections=SECTIONS, datasets=DEFAULT_DATASETS, max_samples=2000
               "Targets are reported, never enforced.\n"]
     print("".join(chunks), end="", flush=True)
     runs = {"accuracy": (lambda: section_accuracy(datasets, max_samples), markdown_accuracy),
-            "large": (lambda: section_large(n_large, randhie_rows), markdown_large)}
+            "large": (lambda: section_large(n_large, randhie_rows), markdown_large),
+            "seeds": (lambda: section_seeds(datasets, max_samples, seeds), markdown_seeds)}
     return run_sections("bench_accuracy", report, chunks,
                         {name: runs[name] for name in sections}, out_dir)
 
@@ -517,7 +608,7 @@ def run_benchmark(sections=SECTIONS, datasets=DEFAULT_DATASETS, max_samples=2000
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
-                        help="1 accuracy, 2 large (default: both)")
+                        help="1 accuracy, 2 large, 3 seeds (default: all)")
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS),
                         default=list(DEFAULT_DATASETS),
                         help=f"section 1 (default: all but the tiny {', '.join(TINY)})")
@@ -525,6 +616,8 @@ def main(argv=None):
                         help="section 1: larger data sets are subsampled to this")
     parser.add_argument("--n-large", type=int, default=20_000,
                         help="section 2: samples of the synthetic problem")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4],
+                        help="section 3: the other seeds")
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--threads", type=int, default=None,
                         help="torch intra-op threads (default: torch's own choice)")
@@ -532,7 +625,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     run_benchmark(args.sections, args.datasets, args.max_samples, n_large=args.n_large,
-                  out_dir=args.out_dir)
+                  out_dir=args.out_dir, seeds=args.seeds)
 
 
 if __name__ == "__main__":

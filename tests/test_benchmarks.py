@@ -232,7 +232,7 @@ def test_runner_finds_the_bandwidth_benchmark(bench):
 
 # -- bench_accuracy --------------------------------------------------------------------------
 TINY_ACCURACY = {"datasets": ("iris", "engel"), "max_samples": 60, "n_large": 300,
-                 "randhie_rows": 300}
+                 "randhie_rows": 300, "seeds": (1, 2)}
 
 
 @pytest.fixture(scope="module")
@@ -291,13 +291,31 @@ def test_large_section_compares_every_seed_with_the_exact_grid(tiny_accuracy_run
     assert [t["met"] in (True, False) for t in section["targets"]] == [True, True]
 
 
+def test_seeds_section_repeats_the_comparison_at_other_seeds(tiny_accuracy_run):
+    section = tiny_accuracy_run[0]["sections"]["seeds"]
+    rows = {(r["dataset"], r["seed"]): r for r in section["results"]}
+    assert sorted(rows) == [("engel", 1), ("engel", 2), ("iris", 1), ("iris", 2)]
+    for r in rows.values():
+        assert r["status"] == "ok" and _all_finite([r["nw_cv"], r["knn"]])
+        assert r["cv_minus_knn"] == pytest.approx(r["nw_cv"] - r["knn"])
+        assert r["nw_cv_fit_time_s"] > 0 and r["knn_fit_time_s"] > 0
+    for seed in (1, 2):
+        diffs = [rows[name, seed]["cv_minus_knn"] for name in ("iris", "engel")]
+        summary = section["per_seed"][seed]
+        assert summary["n"] == 2 and summary["wins"] == sum(d >= -5e-4 for d in diffs)
+        assert summary["worst_diff"] == min(diffs)
+    # Other seeds draw other folds: the scores differ from seed 0's.
+    accuracy = {r["dataset"]: r for r in tiny_accuracy_run[0]["sections"]["accuracy"]["results"]}
+    assert rows["engel", 1]["knn"] != accuracy["engel"]["methods"]["knn"]["mean"]
+
+
 def test_accuracy_markdown_is_printed_and_saved(tiny_accuracy_run):
     report, out_dir, stdout = tiny_accuracy_run
     table = (out_dir / "bench_accuracy.md").read_text()
     assert stdout == table
     saved = json.loads((out_dir / "bench_accuracy.json").read_text())
     assert saved == json.loads(json.dumps(report))
-    for number in (1, 2):
+    for number in (1, 2, 3):
         assert f"\n### {number}. " in table
     assert table.count("\n- Target (") == len(report["targets"])
     assert "| iris | classification (accuracy) | 60 of 150 × 4 |" in table
