@@ -38,8 +38,8 @@ Three sections (``--sections``), float64 on the CPU, in this process.
 Targets are reported, never enforced. Warnings raised by the methods are recorded.
 
 Usage: ``python benchmarks/bench_accuracy.py [--sections S ...] [--datasets D ...]
-[--max-samples N] [--n-large N] [--seeds S ...] [--out-dir DIR] [--threads T]``; writes bench_accuracy.json
-and .md.
+[--max-samples N] [--n-large N] [--seeds S ...] [--out-dir DIR] [--threads T]``; writes
+bench_accuracy.json and .md.
 """
 
 import argparse
