@@ -722,6 +722,55 @@ def candidate_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
     return PoolResult(num / den[:, None], attention, n_fallback)
 
 
+def dense_pool(dist, v, kernel, *, log_w=None, return_attention=False, exact_zeros=False):
+    """Nadaraya-Watson pooling of every query over every key, at given scaled distances.
+
+    :func:`candidate_pool` with every key a candidate of every query, as dense blocks:
+    the adaptive bandwidths' route, whose scaled distances divide each query's (balloon)
+    or each key's (sample-point) distances by its own bandwidth. A query whose weights
+    all vanish gets its nearest positive-weight key(s), ranked by ``dist``.
+
+    Parameters
+    ----------
+    dist : Tensor (n_q, n)
+        Scaled distances (inf where they overflow: no kernel weight).
+    v : Tensor (n, t)
+    kernel : Kernel
+    log_w : Tensor (n,), optional
+        Log weight of each key.
+    return_attention : bool
+        Also return the attention, dense (n_q, n).
+    exact_zeros : bool
+        Weights outside the support are exactly 0 (always so with the attention).
+
+    Returns
+    -------
+    PoolResult
+    """
+    logits = kernel.log_profile_sq(dist**2)  # (n_q, n)
+    if log_w is not None:
+        # Shifted by the largest weight: every logit <= 0, so no max pass per row.
+        logits += log_w - log_w[torch.isfinite(log_w)].max()
+    weights = exp_(logits, exact_zeros=exact_zeros or return_attention)  # (n_q, n)
+    den = weights.sum(1)  # (n_q,)
+    out = (weights @ v) / den[:, None]  # (n_q, t)
+    attention = weights / den[:, None] if return_attention else None  # (n_q, n)
+    # Rows that underflowed or have no kernel mass: the careful path, as flat pairs.
+    redo = torch.nonzero(~(den > math.sqrt(torch.finfo(dist.dtype).tiny)))[:, 0]  # (r,)
+    if not len(redo):
+        return PoolResult(out, attention, 0)
+    r, n = len(redo), dist.shape[1]
+    flat = dist[redo].ravel()  # (r n,)
+    sub = _candidate_pool_careful(
+        flat**2, flat, torch.arange(n, device=dist.device).repeat(r),
+        torch.arange(0, (r + 1) * n, n, device=dist.device), v, kernel,
+        None if log_w is None else log_w.repeat(r), return_attention)
+    out[redo] = sub.out
+    if return_attention:
+        attention[redo] = sub.attention[2].reshape(r, n)
+    return PoolResult(out, attention, sub.n_fallback)
+
+
 def _candidate_pool_careful(d2, dist, indices, indptr, v, kernel, log_w, return_attention):
     """:func:`candidate_pool` with a max pass per row and the nearest-key fallback (by
     ``dist``)."""

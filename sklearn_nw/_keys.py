@@ -56,6 +56,7 @@ from ._engine import (
     augment_keys,
     candidate_pool,
     chunk_rows,
+    dense_pool,
     fused_pool,
     prepare_keys,
     serial_if_small,
@@ -552,27 +553,31 @@ class KeySet:
             # w_i h_i^(-r), relative to the smallest h (no overflow at many coordinates).
             weight = weight * (h.min() / h) ** self._n_coords()
         n_keys = len(self.index_rows)
-        row_bytes = n_keys * (8 * 8 + 16 * self.values.shape[1])
-        step = min(_CANDIDATE_CHUNK, q.shape[0],
-                   chunk_rows(q.shape[0], row_bytes, call.working_memory))
-        ind = np.tile(self.index_rows, step)  # (step n',) every key, per query of a chunk
-
-        def candidates(rows):
+        tensor = lambda a: self._tensor(a, call.device)
+        values, log_w = tensor(self.values[self.index_rows]), tensor(np.log(weight))
+        # Per query a row of distances, logits and weights (and of the attention).
+        row_bytes = n_keys * self.dtype.itemsize * (4 + call.return_attention)
+        outs, attentions, n_fallback = [], [], 0
+        for rows in gen_batches(q.shape[0], chunk_rows(q.shape[0], row_bytes,
+                                                       call.working_memory)):
             dist = self.index.distances(search_queries[rows])  # (b, n')
             with np.errstate(over="ignore"):  # h = tiny: d_k = 0, only distance 0 counts
                 dist /= h[rows, None] if adaptive.kind == "balloon" else h
-            b = dist.shape[0]
-            return (dist.ravel(), ind[:b * n_keys], np.full(b, n_keys),
-                    np.tile(weight, b))
-
-        out, attention, n_fallback = self._pool_candidates(q.shape[0], candidates, 1.0, call,
-                                                           chunk=step)
-        if attention is not None and not self.kernel.is_compact:
-            crow, col, val = attention  # every key of positive weight in every row
-            dense = torch.zeros(q.shape[0], self.X.shape[0], dtype=val.dtype)
-            dense[:, torch.as_tensor(self.index_rows)] = val.cpu().reshape(q.shape[0], n_keys)
-            attention = dense
-        return out, attention, n_fallback
+            part = dense_pool(tensor(dist), values, self.kernel, log_w=log_w,
+                              return_attention=call.return_attention,
+                              exact_zeros=self.exact_zeros)
+            outs.append(part.out)
+            n_fallback += part.n_fallback
+            if call.return_attention:
+                # The keys of positive weight are the attention's columns.
+                block = np.zeros((len(dist), self.X.shape[0]), dtype=self.dtype)
+                block[:, self.index_rows] = part.attention.cpu().numpy()
+                attentions.append(sp.csr_array(block) if self.kernel.is_compact else block)
+        attention = None
+        if call.return_attention:
+            attention = (sp.vstack(attentions, format="csr") if self.kernel.is_compact
+                         else torch.from_numpy(np.concatenate(attentions)))
+        return torch.cat(outs), attention, n_fallback
 
     def _n_coords(self):
         """The coordinates of the metric: features, or the projection's components."""

@@ -535,3 +535,20 @@ def test_bench_dask_runs_and_agrees(tmp_path):
         assert row[peer]["predict_s"] > 0 and row[peer]["fit_s"] > 0
     assert row["dask_2x1"]["max_abs_diff"] < 1e-10
     assert (tmp_path / "bench_dask.md").read_text().count("| 400 |") == 1
+
+
+# -- bench_adaptive --------------------------------------------------------------------------
+def test_adaptive_times_both_kinds_against_their_peers(bench, tmp_path):
+    bench_adaptive = importlib.import_module("bench_adaptive")
+    report, out_dir, stdout = _quiet_run(bench_adaptive, tmp_path, sizes=(300,), dims=(2, 3),
+                                         n_queries=50, k=4, repeats=2)
+    rows = report["sections"]["predict"]["results"]
+    assert [(r["n"], r["d"]) for r in rows] == [(300, 2), (300, 3)]
+    for r in rows:
+        assert set(r["times_s"]) == {"balloon", "sample_point", "fixed", "knn"}
+        assert min(r["times_s"].values()) > 0
+        for kind in ("balloon", "sample_point"):
+            t = r["times_s"]
+            assert r[f"{kind}_over_fixed"] == pytest.approx(t[kind] / t["fixed"])
+            assert r[f"{kind}_ns_per_pair"] == pytest.approx(t[kind] / (300 * 50) * 1e9)
+    assert (out_dir / "bench_adaptive.md").read_text() == stdout
