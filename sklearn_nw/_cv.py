@@ -536,7 +536,8 @@ _FIT_DOC = """Choose the bandwidth from the grid, then store the training data.
 
             Only available if ``enable_metadata_routing=True``, which can be set by using
             ``sklearn.set_config(enable_metadata_routing=True)``. See
-            :ref:`Metadata Routing User Guide <metadata_routing>` for more details.
+            scikit-learn's `metadata routing user guide
+            <https://scikit-learn.org/stable/metadata_routing.html>`_ for more details.
 
         Returns
         -------
@@ -553,7 +554,8 @@ _FIT_DOC = """Choose the bandwidth from the grid, then store the training data.
 
 _ROUTING_DOC = """Get metadata routing of this object.
 
-        Please check :ref:`User Guide <metadata_routing>` on how the routing
+        See scikit-learn's `metadata routing user guide
+        <https://scikit-learn.org/stable/metadata_routing.html>`_ on how the routing
         mechanism works.
 
         Returns
