@@ -22,6 +22,8 @@ extensions = [
     "sphinx.ext.doctest",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
+    # MathJax served with the site, so formulas render offline too.
+    "sphinx-mathjax-offline",
 ]
 autosummary_generate = True
 autodoc_default_options = {"members": True, "inherited-members": False}
@@ -45,6 +47,8 @@ sphinx_gallery_conf = {
     "image_scrapers": ("matplotlib",),
     "remove_config_comments": True,
     "show_memory": False,
+    # A cell's last expression (an Axes, a Legend) is drawn, not printed.
+    "capture_repr": (),
 }
 
 html_theme = "pydata_sphinx_theme"
@@ -52,9 +56,13 @@ html_title = "sklearn-nw"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    "secondary_sidebar_items": ["page-toc"],
+    # The API pages' own table of contents lists long method names: left out there.
+    "secondary_sidebar_items": {"index": ["page-toc"], "api": ["page-toc"],
+                                "user_guide/*": ["page-toc"],
+                                "auto_examples/*": ["page-toc"], "generated/*": []},
 }
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_show_sourcelink = False
 
 

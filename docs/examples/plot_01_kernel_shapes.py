@@ -30,7 +30,9 @@ from sklearn_nw.inspection import KernelDisplay
 from sklearn_nw.kernels import KERNELS, get_kernel
 
 display = KernelDisplay.from_kernels()
-display.figure_.suptitle("The registered kernels: profile k(u) of the scaled distance u")
+display.figure_.suptitle(
+    "The registered kernels: profile k(u) of the scaled distance u"
+)
 
 # %%
 # Compact and infinite support
@@ -47,9 +49,19 @@ display.figure_.suptitle("The registered kernels: profile k(u) of the scaled dis
 # every query gets an answer, and the attention is dense.
 kinds = {}
 for name, kernel_class in KERNELS.items():
-    kinds.setdefault(kernel_class, name)  # the first name of each kernel, aliases left out
-compact = [name for kernel_class, name in kinds.items() if np.isfinite(kernel_class.support)]
-infinite = [name for kernel_class, name in kinds.items() if not np.isfinite(kernel_class.support)]
+    kinds.setdefault(
+        kernel_class, name
+    )  # the first name of each kernel, aliases left out
+compact = [
+    name
+    for kernel_class, name in kinds.items()
+    if np.isfinite(kernel_class.support)
+]
+infinite = [
+    name
+    for kernel_class, name in kinds.items()
+    if not np.isfinite(kernel_class.support)
+]
 print(f"compact support ({len(compact)}): {', '.join(compact)}")
 print(f"infinite support ({len(infinite)}): {', '.join(infinite)}")
 
@@ -65,8 +77,10 @@ for kernel in ["epanechnikov", "gaussian"]:
     _, attention = model.predict(queries, return_attention=True)
     dense = attention.toarray() if sparse.issparse(attention) else attention
     stored = attention.nnz if sparse.issparse(attention) else attention.size
-    print(f"{kernel:>12}: {type(attention).__name__}, {stored:,} of {dense.size:,} "
-          f"entries stored, {np.mean(dense > 0):.1%} positive")
+    print(
+        f"{kernel:>12}: {type(attention).__name__}, {stored:,} of {dense.size:,} "
+        f"entries stored, {np.mean(dense > 0):.1%} positive"
+    )
 
 # %%
 # Triangular is not Epanechnikov
@@ -84,7 +98,9 @@ ax.set_title("Triangular vs Epanechnikov kernel")
 
 linear, epanechnikov = get_kernel("linear"), get_kernel("epanechnikov")
 for u in (0.25, 0.5, 0.75):
-    print(f"k({u}): triangular {float(linear(u)):.4f}, Epanechnikov {float(epanechnikov(u)):.4f}")
+    print(
+        f"k({u}): triangular {float(linear(u)):.4f}, Epanechnikov {float(epanechnikov(u)):.4f}"
+    )
 
 # %%
 # Normalized to unit area (a probability density on :math:`[-1, 1]`), the triangular
@@ -95,4 +111,6 @@ du = u[1] - u[0]
 for name, kernel in (("triangular", linear), ("Epanechnikov", epanechnikov)):
     density = kernel(np.abs(u))
     density = density / (density.sum() * du)
-    print(f"{name:>12}: variance {np.sum(u**2 * density) * du:.4f} of the unit-area kernel")
+    print(
+        f"{name:>12}: variance {np.sum(u**2 * density) * du:.4f} of the unit-area kernel"
+    )

@@ -61,7 +61,14 @@ f_test = f(x_test)
 # :math:`\sigma` by exact leave-one-out, and give every kernel the bandwidth
 # :math:`h_k = \sigma / s_k`: a top-hat then reaches :math:`\sqrt{3}\,\sigma`, an
 # Epanechnikov kernel :math:`\sqrt{5}\,\sigma`.
-kernels = ["gaussian", "epanechnikov", "tophat", "linear", "tricube", "exponential"]
+kernels = [
+    "gaussian",
+    "epanechnikov",
+    "tophat",
+    "linear",
+    "tricube",
+    "exponential",
+]
 
 
 def kernel_std(kernel):
@@ -90,38 +97,62 @@ print(f"Gaussian sigma chosen by leave-one-out: {sigma:.3f}\n")
 # bandwidth its own leave-one-out search chooses (with the standard deviation that
 # bandwidth gives it).
 fits = {}
-print(f"{'kernel':>12}  {'s_k':>6}  {'h_k':>6}  {'test MSE':>8}  "
-      f"{'CV h':>6}  {'CV std':>6}  {'CV test MSE':>11}")
+print(
+    f"{'kernel':>12}  {'s_k':>6}  {'h_k':>6}  {'test MSE':>8}  "
+    f"{'CV h':>6}  {'CV std':>6}  {'CV test MSE':>11}"
+)
 for name in kernels:
-    cv = NadarayaWatsonRegressorCV(kernel=name, bandwidth_kinds=["fixed"], degree=0)
+    cv = NadarayaWatsonRegressorCV(
+        kernel=name, bandwidth_kinds=["fixed"], degree=0
+    )
     cv.fit(X_train, y_train)
     s_k = kernel_std(cv.kernel_)
     h_k = sigma / s_k
-    reg = NadarayaWatsonRegressor(kernel=name, bandwidth=h_k).fit(X_train, y_train)
+    reg = NadarayaWatsonRegressor(kernel=name, bandwidth=h_k).fit(
+        X_train, y_train
+    )
     y_pred = reg.predict(X_test)
     mse = np.mean((y_pred - f_test) ** 2)
     cv_mse = np.mean((cv.predict(X_test) - f_test) ** 2)
     h_cv = cv.bandwidth_[0]
     fits[name] = (h_k, y_pred, mse)
-    print(f"{name:>12}  {s_k:6.3f}  {h_k:6.3f}  {mse:8.4f}  "
-          f"{h_cv:6.3f}  {h_cv * s_k:6.3f}  {cv_mse:11.4f}")
+    print(
+        f"{name:>12}  {s_k:6.3f}  {h_k:6.3f}  {mse:8.4f}  "
+        f"{h_cv:6.3f}  {h_cv * s_k:6.3f}  {cv_mse:11.4f}"
+    )
 
 # %%
 # The fits at matched widths:
-fig, axes = plt.subplots(2, 3, figsize=(12, 6.5), sharex=True, sharey=True,
-                         constrained_layout=True)
+fig, axes = plt.subplots(
+    2, 3, figsize=(12, 6.5), sharex=True, sharey=True, constrained_layout=True
+)
 for ax, name in zip(axes.flat, kernels):
     h_k, y_pred, mse = fits[name]
     ax.plot(x_test, f_test, color="black", linestyle="--", label="truth")
-    ax.scatter(x_train, y_train, s=12, color="tab:gray", alpha=0.8, label="training points")
-    ax.plot(x_test, y_pred, color="tab:blue", linewidth=2, label="Nadaraya–Watson fit")
+    ax.scatter(
+        x_train,
+        y_train,
+        s=12,
+        color="tab:gray",
+        alpha=0.8,
+        label="training points",
+    )
+    ax.plot(
+        x_test,
+        y_pred,
+        color="tab:blue",
+        linewidth=2,
+        label="Nadaraya–Watson fit",
+    )
     ax.set_title(f"{name} (h = {h_k:.3f}), test MSE {mse:.4f}")
 for ax in axes[1]:
     ax.set_xlabel("x")
 for ax in axes[:, 0]:
     ax.set_ylabel("y")
 axes[0, 0].legend(loc="lower right", fontsize="small")
-fig.suptitle(f"Six kernels, each with the standard deviation of a Gaussian of σ = {sigma:.3f}")
+fig.suptitle(
+    f"Six kernels, each with the standard deviation of a Gaussian of σ = {sigma:.3f}"
+)
 plt.show()
 
 # %%

@@ -52,12 +52,16 @@ f_test = f(x_test)
 # and not :math:`\sqrt{2}\,\sigma`. The attention weights that ``predict`` returns
 # confirm it:
 sigma = 0.5
-reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=sigma).fit(X_train, y_train)
+reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=sigma).fit(
+    X_train, y_train
+)
 _, attention = reg.predict([[2.5]], return_attention=True)
 weights = np.exp(-((2.5 - x_train) ** 2) / (2 * sigma**2))
 weights /= weights.sum()
-print(f"max |attention - normalized exp(-(q - x)^2 / (2 sigma^2))|: "
-      f"{np.abs(attention[0] - weights).max():.1e}")
+print(
+    f"max |attention - normalized exp(-(q - x)^2 / (2 sigma^2))|: "
+    f"{np.abs(attention[0] - weights).max():.1e}"
+)
 
 # %%
 # Four bandwidths
@@ -68,33 +72,63 @@ print(f"max |attention - normalized exp(-(q - x)^2 / (2 sigma^2))|: "
 # latter exactly for every bandwidth of a grid in one pass (``cv_results_`` holds the
 # negative mean squared error); refitting without each point in turn agrees with it.
 sigmas = [0.1, 0.2, 0.5, 1.0]
-cv = NadarayaWatsonRegressorCV(bandwidths=sigmas, bandwidth_kinds=["fixed"], degree=0)
+cv = NadarayaWatsonRegressorCV(
+    bandwidths=sigmas, bandwidth_kinds=["fixed"], degree=0
+)
 cv.fit(X_train, y_train)
 loo_mse = -cv.cv_results_["mean_test_score"]
 
 predictions, test_mse = [], []
-print(f"\n{'sigma':>5}  {'test MSE':>8}  {'LOO MSE':>8}  {'LOO MSE by refits':>17}")
+print(
+    f"\n{'sigma':>5}  {'test MSE':>8}  {'LOO MSE':>8}  {'LOO MSE by refits':>17}"
+)
 for sigma, loo in zip(sigmas, loo_mse):
-    reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=sigma).fit(X_train, y_train)
+    reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=sigma).fit(
+        X_train, y_train
+    )
     predictions.append(reg.predict(X_test))
     test_mse.append(np.mean((predictions[-1] - f_test) ** 2))
     errors = []
     for i in range(n_samples):
         keep = np.arange(n_samples) != i
-        refit = NadarayaWatsonRegressor(bandwidth=sigma).fit(X_train[keep], y_train[keep])
+        refit = NadarayaWatsonRegressor(bandwidth=sigma).fit(
+            X_train[keep], y_train[keep]
+        )
         errors.append(refit.predict(X_train[i : i + 1])[0] - y_train[i])
-    print(f"{sigma:5.1f}  {test_mse[-1]:8.4f}  {loo:8.4f}  {np.mean(np.square(errors)):17.4f}")
-print(f"\nbest sigma by leave-one-out: {cv.bandwidth_[0]}, "
-      f"by test MSE: {sigmas[int(np.argmin(test_mse))]}")
+    print(
+        f"{sigma:5.1f}  {test_mse[-1]:8.4f}  {loo:8.4f}  {np.mean(np.square(errors)):17.4f}"
+    )
+print(
+    f"\nbest sigma by leave-one-out: {cv.bandwidth_[0]}, "
+    f"by test MSE: {sigmas[int(np.argmin(test_mse))]}"
+)
 
 # %%
-fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True, sharey=True,
-                         constrained_layout=True)
-for ax, sigma, y_pred, mse, loo in zip(axes.flat, sigmas, predictions, test_mse, loo_mse):
+fig, axes = plt.subplots(
+    2, 2, figsize=(10, 7), sharex=True, sharey=True, constrained_layout=True
+)
+for ax, sigma, y_pred, mse, loo in zip(
+    axes.flat, sigmas, predictions, test_mse, loo_mse
+):
     ax.plot(x_test, f_test, color="black", linestyle="--", label="truth")
-    ax.scatter(x_train, y_train, s=12, color="tab:gray", alpha=0.8, label="training points")
-    ax.plot(x_test, y_pred, color="tab:blue", linewidth=2, label="Nadaraya–Watson fit")
-    ax.set_title(f"σ = {sigma}: test MSE {mse:.3f}, leave-one-out MSE {loo:.3f}")
+    ax.scatter(
+        x_train,
+        y_train,
+        s=12,
+        color="tab:gray",
+        alpha=0.8,
+        label="training points",
+    )
+    ax.plot(
+        x_test,
+        y_pred,
+        color="tab:blue",
+        linewidth=2,
+        label="Nadaraya–Watson fit",
+    )
+    ax.set_title(
+        f"σ = {sigma}: test MSE {mse:.3f}, leave-one-out MSE {loo:.3f}"
+    )
 for ax in axes[1]:
     ax.set_xlabel("x")
 for ax in axes[:, 0]:
@@ -124,32 +158,52 @@ plt.show()
 sigma_grid = np.geomspace(0.03, 2, 40)
 bias2, variance = [], []
 for sigma in sigma_grid:
-    reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=sigma).fit(X_train, y_train)
-    _, attention = reg.predict(X_test, return_attention=True)  # (n_test, n_samples)
+    reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=sigma).fit(
+        X_train, y_train
+    )
+    _, attention = reg.predict(
+        X_test, return_attention=True
+    )  # (n_test, n_samples)
     bias2.append(np.mean((attention @ f(x_train) - f_test) ** 2))
     variance.append(noise_std**2 * np.mean((attention**2).sum(axis=1)))
 bias2, variance = np.array(bias2), np.array(variance)
 expected = bias2 + variance
-loo_grid = -NadarayaWatsonRegressorCV(
-    bandwidths=sigma_grid, bandwidth_kinds=["fixed"], degree=0
-).fit(X_train, y_train).cv_results_["mean_test_score"]
+loo_grid = (
+    -NadarayaWatsonRegressorCV(
+        bandwidths=sigma_grid, bandwidth_kinds=["fixed"], degree=0
+    )
+    .fit(X_train, y_train)
+    .cv_results_["mean_test_score"]
+)
 best_expected, best_loo = np.argmin(expected), np.argmin(loo_grid)
-print(f"\nsigma grid: {len(sigma_grid)} values from {sigma_grid[0]} to {sigma_grid[-1]}")
-print(f"least expected test MSE: {expected[best_expected]:.4f} at sigma "
-      f"{sigma_grid[best_expected]:.3f}")
-print(f"least leave-one-out MSE: {loo_grid[best_loo]:.4f} at sigma {sigma_grid[best_loo]:.3f}"
-      f" (minus the noise variance: {loo_grid[best_loo] - noise_std**2:.4f})")
+print(
+    f"\nsigma grid: {len(sigma_grid)} values from {sigma_grid[0]} to {sigma_grid[-1]}"
+)
+print(
+    f"least expected test MSE: {expected[best_expected]:.4f} at sigma "
+    f"{sigma_grid[best_expected]:.3f}"
+)
+print(
+    f"least leave-one-out MSE: {loo_grid[best_loo]:.4f} at sigma {sigma_grid[best_loo]:.3f}"
+    f" (minus the noise variance: {loo_grid[best_loo] - noise_std**2:.4f})"
+)
 print(f"squared bias is least at sigma {sigma_grid[np.argmin(bias2)]:.3f}")
 
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
+fig, (ax1, ax2) = plt.subplots(
+    1, 2, figsize=(11, 4.5), constrained_layout=True
+)
 ax1.plot(sigma_grid, bias2, label="squared bias")
 ax1.plot(sigma_grid, variance, label="variance")
 ax1.plot(sigma_grid, expected, color="black", label="expected test MSE (sum)")
-ax1.plot(sigma_grid[best_expected], expected[best_expected], "o", color="black")
+ax1.plot(
+    sigma_grid[best_expected], expected[best_expected], "o", color="black"
+)
 ax1.set_title("Expected test error against the truth")
 ax1.set_yscale("log")
 ax2.plot(sigma_grid, loo_grid, color="tab:red", label="leave-one-out MSE")
-ax2.axhline(noise_std**2, color="tab:gray", linestyle=":", label="noise variance")
+ax2.axhline(
+    noise_std**2, color="tab:gray", linestyle=":", label="noise variance"
+)
 ax2.plot(sigma_grid[best_loo], loo_grid[best_loo], "o", color="tab:red")
 ax2.set_title("Leave-one-out error on the noisy targets")
 ax2.set_ylim(bottom=0)

@@ -44,7 +44,9 @@ fig, ax = plt.subplots(layout="constrained")
 ax.plot(x_test, f(x_test), color="black", label="2 sin(x) + x^0.8")
 ax.scatter(x_train, y_train, s=15, color="0.5", label="training data")
 for h in (0.2, 0.5, 1.0):
-    model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X_train, y_train)
+    model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(
+        X_train, y_train
+    )
     ax.plot(x_test, model.predict(X_test), label=f"Gaussian, h = {h}")
 ax.set_xlabel("x")
 ax.set_ylabel("y")
@@ -65,19 +67,38 @@ ax.legend()
 # show where the attention goes; the largest weight of each panel is printed below.
 kernels = ["gaussian", "epanechnikov", "tophat", "linear"]
 bandwidths = [0.2, 0.5, 1.0]
-fig, axes = plt.subplots(len(kernels), len(bandwidths), figsize=(10, 11), sharex=True,
-                         sharey=True, layout="constrained")
+fig, axes = plt.subplots(
+    len(kernels),
+    len(bandwidths),
+    figsize=(10, 11),
+    sharex=True,
+    sharey=True,
+    layout="constrained",
+)
 for row, kernel in enumerate(kernels):
     for col, h in enumerate(bandwidths):
-        model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X_train, y_train)
+        model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(
+            X_train, y_train
+        )
         display = AttentionDisplay.from_estimator(
-            model, X_test, sort_by=None, ax=axes[row, col], colorbar=False,
+            model,
+            X_test,
+            sort_by=None,
+            ax=axes[row, col],
+            colorbar=False,
             title=f"{kernel}, h = {h}",
-            xlabel="training inputs (sorted)" if row == len(kernels) - 1 else "",
-            ylabel="test inputs (sorted)" if col == 0 else "")
-        print(f"{kernel:>12}, h = {h}: largest weight "
-              f"{display.image_.get_array().max():.3f}")
-fig.suptitle("Attention of 50 test inputs (rows) over 50 training inputs (columns)")
+            xlabel="training inputs (sorted)"
+            if row == len(kernels) - 1
+            else "",
+            ylabel="test inputs (sorted)" if col == 0 else "",
+        )
+        print(
+            f"{kernel:>12}, h = {h}: largest weight "
+            f"{display.image_.get_array().max():.3f}"
+        )
+fig.suptitle(
+    "Attention of 50 test inputs (rows) over 50 training inputs (columns)"
+)
 
 # %%
 # The equivalent kernel of a local-linear fit
@@ -100,28 +121,52 @@ fig.suptitle("Attention of 50 test inputs (rows) over 50 training inputs (column
 # at 2.5, the local-linear weights are almost those of Nadaraya-Watson.
 model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=0.5, degree=1)
 model.fit(X_train, y_train)
-fig, (ax_map, ax_row) = plt.subplots(1, 2, figsize=(11, 4.5), layout="constrained")
+fig, (ax_map, ax_row) = plt.subplots(
+    1, 2, figsize=(11, 4.5), layout="constrained"
+)
 display = AttentionDisplay.from_estimator(
-    model, X_test, sort_by=None, ax=ax_map,
+    model,
+    X_test,
+    sort_by=None,
+    ax=ax_map,
     title="equivalent kernel of a local-linear fit (Gaussian, h = 0.5)",
-    xlabel="training inputs (sorted)", ylabel="test inputs (sorted)")
+    xlabel="training inputs (sorted)",
+    ylabel="test inputs (sorted)",
+)
 display.colorbar_.set_label("weight")
 
 weights = display.image_.get_array()
 nadaraya_watson = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=0.5)
-_, weights_nw = nadaraya_watson.fit(X_train, y_train).predict(X_test, return_attention=True)
+_, weights_nw = nadaraya_watson.fit(X_train, y_train).predict(
+    X_test, return_attention=True
+)
 for i, color in ((0, "C0"), (25, "C1")):
-    ax_row.plot(x_train, weights[i], marker="o", markersize=3, color=color,
-                label=f"local linear, test input {x_test[i]:.1f}")
-    ax_row.plot(x_train, weights_nw[i], linestyle="--", color=color,
-                label=f"Nadaraya-Watson, test input {x_test[i]:.1f}")
+    ax_row.plot(
+        x_train,
+        weights[i],
+        marker="o",
+        markersize=3,
+        color=color,
+        label=f"local linear, test input {x_test[i]:.1f}",
+    )
+    ax_row.plot(
+        x_train,
+        weights_nw[i],
+        linestyle="--",
+        color=color,
+        label=f"Nadaraya-Watson, test input {x_test[i]:.1f}",
+    )
 ax_row.axhline(0, color="black", linewidth=0.8)
 ax_row.set_xlabel("training input x_i")
 ax_row.set_ylabel("weight of training point i")
 ax_row.set_title("two rows of the attention")
 ax_row.legend(fontsize="small")
 
-print(f"{np.mean(weights < 0):.1%} of the local-linear weights are negative; the smallest "
-      f"is {weights.min():.3f}, at test input {x_test[np.argmin(weights.min(axis=1))]:.1f}")
-print(f"its rows sum to 1 within {np.abs(weights.sum(axis=1) - 1).max():.1e}; "
-      f"the smallest Nadaraya-Watson weight is {weights_nw.min():.2e}")
+print(
+    f"{np.mean(weights < 0):.1%} of the local-linear weights are negative; the smallest "
+    f"is {weights.min():.3f}, at test input {x_test[np.argmin(weights.min(axis=1))]:.1f}"
+)
+print(
+    f"its rows sum to 1 within {np.abs(weights.sum(axis=1) - 1).max():.1e}; "
+    f"the smallest Nadaraya-Watson weight is {weights_nw.min():.2e}"
+)

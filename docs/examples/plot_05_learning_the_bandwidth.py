@@ -50,15 +50,25 @@ X_train, X_test = x_train[:, None], x_test[:, None]
 # the mean squared error on the same training set. The smaller the bandwidth, the more
 # each training point's prediction is its own target, and the error goes to 0.
 bandwidths = np.geomspace(1e-3, 10, 41)
-in_sample = np.array([
-    mean_squared_error(y_train, NadarayaWatsonRegressor(bandwidth=h).fit(X_train, y_train)
-                       .predict(X_train))
-    for h in bandwidths
-])
-print(f"in-sample MSE at h = {bandwidths[0]:g}: {in_sample[0]:.2e}; "
-      f"at h = {bandwidths[-1]:g}: {in_sample[-1]:.3f}")
-print("the in-sample MSE never increases as h shrinks on this grid:",
-      bool(np.all(np.diff(in_sample) >= 0)))
+in_sample = np.array(
+    [
+        mean_squared_error(
+            y_train,
+            NadarayaWatsonRegressor(bandwidth=h)
+            .fit(X_train, y_train)
+            .predict(X_train),
+        )
+        for h in bandwidths
+    ]
+)
+print(
+    f"in-sample MSE at h = {bandwidths[0]:g}: {in_sample[0]:.2e}; "
+    f"at h = {bandwidths[-1]:g}: {in_sample[-1]:.3f}"
+)
+print(
+    "the in-sample MSE never increases as h shrinks on this grid:",
+    bool(np.all(np.diff(in_sample) >= 0)),
+)
 
 # %%
 # The leave-one-out loss has an interior minimum
@@ -72,21 +82,30 @@ print("the in-sample MSE never increases as h shrinks on this grid:",
 # Nadaraya-Watson, ``degree=0``), and
 # :class:`~sklearn_nw.inspection.BandwidthSearchDisplay` draws it with its minimum
 # marked; the in-sample curve is added to the same axes.
-search = NadarayaWatsonRegressorCV(bandwidths=bandwidths, bandwidth_kinds=["fixed"],
-                                   degree=0).fit(X_train, y_train)
+search = NadarayaWatsonRegressorCV(
+    bandwidths=bandwidths, bandwidth_kinds=["fixed"], degree=0
+).fit(X_train, y_train)
 display = BandwidthSearchDisplay.from_estimator(search)
 display.lines_[0].set_label("leave-one-out MSE")
-display.ax_.plot(bandwidths, in_sample, marker="o", markersize=3, color="C3",
-                 label="in-sample (training) MSE")
+display.ax_.plot(
+    bandwidths,
+    in_sample,
+    marker="o",
+    markersize=3,
+    color="C3",
+    label="in-sample (training) MSE",
+)
 display.ax_.set_ylabel("mean squared error on the training set")
 display.ax_.set_title("In-sample vs leave-one-out loss of the bandwidth")
 display.ax_.legend()
 
 loo = -search.cv_results_["mean_test_score"]
 best = int(np.argmin(loo))
-print(f"leave-one-out MSE: {loo[0]:.3f} at h = {bandwidths[0]:g}, minimum {loo[best]:.3f} "
-      f"at h = {bandwidths[best]:.3g} (grid point {best} of 0..{len(bandwidths) - 1}), "
-      f"{loo[-1]:.3f} at h = {bandwidths[-1]:g}")
+print(
+    f"leave-one-out MSE: {loo[0]:.3f} at h = {bandwidths[0]:g}, minimum {loo[best]:.3f} "
+    f"at h = {bandwidths[best]:.3g} (grid point {best} of 0..{len(bandwidths) - 1}), "
+    f"{loo[-1]:.3f} at h = {bandwidths[-1]:g}"
+)
 print(f"the grid search chose h = {search.bandwidth_[0]:.3g}")
 
 # %%
@@ -100,11 +119,15 @@ print(f"the grid search chose h = {search.bandwidth_[0]:.3g}")
 # searches included, so it need not fall at every step).
 model = NadarayaWatsonRegressor(bandwidth="loo").fit(X_train, y_train)
 display = LossCurveDisplay.from_estimator(model)
-display.ax_.set_title(f"Leave-one-out descent: {model.n_iter_} iterations, "
-                      f"{len(model.loss_curve_)} evaluations")
-print(f"learned bandwidth h = {model.bandwidth_[0]:.4f} after {model.n_iter_} iterations; "
-      f"leave-one-out MSE {model.loss_curve_[0]:.4f} at the start, "
-      f"{model.loss_curve_.min():.4f} at the best evaluation")
+display.ax_.set_title(
+    f"Leave-one-out descent: {model.n_iter_} iterations, "
+    f"{len(model.loss_curve_)} evaluations"
+)
+print(
+    f"learned bandwidth h = {model.bandwidth_[0]:.4f} after {model.n_iter_} iterations; "
+    f"leave-one-out MSE {model.loss_curve_[0]:.4f} at the start, "
+    f"{model.loss_curve_.min():.4f} at the best evaluation"
+)
 
 # %%
 # On new data
@@ -116,16 +139,28 @@ print(f"learned bandwidth h = {model.bandwidth_[0]:.4f} after {model.n_iter_} it
 tiny = bandwidths[int(np.argmin(in_sample))]
 tiny_model = NadarayaWatsonRegressor(bandwidth=tiny).fit(X_train, y_train)
 print(f"noise variance: {noise**2:.3f}")
-for name, fitted in ((f"learned h = {model.bandwidth_[0]:.3f}", model),
-                     (f"in-sample optimal h = {tiny:g}", tiny_model)):
-    print(f"{name:>28}: test MSE {mean_squared_error(y_test, fitted.predict(X_test)):.3f}")
+for name, fitted in (
+    (f"learned h = {model.bandwidth_[0]:.3f}", model),
+    (f"in-sample optimal h = {tiny:g}", tiny_model),
+):
+    print(
+        f"{name:>28}: test MSE {mean_squared_error(y_test, fitted.predict(X_test)):.3f}"
+    )
 
 fig, ax = plt.subplots(layout="constrained")
 ax.scatter(x_train, y_train, s=15, color="0.5", label="training data")
 ax.plot(x_test, f(x_test), color="black", label="2 sin(x) + x^0.8")
-ax.plot(x_test, model.predict(X_test), label=f"learned h = {model.bandwidth_[0]:.3f}")
-ax.plot(x_test, tiny_model.predict(X_test), linewidth=0.8,
-        label=f"in-sample optimal h = {tiny:g}")
+ax.plot(
+    x_test,
+    model.predict(X_test),
+    label=f"learned h = {model.bandwidth_[0]:.3f}",
+)
+ax.plot(
+    x_test,
+    tiny_model.predict(X_test),
+    linewidth=0.8,
+    label=f"in-sample optimal h = {tiny:g}",
+)
 ax.set_xlabel("x")
 ax.set_ylabel("y")
 ax.set_title("Predictions on the test inputs")

@@ -30,8 +30,9 @@ from sklearn.model_selection import train_test_split
 from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonClassifierCV
 
 X_moons, y_moons = make_moons(n_samples=300, noise=0.25, random_state=0)
-X_blob, _ = make_blobs(n_samples=150, centers=[[2.0, 1.2]], cluster_std=0.35,
-                       random_state=0)
+X_blob, _ = make_blobs(
+    n_samples=150, centers=[[2.0, 1.2]], cluster_std=0.35, random_state=0
+)
 X = np.vstack([X_moons, X_blob])
 y = np.concatenate([y_moons, np.full(len(X_blob), 2)])
 X_train, X_test, y_train, y_test = train_test_split(
@@ -54,14 +55,20 @@ for key, value in cv.best_params_.items():
     print(f"  {key}: {np.round(value, 3) if key == 'bandwidth' else value}")
 
 classifiers = {
-    "bandwidth = 0.03": NadarayaWatsonClassifier(bandwidth=0.03).fit(X_train, y_train),
-    "bandwidth = 1": NadarayaWatsonClassifier(bandwidth=1.0).fit(X_train, y_train),
+    "bandwidth = 0.03": NadarayaWatsonClassifier(bandwidth=0.03).fit(
+        X_train, y_train
+    ),
+    "bandwidth = 1": NadarayaWatsonClassifier(bandwidth=1.0).fit(
+        X_train, y_train
+    ),
     "NadarayaWatsonClassifierCV": cv,
 }
 print(f"\n{'model':>28}  {'train accuracy':>14}  {'test accuracy':>13}")
 for name, clf in classifiers.items():
-    print(f"{name:>28}  {clf.score(X_train, y_train):14.3f}  "
-          f"{clf.score(X_test, y_test):13.3f}")
+    print(
+        f"{name:>28}  {clf.score(X_train, y_train):14.3f}  "
+        f"{clf.score(X_test, y_test):13.3f}"
+    )
 
 # %%
 # Decision regions and probabilities
@@ -73,33 +80,65 @@ for name, clf in classifiers.items():
 # (``class_of_interest=2``). Training points are drawn as circles, test points as
 # triangles.
 colors = ["tab:blue", "tab:orange", "tab:green"]
-fig, axes = plt.subplots(2, 3, figsize=(14, 8.5), sharex=True, sharey=True,
-                         constrained_layout=True)
-for (name, clf), ax_top, ax_bottom in zip(classifiers.items(), axes[0], axes[1]):
+fig, axes = plt.subplots(
+    2, 3, figsize=(14, 8.5), sharex=True, sharey=True, constrained_layout=True
+)
+for (name, clf), ax_top, ax_bottom in zip(
+    classifiers.items(), axes[0], axes[1]
+):
     DecisionBoundaryDisplay.from_estimator(
-        clf, X, response_method="predict_proba", multiclass_colors=colors,
-        plot_method="pcolormesh", grid_resolution=80, eps=0.5, alpha=0.5, ax=ax_top,
+        clf,
+        X,
+        response_method="predict_proba",
+        multiclass_colors=colors,
+        plot_method="pcolormesh",
+        grid_resolution=80,
+        eps=0.5,
+        alpha=0.5,
+        ax=ax_top,
         xlabel="$x_1$",
     )
     proba = DecisionBoundaryDisplay.from_estimator(
-        clf, X, response_method="predict_proba", class_of_interest=2,
-        plot_method="contourf", levels=np.linspace(0, 1, 11), cmap="Greens",
-        grid_resolution=80, eps=0.5, ax=ax_bottom, xlabel="$x_1$",
+        clf,
+        X,
+        response_method="predict_proba",
+        class_of_interest=2,
+        plot_method="contourf",
+        levels=np.linspace(0, 1, 11),
+        cmap="Greens",
+        grid_resolution=80,
+        eps=0.5,
+        ax=ax_bottom,
+        xlabel="$x_1$",
     )
     for ax in (ax_top, ax_bottom):
         for label, color in enumerate(colors):
-            ax.scatter(*X_train[y_train == label].T, s=14, color=color,
-                       edgecolor="black", linewidth=0.5,
-                       label=f"class {label} (train)")
-            ax.scatter(*X_test[y_test == label].T, s=18, color=color, marker="^",
-                       edgecolor="black", linewidth=0.5, label=f"class {label} (test)")
+            ax.scatter(
+                *X_train[y_train == label].T,
+                s=14,
+                color=color,
+                edgecolor="black",
+                linewidth=0.5,
+                label=f"class {label} (train)",
+            )
+            ax.scatter(
+                *X_test[y_test == label].T,
+                s=18,
+                color=color,
+                marker="^",
+                edgecolor="black",
+                linewidth=0.5,
+                label=f"class {label} (test)",
+            )
     ax_top.set_title(f"{name}\ntest accuracy {clf.score(X_test, y_test):.3f}")
     ax_bottom.set_title(f"{name}: P(class 2)")
 for ax in axes[:, 0]:
     ax.set_ylabel("$x_2$")
 handles, labels = axes[0, 0].get_legend_handles_labels()
 fig.legend(handles, labels, loc="outside lower center", ncols=6)
-fig.colorbar(proba.surface_, ax=axes[1], label="probability of class 2", shrink=0.8)
+fig.colorbar(
+    proba.surface_, ax=axes[1], label="probability of class 2", shrink=0.8
+)
 plt.show()
 
 # %%

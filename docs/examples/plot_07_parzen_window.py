@@ -43,8 +43,12 @@ from sklearn.preprocessing import StandardScaler
 
 from sklearn_nw import NadarayaWatsonClassifier
 
-X_raw, y = make_blobs(n_samples=[60, 100, 40], centers=[[0, 0], [3, 3], [0, 4]],
-                      cluster_std=[1.0, 1.5, 0.8], random_state=0)
+X_raw, y = make_blobs(
+    n_samples=[60, 100, 40],
+    centers=[[0, 0], [3, 3], [0, 4]],
+    cluster_std=[1.0, 1.5, 0.8],
+    random_state=0,
+)
 X = StandardScaler().fit_transform(X_raw)
 classes = np.unique(y)
 
@@ -53,12 +57,15 @@ def parzen_posterior(X_train, y_train, X_query, bandwidth):
     """Class posteriors of a Parzen-window classifier: Bayes' rule on one Gaussian
     kernel density estimate per class, with the class frequencies as priors, computed
     in log space (``score_samples`` returns log-densities)."""
-    log_joint = np.column_stack([
-        np.log(np.sum(y_train == c))
-        + KernelDensity(kernel="gaussian", bandwidth=bandwidth)
-        .fit(X_train[y_train == c]).score_samples(X_query)
-        for c in np.unique(y_train)
-    ])  # (n_queries, n_classes): log(n_c p(x | c)), up to a shared constant
+    log_joint = np.column_stack(
+        [
+            np.log(np.sum(y_train == c))
+            + KernelDensity(kernel="gaussian", bandwidth=bandwidth)
+            .fit(X_train[y_train == c])
+            .score_samples(X_query)
+            for c in np.unique(y_train)
+        ]
+    )  # (n_queries, n_classes): log(n_c p(x | c)), up to a shared constant
     return np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
 
 
@@ -81,16 +88,22 @@ proba_nw = clf.predict_proba(grid)
 proba_parzen = parzen_posterior(X, y, grid, bandwidth=h)
 difference = np.abs(proba_nw - proba_parzen)
 print(f"bandwidth h = {h}, {len(grid)} grid queries")
-print(f"max |NW predict_proba - Parzen posterior| on the grid: {difference.max():.1e}")
+print(
+    f"max |NW predict_proba - Parzen posterior| on the grid: {difference.max():.1e}"
+)
 
 far = np.array([[20.0, 20.0], [-15.0, 5.0]])
 print(f"far queries {far.tolist()}:")
 nearest_sq = np.min(((far[:, np.newaxis] - X) ** 2).sum(axis=-1), axis=1)
-print(f"  largest kernel weight exp(-d^2 / (2 h^2)) of a training point: "
-      f"{np.exp(-nearest_sq / (2 * h**2))}")
+print(
+    f"  largest kernel weight exp(-d^2 / (2 h^2)) of a training point: "
+    f"{np.exp(-nearest_sq / (2 * h**2))}"
+)
 print(f"  NW predict_proba: {np.round(clf.predict_proba(far), 6).tolist()}")
-print(f"  max |difference| of the posteriors: "
-      f"{np.abs(clf.predict_proba(far) - parzen_posterior(X, y, far, h)).max():.1e}")
+print(
+    f"  max |difference| of the posteriors: "
+    f"{np.abs(clf.predict_proba(far) - parzen_posterior(X, y, far, h)).max():.1e}"
+)
 
 # %%
 # The two probability surfaces for one class, and the largest difference over the
@@ -100,22 +113,39 @@ shown = 1
 fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True)
 panels = [
     (proba_nw[:, shown], f"NadarayaWatsonClassifier: P(class {shown} | x)"),
-    (proba_parzen[:, shown], f"Parzen window (KernelDensity): P(class {shown} | x)"),
+    (
+        proba_parzen[:, shown],
+        f"Parzen window (KernelDensity): P(class {shown} | x)",
+    ),
 ]
 for ax, (surface, title) in zip(axes[:2], panels):
-    mesh = ax.pcolormesh(x1, x2, surface.reshape(x1.shape), cmap="viridis", vmin=0, vmax=1)
+    mesh = ax.pcolormesh(
+        x1, x2, surface.reshape(x1.shape), cmap="viridis", vmin=0, vmax=1
+    )
     ax.set_title(title)
 fig.colorbar(mesh, ax=axes[:2], label=f"probability of class {shown}")
 tiny = np.finfo(np.float64).tiny  # exact agreement would have no logarithm
-mesh = axes[2].pcolormesh(x1, x2, np.maximum(difference.max(axis=1), tiny).reshape(x1.shape),
-                          cmap="magma", norm=LogNorm(vmin=1e-18, vmax=1e-13))
+mesh = axes[2].pcolormesh(
+    x1,
+    x2,
+    np.maximum(difference.max(axis=1), tiny).reshape(x1.shape),
+    cmap="magma",
+    norm=LogNorm(vmin=1e-18, vmax=1e-13),
+)
 axes[2].set_title("max over classes of |difference|")
 fig.colorbar(mesh, ax=axes[2], label="absolute difference", extend="both")
 styles = [("o", "tab:red"), ("s", "white"), ("^", "tab:cyan")]
 for ax in axes:
     for c, (marker, color) in zip(classes, styles):
-        ax.scatter(*X[y == c].T, s=20, marker=marker, facecolor=color, edgecolor="black",
-                   linewidth=0.6, label=f"class {c}")
+        ax.scatter(
+            *X[y == c].T,
+            s=20,
+            marker=marker,
+            facecolor=color,
+            edgecolor="black",
+            linewidth=0.6,
+            label=f"class {c}",
+        )
     ax.set_xlabel("$x_1$ (standardized)")
     ax.set_ylabel("$x_2$ (standardized)")
     ax.set_aspect("equal")
@@ -137,22 +167,34 @@ plt.show()
 # :math:`n_c`. We leave the data unstandardized and stretch the second feature tenfold to
 # make the point.
 X_wide = X_raw * [1.0, 10.0]
-clf_scott = NadarayaWatsonClassifier(kernel="gaussian", bandwidth="scott").fit(X_wide, y)
+clf_scott = NadarayaWatsonClassifier(kernel="gaussian", bandwidth="scott").fit(
+    X_wide, y
+)
 h_j = clf_scott.bandwidth_
 print(f"\nScott's bandwidths per feature: {np.round(h_j, 4)}")
 
-queries = np.column_stack([np.linspace(X_wide[:, 0].min(), X_wide[:, 0].max(), 300),
-                           np.linspace(X_wide[:, 1].min(), X_wide[:, 1].max(), 300)])
+queries = np.column_stack(
+    [
+        np.linspace(X_wide[:, 0].min(), X_wide[:, 0].max(), 300),
+        np.linspace(X_wide[:, 1].min(), X_wide[:, 1].max(), 300),
+    ]
+)
 proba_scott = clf_scott.predict_proba(queries)
 candidates = {
-    "KernelDensity(bandwidth=1) on X / h_j": parzen_posterior(X_wide / h_j, y,
-                                                              queries / h_j, 1.0),
-    "KernelDensity(bandwidth=mean(h_j)) on X": parzen_posterior(X_wide, y, queries,
-                                                                h_j.mean()),
-    'KernelDensity(bandwidth="scott") on X': parzen_posterior(X_wide, y, queries, "scott"),
+    "KernelDensity(bandwidth=1) on X / h_j": parzen_posterior(
+        X_wide / h_j, y, queries / h_j, 1.0
+    ),
+    "KernelDensity(bandwidth=mean(h_j)) on X": parzen_posterior(
+        X_wide, y, queries, h_j.mean()
+    ),
+    'KernelDensity(bandwidth="scott") on X': parzen_posterior(
+        X_wide, y, queries, "scott"
+    ),
 }
 for name, proba in candidates.items():
-    print(f"  {name:40}  max |difference|: {np.abs(proba_scott - proba).max():.1e}")
+    print(
+        f"  {name:40}  max |difference|: {np.abs(proba_scott - proba).max():.1e}"
+    )
 
 # %%
 # Discussion

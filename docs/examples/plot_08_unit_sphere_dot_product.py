@@ -51,7 +51,9 @@ def unit_rows(A):
 
 rng = np.random.default_rng(0)
 X = unit_rows(rng.normal(size=(300, 3)))  # keys
-y = rng.normal(size=len(X))  # values (any will do: the attention does not see them)
+y = rng.normal(
+    size=len(X)
+)  # values (any will do: the attention does not see them)
 Q = unit_rows(rng.normal(size=(20, 3)))  # queries
 
 bandwidths = [0.1, 0.3, 1.0, 3.0]
@@ -59,9 +61,11 @@ for h in bandwidths:
     reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X, y)
     y_pred, attention = reg.predict(Q, return_attention=True)
     dot_product = softmax(Q @ X.T / h**2, axis=1)
-    print(f"h = {h:<4}  tau = h**2 = {h**2:<6.4g}"
-          f"  max |attention - softmax(Q X^T / tau)| = {np.abs(attention - dot_product).max():.1e}"
-          f"  max |prediction - softmax(.) @ y| = {np.abs(y_pred - dot_product @ y).max():.1e}")
+    print(
+        f"h = {h:<4}  tau = h**2 = {h**2:<6.4g}"
+        f"  max |attention - softmax(Q X^T / tau)| = {np.abs(attention - dot_product).max():.1e}"
+        f"  max |prediction - softmax(.) @ y| = {np.abs(y_pred - dot_product @ y).max():.1e}"
+    )
 
 # %%
 # The differences are rounding errors of float64. The identity needs equal norms: with
@@ -69,11 +73,15 @@ for h in bandwidths:
 # which penalises long keys, while dot-product attention favours them.
 X_unnormalized = X * rng.uniform(0.5, 1.5, size=(len(X), 1))
 h = 0.3
-reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X_unnormalized, y)
+reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(
+    X_unnormalized, y
+)
 _, attention = reg.predict(Q, return_attention=True)
 dot_product = softmax(Q @ X_unnormalized.T / h**2, axis=1)
-print(f"keys of norms 0.5 to 1.5, h = {h}: max |difference| = "
-      f"{np.abs(attention - dot_product).max():.2f}")
+print(
+    f"keys of norms 0.5 to 1.5, h = {h}: max |difference| = "
+    f"{np.abs(attention - dot_product).max():.2f}"
+)
 
 # %%
 # The temperature, fitted
@@ -89,22 +97,32 @@ for h in fit_bandwidths:
     _, attention = reg.predict(Q, return_attention=True)
 
     def gap(log_tau, attention=attention):
-        return np.abs(softmax(Q @ X.T / np.exp(log_tau), axis=1) - attention).sum()
+        return np.abs(
+            softmax(Q @ X.T / np.exp(log_tau), axis=1) - attention
+        ).sum()
 
-    result = minimize_scalar(gap, bounds=(np.log(1e-4), np.log(1e4)), method="bounded",
-                             options={"xatol": 1e-10})
+    result = minimize_scalar(
+        gap,
+        bounds=(np.log(1e-4), np.log(1e4)),
+        method="bounded",
+        options={"xatol": 1e-10},
+    )
     fitted_tau.append(np.exp(result.x))
 fitted_tau = np.array(fitted_tau)
 ratio = fitted_tau / fit_bandwidths**2
-print(f"fitted tau / h**2 over h in [{fit_bandwidths[0]:g}, {fit_bandwidths[-1]:g}]: "
-      f"{ratio.min():.6f} to {ratio.max():.6f} (max |ratio - 1| = {np.abs(ratio - 1).max():.1e})")
+print(
+    f"fitted tau / h**2 over h in [{fit_bandwidths[0]:g}, {fit_bandwidths[-1]:g}]: "
+    f"{ratio.min():.6f} to {ratio.max():.6f} (max |ratio - 1| = {np.abs(ratio - 1).max():.1e})"
+)
 
 # %%
 # A transformer's scaled dot-product attention, ``softmax(q . k / sqrt(d))`` with
 # vectors of dimension ``d``, is therefore, for vectors of one common norm, Gaussian
 # Nadaraya-Watson with bandwidth ``h = d ** (1 / 4)``:
 for d in (64, 128):
-    print(f"d = {d}: temperature sqrt(d) = {np.sqrt(d):.2f}, bandwidth d**(1/4) = {d**0.25:.3f}")
+    print(
+        f"d = {d}: temperature sqrt(d) = {np.sqrt(d):.2f}, bandwidth d**(1/4) = {d**0.25:.3f}"
+    )
 
 # %%
 # Attention as a function of the angle
@@ -123,11 +141,23 @@ curve_bandwidths = [0.2, 0.4, 0.8, 1.6]
 
 fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True)
 
-reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=0.4).fit(X_circle, y_circle)
+reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=0.4).fit(
+    X_circle, y_circle
+)
 _, attention = reg.predict(query, return_attention=True)
 ax = axes[0]
-points = ax.scatter(X_circle[:, 0], X_circle[:, 1], c=attention[0], cmap="viridis", s=30)
-ax.scatter(*query[0], marker="*", s=300, c="tab:red", edgecolor="k", label="query", zorder=3)
+points = ax.scatter(
+    X_circle[:, 0], X_circle[:, 1], c=attention[0], cmap="viridis", s=30
+)
+ax.scatter(
+    *query[0],
+    marker="*",
+    s=300,
+    c="tab:red",
+    edgecolor="k",
+    label="query",
+    zorder=3,
+)
 ax.set_aspect("equal")
 ax.set_xlabel("$x_1$")
 ax.set_ylabel("$x_2$")
@@ -138,12 +168,20 @@ fig.colorbar(points, ax=ax, label="attention weight")
 ax = axes[1]
 theta = np.linspace(-np.pi, np.pi, 400)
 for h, color in zip(curve_bandwidths, plt.cm.plasma(np.linspace(0, 0.8, 4))):
-    reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(X_circle, y_circle)
+    reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(
+        X_circle, y_circle
+    )
     _, attention = reg.predict(query, return_attention=True)
     # The same weights, written as dot-product attention on the same keys.
     dot_product = softmax(X_circle @ query[0] / h**2)
-    ax.plot(np.degrees(angles), attention[0], "o", ms=4, color=color,
-            label=f"h = {h}  (tau = {h**2:.2f})")
+    ax.plot(
+        np.degrees(angles),
+        attention[0],
+        "o",
+        ms=4,
+        color=color,
+        label=f"h = {h}  (tau = {h**2:.2f})",
+    )
     ax.plot(np.degrees(angles), dot_product, "-", lw=1, color=color)
 ax.set_xlabel("angle between query and key (degrees)")
 ax.set_ylabel("attention weight")
@@ -151,9 +189,16 @@ ax.set_title("Estimator (dots), softmax(q . x / h$^2$) (lines)")
 ax.legend()
 
 ax = axes[2]
-ax.loglog(fit_bandwidths, fit_bandwidths**2, "-", color="0.5", label=r"$\tau = h^2$")
-ax.loglog(fit_bandwidths, fitted_tau, "o", color="tab:blue",
-          label=r"fitted $\tau$ (closest softmax)")
+ax.loglog(
+    fit_bandwidths, fit_bandwidths**2, "-", color="0.5", label=r"$\tau = h^2$"
+)
+ax.loglog(
+    fit_bandwidths,
+    fitted_tau,
+    "o",
+    color="tab:blue",
+    label=r"fitted $\tau$ (closest softmax)",
+)
 ax.set_xlabel("Gaussian bandwidth h")
 ax.set_ylabel(r"dot-product temperature $\tau$")
 ax.set_title("Temperature that matches the attention")

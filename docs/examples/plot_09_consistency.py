@@ -62,7 +62,9 @@ for i, seed in enumerate(seeds):
     for j, n in enumerate(sizes):
         X = rng.uniform(0, 5, size=(n, 1))
         y = truth(X[:, 0]) + rng.normal(scale=noise, size=n)
-        reg = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X, y)
+        reg = NadarayaWatsonRegressorCV(
+            bandwidth_kinds=["fixed"], degree=0
+        ).fit(X, y)
         squared_error = (reg.predict(X_test) - y_true) ** 2
         bandwidth[i, j] = reg.bandwidth_[0]
         mse[i, j] = squared_error.mean()
@@ -82,7 +84,9 @@ def log_log_slope(x, y):
 h_mean = geometric_mean(bandwidth)
 mse_mean = geometric_mean(mse)
 mse_interior_mean = geometric_mean(mse_interior)
-print("    n   bandwidth   MSE on [0, 5]   MSE on [0.5, 4.5]   (geometric means over seeds)")
+print(
+    "    n   bandwidth   MSE on [0, 5]   MSE on [0.5, 4.5]   (geometric means over seeds)"
+)
 for n, h, e, e_in in zip(sizes, h_mean, mse_mean, mse_interior_mean):
     print(f"{n:>5}   {h:9.4f}   {e:13.5f}   {e_in:17.5f}")
 slope_h = log_log_slope(sizes, h_mean)
@@ -95,9 +99,11 @@ for name, per_seed, mean_slope, rate in (
 ):
     seed_slopes = [log_log_slope(sizes, row) for row in per_seed]
     standard_error = np.std(seed_slopes, ddof=1) / np.sqrt(len(seeds))
-    print(f"slope of the {name:<17}  {mean_slope:+.3f}  (classical rate {rate});"
-          f" per seed {', '.join(f'{v:+.3f}' for v in seed_slopes)},"
-          f" standard error {standard_error:.3f}")
+    print(
+        f"slope of the {name:<17}  {mean_slope:+.3f}  (classical rate {rate});"
+        f" per seed {', '.join(f'{v:+.3f}' for v in seed_slopes)},"
+        f" standard error {standard_error:.3f}"
+    )
 
 # %%
 # Plots
@@ -113,10 +119,20 @@ fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True)
 ax = axes[0]
 for n, color in zip(examples, ("tab:orange", "tab:blue")):
     X, y, reg = examples[n]
-    ax.scatter(X[:, 0], y, s=4 if n > 100 else 12, alpha=0.25 if n > 100 else 0.6,
-               color=color)
-    ax.plot(X_test[:, 0], reg.predict(X_test), color=color, lw=2,
-            label=f"n = {n}, h = {reg.bandwidth_[0]:.3f}")
+    ax.scatter(
+        X[:, 0],
+        y,
+        s=4 if n > 100 else 12,
+        alpha=0.25 if n > 100 else 0.6,
+        color=color,
+    )
+    ax.plot(
+        X_test[:, 0],
+        reg.predict(X_test),
+        color=color,
+        lw=2,
+        label=f"n = {n}, h = {reg.bandwidth_[0]:.3f}",
+    )
 ax.plot(X_test[:, 0], y_true, "k--", lw=1.5, label="true function")
 ax.set_xlabel("x")
 ax.set_ylabel("y")
@@ -126,14 +142,32 @@ ax.legend(loc="lower left")
 ax = axes[1]
 for row in mse:
     ax.plot(sizes, row, color="tab:blue", alpha=0.25, lw=1)
-ax.plot(sizes, mse_mean, "o-", color="tab:blue",
-        label=f"on [0, 5]: slope {slope_mse:.2f}")
-ax.plot(sizes, mse_interior_mean, "s-", color="tab:green",
-        label=f"on [0.5, 4.5]: slope {slope_mse_interior:.2f}")
-ax.plot(sizes, mse_mean[0] * (sizes / sizes[0]) ** (-4 / 5), "k--",
-        label="reference slope -4/5 (interior rate)")
-ax.plot(sizes, mse_mean[0] * (sizes / sizes[0]) ** (-3 / 4), "k:",
-        label="slope -3/4 (with the boundary bias)")
+ax.plot(
+    sizes,
+    mse_mean,
+    "o-",
+    color="tab:blue",
+    label=f"on [0, 5]: slope {slope_mse:.2f}",
+)
+ax.plot(
+    sizes,
+    mse_interior_mean,
+    "s-",
+    color="tab:green",
+    label=f"on [0.5, 4.5]: slope {slope_mse_interior:.2f}",
+)
+ax.plot(
+    sizes,
+    mse_mean[0] * (sizes / sizes[0]) ** (-4 / 5),
+    "k--",
+    label="reference slope -4/5 (interior rate)",
+)
+ax.plot(
+    sizes,
+    mse_mean[0] * (sizes / sizes[0]) ** (-3 / 4),
+    "k:",
+    label="slope -3/4 (with the boundary bias)",
+)
 ax.set_xscale("log")
 ax.set_yscale("log")
 ax.set_xlabel("number of training samples n")
@@ -144,11 +178,25 @@ ax.legend()
 ax = axes[2]
 for row in bandwidth:
     ax.plot(sizes, row, color="tab:purple", alpha=0.25, lw=1)
-ax.plot(sizes, h_mean, "o-", color="tab:purple", label=f"leave-one-out: slope {slope_h:.2f}")
-ax.plot(sizes, h_mean[0] * (sizes / sizes[0]) ** (-1 / 5), "k--",
-        label="reference slope -1/5 (interior rate)")
-ax.plot(sizes, h_mean[0] * (sizes / sizes[0]) ** (-1 / 4), "k:",
-        label="slope -1/4 (with the boundary bias)")
+ax.plot(
+    sizes,
+    h_mean,
+    "o-",
+    color="tab:purple",
+    label=f"leave-one-out: slope {slope_h:.2f}",
+)
+ax.plot(
+    sizes,
+    h_mean[0] * (sizes / sizes[0]) ** (-1 / 5),
+    "k--",
+    label="reference slope -1/5 (interior rate)",
+)
+ax.plot(
+    sizes,
+    h_mean[0] * (sizes / sizes[0]) ** (-1 / 4),
+    "k:",
+    label="slope -1/4 (with the boundary bias)",
+)
 ax.set_xscale("log")
 ax.set_yscale("log")
 ax.set_xlabel("number of training samples n")

@@ -100,8 +100,9 @@ class KernelRegRegressor(RegressorMixin, BaseEstimator):
             # statsmodels >= 0.15 warns that its default random generator will change; the
             # generator only draws subsamples for its "efficient" bandwidths, unused here.
             warnings.filterwarnings("ignore", "After 0.17", FutureWarning)
-            self.kernel_reg_ = KernelReg(y, X, var_type="c" * d, reg_type=self.reg_type,
-                                         bw=bw)
+            self.kernel_reg_ = KernelReg(
+                y, X, var_type="c" * d, reg_type=self.reg_type, bw=bw
+            )
         self.bandwidth_ = np.abs(self.kernel_reg_.bw)
         return self
 
@@ -112,26 +113,43 @@ class KernelRegRegressor(RegressorMixin, BaseEstimator):
 
 def first_lars_features(k):
     """A selector of the k features that enter scikit-learn's LARS path first."""
-    return SelectFromModel(Lars(n_nonzero_coefs=k), threshold=-np.inf, max_features=k)
+    return SelectFromModel(
+        Lars(n_nonzero_coefs=k), threshold=-np.inf, max_features=k
+    )
 
 
 # %%
 # The models
 # ----------
-knn_grid = {"n_neighbors": [1, 2, 3, 5, 7, 10, 15, 20, 30, 40, 50],
-            "weights": ["uniform", "distance"]}
+knn_grid = {
+    "n_neighbors": [1, 2, 3, 5, 7, 10, 15, 20, 30, 40, 50],
+    "weights": ["uniform", "distance"],
+}
 models = {
     "NadarayaWatsonRegressorCV()": NadarayaWatsonRegressorCV(),
-    'NadarayaWatsonRegressor(bandwidth="loo")': NadarayaWatsonRegressor(bandwidth="loo"),
-    "KNeighborsRegressor, GridSearchCV": GridSearchCV(KNeighborsRegressor(), knn_grid),
+    'NadarayaWatsonRegressor(bandwidth="loo")': NadarayaWatsonRegressor(
+        bandwidth="loo"
+    ),
+    "KNeighborsRegressor, GridSearchCV": GridSearchCV(
+        KNeighborsRegressor(), knn_grid
+    ),
     "GaussianProcessRegressor, RBF + WhiteKernel": GaussianProcessRegressor(
-        RBF() + WhiteKernel(), normalize_y=True),
-    'KernelReg("lc"), rule of thumb': KernelRegRegressor("lc", bw="normal_reference"),
-    'KernelReg("ll"), rule of thumb': KernelRegRegressor("ll", bw="normal_reference"),
+        RBF() + WhiteKernel(), normalize_y=True
+    ),
+    'KernelReg("lc"), rule of thumb': KernelRegRegressor(
+        "lc", bw="normal_reference"
+    ),
+    'KernelReg("ll"), rule of thumb': KernelRegRegressor(
+        "ll", bw="normal_reference"
+    ),
     'NadarayaWatsonRegressor(bandwidth="loo"), 2 LARS features': (
-        first_lars_features(2), NadarayaWatsonRegressor(bandwidth="loo")),
+        first_lars_features(2),
+        NadarayaWatsonRegressor(bandwidth="loo"),
+    ),
     'KernelReg("lc", bw="cv_ls"), 2 LARS features': (
-        first_lars_features(2), KernelRegRegressor("lc", bw="cv_ls")),
+        first_lars_features(2),
+        KernelRegRegressor("lc", bw="cv_ls"),
+    ),
 }
 
 # %%
@@ -155,12 +173,18 @@ with threadpool_limits(limits=1):
         steps = steps if isinstance(steps, tuple) else (steps,)
         pipeline = make_pipeline(StandardScaler(), *steps)
         results[name] = cross_validate(pipeline, X, y, cv=cv, scoring="r2")
-print(f"cross-validation of every model: {time.perf_counter() - start:.1f} s\n")
+print(
+    f"cross-validation of every model: {time.perf_counter() - start:.1f} s\n"
+)
 
-print(f"{'model':<58} {'R2 mean':>8} {'R2 std':>7} {'fit s':>7} {'predict s':>10}")
+print(
+    f"{'model':<58} {'R2 mean':>8} {'R2 std':>7} {'fit s':>7} {'predict s':>10}"
+)
 for name, scores in results.items():
-    print(f"{name:<58} {scores['test_score'].mean():8.3f} {scores['test_score'].std():7.3f}"
-          f" {scores['fit_time'].mean():7.3f} {scores['score_time'].mean():10.3f}")
+    print(
+        f"{name:<58} {scores['test_score'].mean():8.3f} {scores['test_score'].std():7.3f}"
+        f" {scores['fit_time'].mean():7.3f} {scores['score_time'].mean():10.3f}"
+    )
 
 # %%
 # Who wins
@@ -177,14 +201,18 @@ for name, scores in results.items():
     difference = scores["test_score"].mean() - reference_scores.mean()
     folds = int((scores["test_score"] > reference_scores).sum())
     verdict = "beats" if difference > 0 else "trails"
-    print(f"{name:<58} {verdict} {reference} by {abs(difference):.3f}"
-          f" (higher on {folds} of 5 folds)")
+    print(
+        f"{name:<58} {verdict} {reference} by {abs(difference):.3f}"
+        f" (higher on {folds} of 5 folds)"
+    )
 loo_2 = results['NadarayaWatsonRegressor(bandwidth="loo"), 2 LARS features']
 statsmodels_2 = results['KernelReg("lc", bw="cv_ls"), 2 LARS features']
-print(f"\non the same 2 features, statsmodels' cv_ls minus the learned bandwidth: "
-      f"{statsmodels_2['test_score'].mean() - loo_2['test_score'].mean():+.3f} R2, "
-      f"its fit {statsmodels_2['fit_time'].mean() / loo_2['fit_time'].mean():.0f} times "
-      "as long")
+print(
+    f"\non the same 2 features, statsmodels' cv_ls minus the learned bandwidth: "
+    f"{statsmodels_2['test_score'].mean() - loo_2['test_score'].mean():+.3f} R2, "
+    f"its fit {statsmodels_2['fit_time'].mean() / loo_2['fit_time'].mean():.0f} times "
+    "as long"
+)
 
 # %%
 # Scores and fit times
@@ -193,29 +221,54 @@ names = list(results)
 means = np.array([results[name]["test_score"].mean() for name in names])
 stds = np.array([results[name]["test_score"].std() for name in names])
 fit_times = np.array([results[name]["fit_time"].mean() for name in names])
-colors = ["tab:blue" if name.startswith("NadarayaWatson") else
-          "tab:green" if name.startswith("KernelReg") else "tab:gray" for name in names]
+colors = [
+    "tab:blue"
+    if name.startswith("NadarayaWatson")
+    else "tab:green"
+    if name.startswith("KernelReg")
+    else "tab:gray"
+    for name in names
+]
 
 fig, ax = plt.subplots(figsize=(10, 5.5), constrained_layout=True)
 positions = np.arange(len(names))[::-1]
 left = -0.25  # a worse score is drawn to the edge and labelled there
-ax.barh(positions, np.maximum(means, left), xerr=np.where(means > left, stds, 0),
-        color=colors, alpha=0.8, capsize=3)
+ax.barh(
+    positions,
+    np.maximum(means, left),
+    xerr=np.where(means > left, stds, 0),
+    color=colors,
+    alpha=0.8,
+    capsize=3,
+)
 for position, mean, std, fit_time in zip(positions, means, stds, fit_times):
     label = f"R² {mean:.3f}, fit {1000 * fit_time:.0f} ms"
     if mean > left:
-        ax.text(max(mean + std, 0) + 0.01, position, label, va="center", fontsize=9)
+        ax.text(
+            max(mean + std, 0) + 0.01, position, label, va="center", fontsize=9
+        )
     else:
-        ax.text(0.01, position, label + " (bar off scale)", va="center", fontsize=9)
+        ax.text(
+            0.01, position, label + " (bar off scale)", va="center", fontsize=9
+        )
 ax.set_yticks(positions, names)
 ax.set_xlim(left, 1.0)
 ax.axvline(0, color="k", lw=0.8)
-ax.set_xlabel("R² (5-fold cross-validation, mean ± standard deviation over folds)")
-ax.set_title(f"Diabetes data ({X.shape[0]} samples): scores and mean fit time per fold")
-fig.legend(handles=[plt.Rectangle((0, 0), 1, 1, color=c, alpha=0.8) for c in
-                    ("tab:blue", "tab:gray", "tab:green")],
-           labels=["sklearn-nw", "scikit-learn", "statsmodels"], loc="outside lower center",
-           ncols=3)
+ax.set_xlabel(
+    "R² (5-fold cross-validation, mean ± standard deviation over folds)"
+)
+ax.set_title(
+    f"Diabetes data ({X.shape[0]} samples): scores and mean fit time per fold"
+)
+fig.legend(
+    handles=[
+        plt.Rectangle((0, 0), 1, 1, color=c, alpha=0.8)
+        for c in ("tab:blue", "tab:gray", "tab:green")
+    ],
+    labels=["sklearn-nw", "scikit-learn", "statsmodels"],
+    loc="outside lower center",
+    ncols=3,
+)
 plt.show()
 
 # %%

@@ -40,11 +40,16 @@ from sklearn_nw import LeaveOneOutBandwidth, NadarayaWatsonClassifier
 
 X, y = load_digits(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(
-    X, y, test_size=0.25, stratify=y, random_state=0)
+    X, y, test_size=0.25, stratify=y, random_state=0
+)
 # The test suite sets SKLEARN_NW_EXAMPLES_QUICK=1: it then trains on 500 images only.
-n_train = 500 if os.environ.get("SKLEARN_NW_EXAMPLES_QUICK") == "1" else len(X_train)
+n_train = (
+    500 if os.environ.get("SKLEARN_NW_EXAMPLES_QUICK") == "1" else len(X_train)
+)
 X_train, y_train = X_train[:n_train], y_train[:n_train]
-print(f"{len(X_train)} training images, {len(X_test)} test images, {X.shape[1]} pixels")
+print(
+    f"{len(X_train)} training images, {len(X_test)} test images, {X.shape[1]} pixels"
+)
 
 # %%
 # Three bandwidths
@@ -61,18 +66,26 @@ print(f"{len(X_train)} training images, {len(X_test)} test images, {X.shape[1]} 
 models = {
     "Scott's rule (per pixel)": NadarayaWatsonClassifier(bandwidth="scott"),
     "learned, isotropic": NadarayaWatsonClassifier(
-        bandwidth=LeaveOneOutBandwidth(form="isotropic")),
+        bandwidth=LeaveOneOutBandwidth(form="isotropic")
+    ),
     "learned metric, rank 16": NadarayaWatsonClassifier(
-        bandwidth=LeaveOneOutBandwidth(form="full", n_components=16, random_state=0)),
+        bandwidth=LeaveOneOutBandwidth(
+            form="full", n_components=16, random_state=0
+        )
+    ),
 }
-print(f"{'bandwidth':<26} {'fit s':>6} {'test accuracy':>14} {'test log-loss':>14}")
+print(
+    f"{'bandwidth':<26} {'fit s':>6} {'test accuracy':>14} {'test log-loss':>14}"
+)
 with threadpool_limits(limits=1):
     for name, model in models.items():
         start = time.perf_counter()
         model.fit(X_train, y_train)
         fit_time = time.perf_counter() - start
         accuracy = model.score(X_test, y_test)
-        loss = log_loss(y_test, model.predict_proba(X_test), labels=model.classes_)
+        loss = log_loss(
+            y_test, model.predict_proba(X_test), labels=model.classes_
+        )
         print(f"{name:<26} {fit_time:6.2f} {accuracy:14.4f} {loss:14.4f}")
 
 # %%
@@ -88,9 +101,11 @@ top_weight = {}
 for name, model in models.items():
     _, attention = model.predict(X_test, return_attention=True)
     top_weight[name] = attention.max(axis=1)
-    print(f"{name:<26} weight of the most attended training image: median"
-          f" {np.median(top_weight[name]):.3f}, 10th percentile"
-          f" {np.percentile(top_weight[name], 10):.3f}")
+    print(
+        f"{name:<26} weight of the most attended training image: median"
+        f" {np.median(top_weight[name]):.3f}, 10th percentile"
+        f" {np.percentile(top_weight[name], 10):.3f}"
+    )
 
 # %%
 # The learned metric's attention is nearly one-hot: most test digits put almost all
@@ -116,18 +131,26 @@ for name, model in models.items():
 # much of the weight of its projection, the share printed below:
 metric = models["learned metric, rank 16"]
 pixel_std = X_train.std(axis=0)
-rare = np.flatnonzero((X_train > 0).mean(axis=0) < 0.01)  # inked in under 1% of images
+rare = np.flatnonzero(
+    (X_train > 0).mean(axis=0) < 0.01
+)  # inked in under 1% of images
 rare = rare[pixel_std[rare] > 0]
 row_norm = np.linalg.norm(metric.projection_, axis=1)  # (64,) 1 / bandwidth_
 others = np.setdiff1d(np.flatnonzero(pixel_std > 0), rare)
-print(f"{len(rare)} pixels inked in under 1% of the training images (and not blank in"
-      f" all): median weight {np.median(row_norm[rare]):.1f}, against"
-      f" {np.median(row_norm[others]):.2f} for the other non-constant pixels")
+print(
+    f"{len(rare)} pixels inked in under 1% of the training images (and not blank in"
+    f" all): median weight {np.median(row_norm[rare]):.1f}, against"
+    f" {np.median(row_norm[others]):.2f} for the other non-constant pixels"
+)
 share = (row_norm[rare] ** 2).sum() / (row_norm**2).sum()
-print(f"share of the squared norm of projection_ in those {len(rare)} rows: {share:.2f}")
+print(
+    f"share of the squared norm of projection_ in those {len(rare)} rows: {share:.2f}"
+)
 fig, axes = plt.subplots(1, 2, figsize=(8.5, 3.8), constrained_layout=True)
-maps = {name: pixel_std / models[name].bandwidth_
-        for name in ("Scott's rule (per pixel)", "learned metric, rank 16")}
+maps = {
+    name: pixel_std / models[name].bandwidth_
+    for name in ("Scott's rule (per pixel)", "learned metric, rank 16")
+}
 vmax = max(m.max() for m in maps.values())
 for ax, (name, weight) in zip(axes, maps.items()):
     image = ax.imshow(weight.reshape(8, 8), cmap="magma", vmin=0, vmax=vmax)
@@ -152,27 +175,43 @@ wrong = np.flatnonzero(y_pred != y_test)
 queries = [0, 1, 2, 3, *wrong[:1]]
 n_top = 8
 top_mass = np.sort(attention, axis=1)[:, -n_top:].sum(axis=1)
-print(f"attention of the test images on their {n_top} most attended training images:"
-      f" median {np.median(top_mass):.3f}, minimum {top_mass.min():.3f}")
-print(f"test images the learned metric misclassifies: {len(wrong)} of {len(X_test)}")
+print(
+    f"attention of the test images on their {n_top} most attended training images:"
+    f" median {np.median(top_mass):.3f}, minimum {top_mass.min():.3f}"
+)
+print(
+    f"test images the learned metric misclassifies: {len(wrong)} of {len(X_test)}"
+)
 
-fig, axes = plt.subplots(len(queries), n_top + 1, figsize=(12, 1.75 * len(queries)),
-                         constrained_layout=True)
+fig, axes = plt.subplots(
+    len(queries),
+    n_top + 1,
+    figsize=(12, 1.75 * len(queries)),
+    constrained_layout=True,
+)
 for row, query in zip(axes, queries):
     order = np.argsort(attention[query])[::-1][:n_top]
     row[0].imshow(X_test[query].reshape(8, 8), cmap="gray_r")
-    row[0].set_title(f"test: {y_test[query]}, predicted {y_pred[query]}\n"
-                     f"probability {proba[query].max():.3f}",
-                     fontsize=9, color="tab:red" if y_pred[query] != y_test[query] else "k")
+    row[0].set_title(
+        f"test: {y_test[query]}, predicted {y_pred[query]}\n"
+        f"probability {proba[query].max():.3f}",
+        fontsize=9,
+        color="tab:red" if y_pred[query] != y_test[query] else "k",
+    )
     for ax, key in zip(row[1:], order):
         ax.imshow(X_train[key].reshape(8, 8), cmap="gray_r")
-        ax.set_title(f"label {y_train[key]}\nweight {attention[query, key]:.3f}", fontsize=9,
-                     color="k" if y_train[key] == y_test[query] else "tab:red")
+        ax.set_title(
+            f"label {y_train[key]}\nweight {attention[query, key]:.3f}",
+            fontsize=9,
+            color="k" if y_train[key] == y_test[query] else "tab:red",
+        )
     for ax in row:
         ax.set_xticks([])
         ax.set_yticks([])
-fig.suptitle("Attention of test digits on the training digits (learned metric); "
-             "red: a label other than the true one")
+fig.suptitle(
+    "Attention of test digits on the training digits (learned metric); "
+    "red: a label other than the true one"
+)
 plt.show()
 
 # %%

@@ -32,7 +32,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
-from sklearn_nw import AdaptiveBandwidth, NadarayaWatsonRegressor, NadarayaWatsonRegressorCV
+from sklearn_nw import (
+    AdaptiveBandwidth,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
 
 low, high, noise_std = 0.2, 6.0, 0.2
 phase = 2 * np.pi - 2 * np.log(high)
@@ -54,14 +58,22 @@ x_test = np.sort(draw(rng, 5000))
 X_test = x_test[:, np.newaxis]
 
 median = np.sqrt(low * high)
-print(f"median of the inputs' distribution: {median:.3f} "
-      f"({np.sum(x_train < median)} of {len(x_train)} training points below it)")
-left_end, right_start = np.exp(np.log(low) + np.array([0.05, 0.95]) * np.log(high / low))
+print(
+    f"median of the inputs' distribution: {median:.3f} "
+    f"({np.sum(x_train < median)} of {len(x_train)} training points below it)"
+)
+left_end, right_start = np.exp(
+    np.log(low) + np.array([0.05, 0.95]) * np.log(high / low)
+)
 zones = {"left": x_test < left_end, "right": x_test > right_start}
-print(f"boundary zones: x < {left_end:.3f} ({np.sum(x_train < left_end)} training points), "
-      f"x > {right_start:.3f} ({np.sum(x_train > right_start)} training points)")
-print(f"slope of f at {low}: {(f(low + 1e-6) - f(low)) / 1e-6:.2f}, "
-      f"at {high}: {(f(high) - f(high - 1e-6)) / 1e-6:.2f}")
+print(
+    f"boundary zones: x < {left_end:.3f} ({np.sum(x_train < left_end)} training points), "
+    f"x > {right_start:.3f} ({np.sum(x_train > right_start)} training points)"
+)
+print(
+    f"slope of f at {low}: {(f(low + 1e-6) - f(low)) / 1e-6:.2f}, "
+    f"at {high}: {(f(high) - f(high - 1e-6)) / 1e-6:.2f}"
+)
 
 # %%
 # Four models, each tuned by leave-one-out
@@ -80,7 +92,9 @@ print(f"slope of f at {low}: {(f(low + 1e-6) - f(low)) / 1e-6:.2f}, "
 
 def tuned(kind, degree):
     """The parameters exact leave-one-out chooses for one kind of bandwidth and degree."""
-    search = NadarayaWatsonRegressorCV(bandwidth_kinds=[kind], degree=degree, bounded=False)
+    search = NadarayaWatsonRegressorCV(
+        bandwidth_kinds=[kind], degree=degree, bounded=False
+    )
     return search.fit(X_train, y_train).best_params_
 
 
@@ -89,57 +103,88 @@ balloon = tuned("balloon", 0)
 sample_point = tuned("sample_point", 0)
 local_linear = tuned("fixed", 1)
 
+
+def adaptive(kind, params):
+    bandwidth = AdaptiveBandwidth(
+        kind=kind, n_neighbors=params["n_neighbors"], scale=params["scale"]
+    )
+    return NadarayaWatsonRegressor(bandwidth=bandwidth)
+
+
+h_fixed, h_linear = fixed["bandwidth"][0], local_linear["bandwidth"][0]
+k_b, c_b = balloon["n_neighbors"], balloon["scale"]
+k_s, c_s = sample_point["n_neighbors"], sample_point["scale"]
 models = {
-    f"Nadaraya–Watson, fixed h = {fixed['bandwidth'][0]:.3f}": NadarayaWatsonRegressor(
-        bandwidth=fixed["bandwidth"]),
-    f"balloon, k = {balloon['n_neighbors']}, c = {balloon['scale']}": NadarayaWatsonRegressor(
-        bandwidth=AdaptiveBandwidth(kind="balloon", n_neighbors=balloon["n_neighbors"],
-                                    scale=balloon["scale"])),
-    f"sample-point, k = {sample_point['n_neighbors']}, c = {sample_point['scale']}":
-        NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(
-            kind="sample_point", n_neighbors=sample_point["n_neighbors"],
-            scale=sample_point["scale"])),
-    f"local-linear, fixed h = {local_linear['bandwidth'][0]:.3f}": NadarayaWatsonRegressor(
-        bandwidth=local_linear["bandwidth"], degree=1),
+    f"Nadaraya–Watson, fixed h = {h_fixed:.3f}": NadarayaWatsonRegressor(
+        bandwidth=fixed["bandwidth"]
+    ),
+    f"balloon, k = {k_b}, c = {c_b}": adaptive("balloon", balloon),
+    f"sample-point, k = {k_s}, c = {c_s}": adaptive(
+        "sample_point", sample_point
+    ),
+    f"local-linear, fixed h = {h_linear:.3f}": NadarayaWatsonRegressor(
+        bandwidth=local_linear["bandwidth"], degree=1
+    ),
 }
 
 predictions = {}
 ends = np.array([[low], [high]])
-print(f"\n{'model':>40}  {'test MSE':>8}  {'left zone':>9}  {'right zone':>10}  "
-      f"{'f(0.2) = ' + format(f(low), '.2f'):>13}  {'f(6) = ' + format(f(high), '.2f'):>11}")
+print(
+    f"\n{'model':>40}  {'test MSE':>8}  {'left zone':>9}  {'right zone':>10}  "
+    f"{'f(0.2) = ' + format(f(low), '.2f'):>13}  {'f(6) = ' + format(f(high), '.2f'):>11}"
+)
 for name, model in models.items():
     y_pred = model.fit(X_train, y_train).predict(X_test)
     predictions[name] = y_pred
     errors = (y_pred - f(x_test)) ** 2
     at_ends = model.predict(ends)
-    print(f"{name:>40}  {errors.mean():8.4f}  {errors[zones['left']].mean():9.4f}  "
-          f"{errors[zones['right']].mean():10.4f}  {at_ends[0]:13.2f}  {at_ends[1]:11.2f}")
+    print(
+        f"{name:>40}  {errors.mean():8.4f}  {errors[zones['left']].mean():9.4f}  "
+        f"{errors[zones['right']].mean():10.4f}  {at_ends[0]:13.2f}  {at_ends[1]:11.2f}"
+    )
 
 # %%
 # The fits
 # --------
 #
 # The whole range, then the two boundary zones enlarged.
-styles = {name: {"color": color, "linewidth": 1.8} for name, color in
-          zip(models, ["tab:blue", "tab:orange", "tab:green", "tab:red"])}
+styles = {
+    name: {"color": color, "linewidth": 1.8}
+    for name, color in zip(
+        models, ["tab:blue", "tab:orange", "tab:green", "tab:red"]
+    )
+}
 fig = plt.figure(figsize=(12, 8), constrained_layout=True)
 top, bottom = fig.subfigures(2, 1, height_ratios=[1.1, 1])
 ax_all = top.subplots()
 ax_left, ax_right = bottom.subplots(1, 2)
 for ax in (ax_all, ax_left, ax_right):
-    ax.scatter(x_train, y_train, s=10, color="tab:gray", alpha=0.7, label="training points")
+    ax.scatter(
+        x_train,
+        y_train,
+        s=10,
+        color="tab:gray",
+        alpha=0.7,
+        label="training points",
+    )
     ax.plot(x_test, f(x_test), color="black", linestyle="--", label="truth")
     for name, y_pred in predictions.items():
         ax.plot(x_test, y_pred, label=name, **styles[name])
     ax.set_xlabel("x")
     ax.set_ylabel("y")
-ax_all.set_title("Fits over the whole range (the density of the inputs falls as 1/x)")
+ax_all.set_title(
+    "Fits over the whole range (the density of the inputs falls as 1/x)"
+)
 ax_all.legend(loc="upper left", fontsize="small")
-for ax, (zone, mask), xlim in zip((ax_left, ax_right), zones.items(),
-                                  [(low, left_end), (right_start, high)]):
+for ax, (zone, mask), xlim in zip(
+    (ax_left, ax_right), zones.items(), [(low, left_end), (right_start, high)]
+):
     ax.set_xlim(*xlim)
-    values = np.concatenate([f(x_test[mask])] + [p[mask] for p in predictions.values()]
-                            + [y_train[(x_train >= xlim[0]) & (x_train <= xlim[1])]])
+    values = np.concatenate(
+        [f(x_test[mask])]
+        + [p[mask] for p in predictions.values()]
+        + [y_train[(x_train >= xlim[0]) & (x_train <= xlim[1])]]
+    )
     margin = 0.1 * np.ptp(values)
     ax.set_ylim(values.min() - margin, values.max() + margin)
     ax.set_title(f"{zone} boundary zone")
@@ -155,21 +200,42 @@ plt.show()
 # sample-point one is read from the fitted ``key_bandwidths_`` (in units of
 # ``bandwidth_``).
 name_balloon, name_sample_point = list(models)[1:3]
-distances, _ = NearestNeighbors(n_neighbors=balloon["n_neighbors"]).fit(
-    X_train).kneighbors(X_test)
+distances, _ = (
+    NearestNeighbors(n_neighbors=balloon["n_neighbors"])
+    .fit(X_train)
+    .kneighbors(X_test)
+)
 h_balloon = balloon["scale"] * distances[:, -1]
 fitted_sample_point = models[name_sample_point]
-h_sample_point = fitted_sample_point.key_bandwidths_ * fitted_sample_point.bandwidth_[0]
-for name, h in ((name_balloon, h_balloon), (name_sample_point, h_sample_point)):
-    print(f"{name}: bandwidth from {h.min():.4f} to {h.max():.4f} "
-          f"(ratio {h.max() / h.min():.0f})")
+h_sample_point = (
+    fitted_sample_point.key_bandwidths_ * fitted_sample_point.bandwidth_[0]
+)
+for name, h in (
+    (name_balloon, h_balloon),
+    (name_sample_point, h_sample_point),
+):
+    print(
+        f"{name}: bandwidth from {h.min():.4f} to {h.max():.4f} "
+        f"(ratio {h.max() / h.min():.0f})"
+    )
 
 fig, ax = plt.subplots(figsize=(8, 4.5), constrained_layout=True)
 for name in (list(models)[0], list(models)[3]):
     ax.axhline(models[name].bandwidth_[0], label=name, **styles[name])
-ax.plot(x_test, h_balloon, label=f"{name_balloon} (at each query)", **styles[name_balloon])
-ax.plot(x_train, h_sample_point, "o", markersize=3, color=styles[name_sample_point]["color"],
-        label=f"{name_sample_point} (at each training point)")
+ax.plot(
+    x_test,
+    h_balloon,
+    label=f"{name_balloon} (at each query)",
+    **styles[name_balloon],
+)
+ax.plot(
+    x_train,
+    h_sample_point,
+    "o",
+    markersize=3,
+    color=styles[name_sample_point]["color"],
+    label=f"{name_sample_point} (at each training point)",
+)
 ax.set_xscale("log")
 ax.set_yscale("log")
 ax.set_xticks([0.2, 0.5, 1, 2, 5], labels=["0.2", "0.5", "1", "2", "5"])
@@ -194,8 +260,10 @@ errors = (auto.predict(X_test) - f(x_test)) ** 2
 print("\nNadarayaWatsonRegressorCV() chose:")
 for key, value in auto.best_params_.items():
     print(f"  {key}: {np.round(value, 3) if key == 'bandwidth' else value}")
-print(f"test MSE {errors.mean():.4f}, left zone {errors[zones['left']].mean():.4f}, "
-      f"right zone {errors[zones['right']].mean():.4f}")
+print(
+    f"test MSE {errors.mean():.4f}, left zone {errors[zones['left']].mean():.4f}, "
+    f"right zone {errors[zones['right']].mean():.4f}"
+)
 
 # %%
 # Discussion

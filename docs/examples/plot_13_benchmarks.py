@@ -48,8 +48,10 @@ def find_results():
             candidate = folder / "benchmarks" / "results"
             if (candidate / "bench_engine.json").is_file():
                 return candidate
-    raise FileNotFoundError("benchmarks/results/ not found: run this example from a clone "
-                            "of the repository (the results are committed there).")
+    raise FileNotFoundError(
+        "benchmarks/results/ not found: run this example from a clone "
+        "of the repository (the results are committed there)."
+    )
 
 
 results_dir = find_results()
@@ -60,9 +62,13 @@ compact = json.loads((results_dir / "bench_compact.json").read_text())
 
 def machine_line(record):
     machine = record["machine"]
-    versions = ", ".join(f"{name} {version}" for name, version in machine["versions"].items())
-    return (f"{machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']:.1f} GiB RAM, "
-            f"torch threads {machine['torch_threads']}; {versions}")
+    versions = ", ".join(
+        f"{name} {version}" for name, version in machine["versions"].items()
+    )
+    return (
+        f"{machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']:.1f} GiB RAM, "
+        f"torch threads {machine['torch_threads']}; {versions}"
+    )
 
 
 def machine_title(record):
@@ -70,11 +76,18 @@ def machine_title(record):
     return f"measured on {machine['cpu']}, {machine['cores']} cores"
 
 
-for name, record in (("bench_engine", engine), ("bench_predict", predict),
-                     ("bench_compact", compact)):
+for name, record in (
+    ("bench_engine", engine),
+    ("bench_predict", predict),
+    ("bench_compact", compact),
+):
     load = record.get("load_average")
-    load = (f"; 1-minute load average {load['start']:.2f} at the start, {load['end']:.2f} at "
-            f"the end" if load else "")
+    load = (
+        f"; 1-minute load average {load['start']:.2f} at the start, {load['end']:.2f} at "
+        f"the end"
+        if load
+        else ""
+    )
     print(f"{name}: {machine_line(record)}{load}")
 
 # %%
@@ -89,39 +102,72 @@ for name, record in (("bench_engine", engine), ("bench_predict", predict),
 # the CPU (its compile excluded), both run up to the size recorded as ``peer_max_n``.
 scaling = engine["sections"]["scaling"]
 config = scaling["config"]
-print(f"\nscaling: n queries = n training points, d={config['d']}, {config['dtype']}, "
-      f"{config['kernel']} kernel; repeats: {config['repeats']}")
-curves = {"sklearn_nw_eager": [(r["pairs"], r["time_s"]) for r in scaling["results"]
-                               if r["status"] == "ok"]}
+print(
+    f"\nscaling: n queries = n training points, d={config['d']}, {config['dtype']}, "
+    f"{config['kernel']} kernel; repeats: {config['repeats']}"
+)
+curves = {
+    "sklearn_nw_eager": [
+        (r["pairs"], r["time_s"])
+        for r in scaling["results"]
+        if r["status"] == "ok"
+    ]
+}
 for row in scaling["peers"]:
     if row["status"] == "ok":
-        curves.setdefault(row["peer"], []).append((row["n"] ** 2, row["time_s"]))
-labels = {"sklearn_nw_eager": 'sklearn-nw, compute="eager"',
-          "sklearn_nw_compiled": 'sklearn-nw, compute="compiled" (compile excluded)',
-          "chunked": "chunked eager torch",
-          "pykeops": "pykeops, CPU (compile excluded)"}
-print(f"{'peer':<22}" + "".join(f"{int(np.sqrt(p)):>11,}" for p, _ in
-                                  curves["sklearn_nw_eager"]) + "   (seconds, by n)")
+        curves.setdefault(row["peer"], []).append(
+            (row["n"] ** 2, row["time_s"])
+        )
+labels = {
+    "sklearn_nw_eager": 'sklearn-nw, compute="eager"',
+    "sklearn_nw_compiled": 'sklearn-nw, compute="compiled" (compile excluded)',
+    "chunked": "chunked eager torch",
+    "pykeops": "pykeops, CPU (compile excluded)",
+}
+print(
+    f"{'peer':<22}"
+    + "".join(f"{int(np.sqrt(p)):>11,}" for p, _ in curves["sklearn_nw_eager"])
+    + "   (seconds, by n)"
+)
 for peer, points in curves.items():
     times = dict(points)
-    print(f"{peer:<22}" + "".join(f"{times[p]:11.4f}" if p in times else f"{'':>11}"
-                                  for p, _ in curves["sklearn_nw_eager"]))
-print(f"fitted slope of the eager engine from n = {config['slope_from']:,}: "
-      f"{scaling['slope']:.3f}")
+    print(
+        f"{peer:<22}"
+        + "".join(
+            f"{times[p]:11.4f}" if p in times else f"{'':>11}"
+            for p, _ in curves["sklearn_nw_eager"]
+        )
+    )
+print(
+    f"fitted slope of the eager engine from n = {config['slope_from']:,}: "
+    f"{scaling['slope']:.3f}"
+)
 
 fig, ax = plt.subplots(figsize=(8, 5.5), constrained_layout=True)
 for peer, points in curves.items():
     pairs, times = np.array(sorted(points)).T
     own = peer.startswith("sklearn_nw")
-    ax.loglog(pairs, times, "o-" if own else "s:", lw=2 if own else 1.5,
-              label=labels.get(peer, peer))
+    ax.loglog(
+        pairs,
+        times,
+        "o-" if own else "s:",
+        lw=2 if own else 1.5,
+        label=labels.get(peer, peer),
+    )
 pairs, times = np.array(curves["sklearn_nw_eager"]).T
-ax.loglog(pairs, times[-1] * pairs / pairs[-1], "k--", lw=1,
-          label="slope 1 (time proportional to pairs)")
+ax.loglog(
+    pairs,
+    times[-1] * pairs / pairs[-1],
+    "k--",
+    lw=1,
+    label="slope 1 (time proportional to pairs)",
+)
 ax.set_xlabel("query-training pairs (n queries × n training points)")
 ax.set_ylabel("predict time (s)")
-ax.set_title(f"Dense Gaussian predict, d={config['d']}, {config['dtype']}\n"
-             f"{machine_title(engine)}")
+ax.set_title(
+    f"Dense Gaussian predict, d={config['d']}, {config['dtype']}\n"
+    f"{machine_title(engine)}"
+)
 ax.legend()
 plt.show()
 
@@ -143,20 +189,31 @@ plt.show()
 # extrapolated). Compile times are excluded from the times and shown apart.
 config = predict["config"]
 rows = [row for row in predict["results"] if row["status"] == "ok"]
-print(f"\npredict: {config['n_queries']:,} queries × {config['n_train']:,} training points, "
-      f"d={config['d']}, {config['dtype']}")
-print(f"{'peer':<22}{'queries run':>12}{'time s':>9}{'ratio':>9}{'compile s':>11}"
-      f"{'peak extra MB':>15}")
+print(
+    f"\npredict: {config['n_queries']:,} queries × {config['n_train']:,} training points, "
+    f"d={config['d']}, {config['dtype']}"
+)
+print(
+    f"{'peer':<22}{'queries run':>12}{'time s':>9}{'ratio':>9}{'compile s':>11}"
+    f"{'peak extra MB':>15}"
+)
 for row in rows:
-    compile_s = f"{row['compile_s']:.1f}" if row["compile_s"] is not None else ""
+    compile_s = (
+        f"{row['compile_s']:.1f}" if row["compile_s"] is not None else ""
+    )
     note = "  (extrapolated per pair)" if row["extrapolated"] else ""
-    print(f"{row['peer']:<22}{row['n_queries']:>12,}{row['time_s']:9.3f}{row['ratio']:9.2f}"
-          f"{compile_s:>11}{row['peak_extra_mb']:15.0f}{note}")
+    print(
+        f"{row['peer']:<22}{row['n_queries']:>12,}{row['time_s']:9.3f}{row['ratio']:9.2f}"
+        f"{compile_s:>11}{row['peak_extra_mb']:15.0f}{note}"
+    )
 
 fig, ax = plt.subplots(figsize=(10, 5), constrained_layout=True)
 rows = sorted(rows, key=lambda row: row["ratio"])
 positions = np.arange(len(rows))[::-1]
-colors = ["tab:blue" if row["peer"].startswith("sklearn_nw") else "tab:gray" for row in rows]
+colors = [
+    "tab:blue" if row["peer"].startswith("sklearn_nw") else "tab:gray"
+    for row in rows
+]
 ax.barh(positions, [row["ratio"] for row in rows], color=colors, alpha=0.85)
 for position, row in zip(positions, rows):
     text = f"{row['ratio']:.2f}×, {row['time_s']:.2f} s"
@@ -168,18 +225,26 @@ for position, row in zip(positions, rows):
 ax.set_xscale("log")
 ax.set_xlim(0.5, max(row["ratio"] for row in rows) * 500)
 ax.axvline(1, color="k", lw=0.8)
-peer_labels = {"sklearn_nw": 'sklearn-nw, compute="auto"',
-               "sklearn_nw_compiled": 'sklearn-nw, compute="compiled"',
-               "textbook": "textbook dense softmax (torch)",
-               "chunked": "chunked eager torch",
-               "compiled": "chunked torch, torch.compile",
-               "statsmodels": "statsmodels KernelReg",
-               "knn": "KNeighborsRegressor, all neighbors",
-               "pykeops": "pykeops, CPU"}
-ax.set_yticks(positions, [peer_labels.get(row["peer"], row["peer"]) for row in rows])
-ax.set_xlabel('time / time of sklearn-nw (compute="auto"), per query-training pair')
-ax.set_title(f"Predict, {config['n_queries']:,} × {config['n_train']:,}, d={config['d']}, "
-             f"{config['dtype']}, Gaussian\n{machine_title(predict)}")
+peer_labels = {
+    "sklearn_nw": 'sklearn-nw, compute="auto"',
+    "sklearn_nw_compiled": 'sklearn-nw, compute="compiled"',
+    "textbook": "textbook dense softmax (torch)",
+    "chunked": "chunked eager torch",
+    "compiled": "chunked torch, torch.compile",
+    "statsmodels": "statsmodels KernelReg",
+    "knn": "KNeighborsRegressor, all neighbors",
+    "pykeops": "pykeops, CPU",
+}
+ax.set_yticks(
+    positions, [peer_labels.get(row["peer"], row["peer"]) for row in rows]
+)
+ax.set_xlabel(
+    'time / time of sklearn-nw (compute="auto"), per query-training pair'
+)
+ax.set_title(
+    f"Predict, {config['n_queries']:,} × {config['n_train']:,}, d={config['d']}, "
+    f"{config['dtype']}, Gaussian\n{machine_title(predict)}"
+)
 plt.show()
 
 # %%
@@ -187,9 +252,13 @@ plt.show()
 # of them by an order of magnitude or more. The package's own compiled loop is drawn
 # beside them; whether it beats the eager engine for the Gaussian depends on the
 # machine, since the eager engine computes the Gaussian's logits as one matrix product:
-compiled = next(row for row in predict["results"] if row["peer"] == "sklearn_nw_compiled")
-print(f"compute='compiled' / compute='auto' for the Gaussian: {compiled['ratio']:.2f}"
-      f" ({'slower' if compiled['ratio'] > 1 else 'faster'} on this machine)")
+compiled = next(
+    row for row in predict["results"] if row["peer"] == "sklearn_nw_compiled"
+)
+print(
+    f"compute='compiled' / compute='auto' for the Gaussian: {compiled['ratio']:.2f}"
+    f" ({'slower' if compiled['ratio'] > 1 else 'faster'} on this machine)"
+)
 
 # %%
 # A compact kernel on a million points
@@ -203,41 +272,58 @@ print(f"compute='compiled' / compute='auto' for the Gaussian: {compiled['ratio']
 # low dimensions) and for scikit-learn's ``RadiusNeighborsRegressor``; at the densest
 # setting also for the package's k-d and ball tree searches.
 config = compact["config"]
-print(f"\ncompact: {config['n_train']:,} training points, {config['n_queries']:,} queries, "
-      f"d={config['d']}, {config['dtype']}, {config['kernel']} at bandwidth "
-      f"{config['bandwidth']}; {config['timed']}")
+print(
+    f"\ncompact: {config['n_train']:,} training points, {config['n_queries']:,} queries, "
+    f"d={config['d']}, {config['dtype']}, {config['kernel']} at bandwidth "
+    f"{config['bandwidth']}; {config['timed']}"
+)
 by_method = {}
 for sweep in compact["sweep"]:
     for row in sweep["results"]:
-        by_method.setdefault(row["method"], []).append((sweep["reach"], row["time_s"]))
+        by_method.setdefault(row["method"], []).append(
+            (sweep["reach"], row["time_s"])
+        )
         ratio = f"{row['ratio']:.2f}" if row.get("ratio") is not None else "-"
-        print(f"points within reach {sweep['reach']:8,.0f}  {row['method']:<40}"
-              f" {row['time_s']:7.3f} s   RadiusNeighborsRegressor / this {ratio}")
+        print(
+            f"points within reach {sweep['reach']:8,.0f}  {row['method']:<40}"
+            f" {row['time_s']:7.3f} s   RadiusNeighborsRegressor / this {ratio}"
+        )
 
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
 ax = axes[0]
 for method, points in by_method.items():
     reach, times = np.array(sorted(points)).T
-    ax.loglog(reach, times, "o-" if len(points) > 1 else "D",
-              color="tab:gray" if method.startswith("scikit-learn") else None,
-              label=method)
+    ax.loglog(
+        reach,
+        times,
+        "o-" if len(points) > 1 else "D",
+        color="tab:gray" if method.startswith("scikit-learn") else None,
+        label=method,
+    )
 ax.set_xlabel("training points within reach of a query")
 ax.set_ylabel("fit + predict time (s)")
 ax.set_title("Time")
 ax.legend()
 
 ax = axes[1]
-reach, ratios = np.array(sorted((sweep["reach"], row["ratio"]) for sweep in compact["sweep"]
-                                for row in sweep["results"]
-                                if row["method"] == "sklearn_nw auto")).T
+reach, ratios = np.array(
+    sorted(
+        (sweep["reach"], row["ratio"])
+        for sweep in compact["sweep"]
+        for row in sweep["results"]
+        if row["method"] == "sklearn_nw auto"
+    )
+).T
 ax.semilogx(reach, ratios, "o-", color="tab:blue")
 ax.axhline(1, color="k", lw=0.8)
 ax.set_ylim(0, ratios.max() * 1.15)
 ax.set_xlabel("training points within reach of a query")
 ax.set_ylabel("RadiusNeighborsRegressor time / sklearn-nw time")
 ax.set_title("Speed-up of the default search")
-fig.suptitle(f"{config['kernel'].capitalize()} kernel, {config['n_train']:,} training points, "
-             f"d={config['d']}, {config['dtype']}; {machine_title(compact)}")
+fig.suptitle(
+    f"{config['kernel'].capitalize()} kernel, {config['n_train']:,} training points, "
+    f"d={config['d']}, {config['dtype']}; {machine_title(compact)}"
+)
 plt.show()
 
 # %%
