@@ -30,10 +30,11 @@ Three sections (``--sections``), float64 on the CPU, in this process.
    learned bandwidth's score within ``LARGE_MARGIN`` of the grid's or better for every seed,
    and its spread over the seeds at most ``LARGE_MARGIN``.
 
-3. ``seeds``: section 1's comparison of the CV estimators with tuned KNN repeated at other
-   seeds (``--seeds``, default 1-4: the outer folds' shuffle and the subsample of the larger
-   data sets), to see whether its target holds in the neighbourhood of seed 0 or only
-   there. Target: section 1's at every one of those seeds.
+3. ``seeds``: section 1's comparison of the CV estimators with tuned KNN repeated at
+   several seeds (``--seeds``, default 0-4: the outer folds' shuffle and the subsample of
+   the larger data sets; seed 0 repeats section 1's), to see whether its target holds in
+   the neighbourhood of seed 0 or only there. Targets: section 1's at every seed, and on
+   the mean difference over the seeds.
 
 Targets are reported, never enforced. Warnings raised by the methods are recorded.
 
@@ -437,10 +438,11 @@ def markdown_accuracy(report):
 
 
 # -- 3. the same comparison at other seeds -----------------------------------------------------
-def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(1, 2, 3, 4)):
-    """Section 1's comparison of the CV estimators with tuned KNN at other seeds (the outer
-    folds' shuffle and the subsample of the larger data sets): does the target hold in the
-    neighbourhood of seed 0, or only there?"""
+def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0, 1, 2, 3, 4)):
+    """Section 1's comparison of the CV estimators with tuned KNN at several seeds (the
+    outer folds' shuffle and the subsample of the larger data sets; seed 0 is section 1's):
+    does the target hold in the neighbourhood of seed 0, or only there? Also the mean
+    difference over the seeds."""
     results = []
     for seed in seeds:
         for name in datasets:
@@ -476,16 +478,29 @@ def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(1, 2, 3, 4
                               "worst_diff": worst["cv_minus_knn"],
                               "slower": [r["dataset"] for r in rows
                                          if r["nw_cv_fit_time_s"] > r["knn_fit_time_s"]]}
+    mean = {}
+    for name in datasets:
+        diffs = [r["cv_minus_knn"] for r in ok if r["dataset"] == name]
+        if len(diffs) == len(seeds):
+            mean[name] = float(np.mean(diffs))
     report = {"config": {"seeds": list(seeds), "datasets": list(datasets),
                          "max_samples": max_samples},
-              "results": results, "per_seed": per_seed}
+              "results": results, "per_seed": per_seed, "mean_cv_minus_knn": mean}
     held = [s for s, p in per_seed.items()
             if p["wins"] >= min(CV_WINS, p["n"]) and p["worst_diff"] >= -CV_MARGIN]
-    report["targets"] = [_target(
-        "seeds", f"section 1's target (>= KNN on {CV_WINS} of 14, never below by more than "
-        f"{CV_MARGIN:g}) at every other seed", len(held) == len(per_seed) if per_seed else None,
-        "; ".join(f"seed {s}: {p['wins']} of {p['n']}, worst {p['worst']} "
-                  f"({p['worst_diff']:+.3f})" for s, p in per_seed.items()))]
+    mean_wins = sum(d >= -TIE for d in mean.values())
+    mean_worst = min(mean, key=mean.get, default=None)
+    report["targets"] = [
+        _target("seeds", f"section 1's target (>= KNN on {CV_WINS} of 14, never below by "
+                f"more than {CV_MARGIN:g}) at every seed", len(held) == len(per_seed)
+                if per_seed else None,
+                "; ".join(f"seed {s}: {p['wins']} of {p['n']}, worst {p['worst']} "
+                          f"({p['worst_diff']:+.3f})" for s, p in per_seed.items())),
+        _target("seeds", "the same target on the mean difference over the seeds",
+                mean_wins >= min(CV_WINS, len(mean)) and mean[mean_worst] >= -CV_MARGIN
+                if mean else None,
+                f"{mean_wins} of {len(mean)}, worst {mean_worst} ({mean[mean_worst]:+.3f})"
+                if mean else "none")]
     return report
 
 
@@ -493,21 +508,25 @@ def markdown_seeds(report):
     seeds = report["config"]["seeds"]
     ok = [r for r in report["results"] if r["status"] == "ok"]
     by = {(r["dataset"], r["seed"]): r for r in ok}
-    lines = [("### 3. The CV estimators against tuned KNN at other seeds (the outer folds' "
-              "shuffle and the subsample of the larger sets; CV − KNN)"), "",
-             "| data set | " + " | ".join(f"seed {s}" for s in seeds) + " |",
-             "|---|" + "---|" * len(seeds)]
+    mean = report["mean_cv_minus_knn"]
+    lines = [("### 3. The CV estimators against tuned KNN at several seeds (the outer "
+              "folds' shuffle and the subsample of the larger sets; seed 0 is section 1's; "
+              "CV − KNN)"), "",
+             "| data set | " + " | ".join(f"seed {s}" for s in seeds) + " | mean |",
+             "|---|" + "---|" * (len(seeds) + 1)]
     for name in report["config"]["datasets"]:
         cells = [f"{by[name, s]['cv_minus_knn']:+.3f}" if (name, s) in by else "–"
                  for s in seeds]
+        cells.append(f"{mean[name]:+.3f}" if name in mean else "–")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     per_seed = report["per_seed"]
+    mean_wins = sum(d >= -TIE for d in mean.values())
     lines.append("| **at or above KNN** | " + " | ".join(
         f"{per_seed[s]['wins']} of {per_seed[s]['n']}" if s in per_seed else "–"
-        for s in seeds) + " |")
+        for s in seeds) + f" | {mean_wins} of {len(mean)} |")
     lines.append("| NW CV fit slower than KNN's on | " + " | ".join(
         (", ".join(per_seed[s]["slower"]) or "none") if s in per_seed else "–"
-        for s in seeds) + " |")
+        for s in seeds) + " | |")
     return lines
 
 
@@ -588,7 +607,8 @@ def markdown_large(report):
 
 # -- the whole run ---------------------------------------------------------------------------
 def run_benchmark(sections=SECTIONS, datasets=DEFAULT_DATASETS, max_samples=2000,
-                  n_large=20_000, randhie_rows=8000, out_dir=RESULTS_DIR, seeds=(1, 2, 3, 4)):
+                  n_large=20_000, randhie_rows=8000, out_dir=RESULTS_DIR,
+                  seeds=(0, 1, 2, 3, 4)):
     """Run the chosen sections, print each table as it is done, write the json and markdown;
     return the report."""
     sections = [s for s in SECTIONS if s in sections]
@@ -616,8 +636,8 @@ def main(argv=None):
                         help="section 1: larger data sets are subsampled to this")
     parser.add_argument("--n-large", type=int, default=20_000,
                         help="section 2: samples of the synthetic problem")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4],
-                        help="section 3: the other seeds")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4],
+                        help="section 3: the seeds")
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--threads", type=int, default=None,
                         help="torch intra-op threads (default: torch's own choice)")
