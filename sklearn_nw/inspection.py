@@ -121,7 +121,7 @@ class AttentionDisplay:
         a = a[self.query_indices_][:, self.key_indices_]
         a = a.toarray() if sp.issparse(a) else a
         if ax is None:
-            _, ax = plt.subplots(layout="constrained")
+            _, ax = plt.subplots()
         signed = bool(np.any(a < 0))
         if cmap is None:
             cmap = "RdBu_r" if signed else "Reds"

@@ -341,3 +341,13 @@ def test_given_kernels_on_one_axes_and_errors():
         KernelDisplay.from_kernels(["gaussian", "linear", "cosine"], ax=axes)
     with pytest.raises(ValueError, match="Unknown kernel"):
         KernelDisplay.from_kernels(["epanechikov"])
+
+
+def test_attention_figure_takes_a_tight_layout_afterwards():
+    # The display's own figure has no layout engine, as scikit-learn's displays: a
+    # caller's tight_layout() (the demo's) must still work with the colour bar.
+    X = np.linspace(0, 5, 40)[:, None]
+    reg = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, np.sin(X[:, 0]))
+    display = AttentionDisplay.from_estimator(reg, X[::2])
+    display.figure_.tight_layout()
+    assert display.colorbar_ is not None
