@@ -343,7 +343,7 @@ def section_cv(sizes=(2000, 5000), d=3, n_grid=20, repeats=3, seed=0):
             _progress(f"cv: n={n:,} {task}, {grid_name} grid")
             with recording(caught):
                 # The fixed grid alone, at degree 0: the same candidates as GridSearchCV's.
-                fixed = {"bandwidth_kinds": ["fixed"]}
+                fixed = {"bandwidth_kinds": ["fixed"], "selection": "min"}
                 if task == "regression":
                     fixed["degree"] = 0
                 est = cv_class(bandwidths=bandwidths, **fixed)

@@ -86,6 +86,7 @@ def _search_constraints(plain_class):
         "cv": ["cv_object"],
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "bandwidth_kinds": [StrOptions({"auto"}), list, tuple],
+        "selection": [StrOptions({"one_se", "min"})],
     })
     if "degree" in constraints:  # the regressor: a degree, or the best by the search
         constraints["degree"] = [*constraints["degree"], StrOptions({"auto"})]
@@ -147,11 +148,16 @@ class _BandwidthGridSearch:
     bounded : bool
         Local fits bounded by their targets' range, in the exact leave-one-out as in the
         fitted estimator.
+    selection : {"one_se", "min"}
+        The one-standard-error rule within and between the families, or the best
+        candidate.
     """
 
     def __init__(self, bandwidths, *, cv=None, scorer=None, estimator=None, params=None,
-                 routed=None, owner=None, degree=0, kinds=("fixed",), bounded=False):
+                 routed=None, owner=None, degree=0, kinds=("fixed",), bounded=False,
+                 selection="one_se"):
         self.bandwidths = bandwidths
+        self.selection = selection
         self.degree = degree
         self.bounded = bounded
         self.kinds = kinds
@@ -169,11 +175,14 @@ class _BandwidthGridSearch:
 
         The candidates come in families, one per degree and kind of bandwidth (fixed,
         balloon, sample-point), searched one after the other, simplest first: each
-        degree's fixed bandwidths, then its adaptive ones, then the next degree's. A
-        family is kept over the one kept before it only if its best point beats that
-        one's by more than one standard error (:func:`_one_standard_error`); without
-        per-sample scores (a scorer of the leave-one-out predictions, the classifier's
-        default log-loss) if it scores better.
+        degree's fixed bandwidths, then its adaptive ones, then the next degree's. With
+        ``selection="one_se"`` each family's choice is its smoothest candidate within one
+        standard error of its best (:func:`_smoothest_within_one_se`), and a family is
+        kept over the one kept before it only if its choice beats that one's by more than
+        one standard error (:func:`_one_standard_error`); without per-sample scores (a
+        scorer of the leave-one-out predictions, the classifier's default log-loss) the
+        best candidate. With ``selection="min"`` the best candidate of all (the first on
+        ties).
 
         A default grid (multiples of the reference bandwidth) whose best point is at one
         of its ends goes on past it, ``_EXTEND_BY`` points at a time at the grid's ratio,
@@ -208,9 +217,14 @@ class _BandwidthGridSearch:
         cv_results["rank_test_score"] = (
             np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1
         )
-        chosen = _one_standard_error(runs)
-        best = (sum(len(run.grid) for run in runs[:chosen])
-                + int(np.argmax(runs[chosen].scores)))
+        if self.selection == "min":
+            best = int(np.argmax(scores))
+            chosen = int(np.searchsorted(np.cumsum([len(run.grid) for run in runs]),
+                                         best, side="right"))
+        else:
+            picks = [_smoothest_within_one_se(run) for run in runs]
+            chosen = _one_standard_error(runs, picks)
+            best = sum(len(run.grid) for run in runs[:chosen]) + picks[chosen]
         self.result_ = GridSearchResult(grid[best], grid, cv_results, best,
                                         float(cv_results["mean_test_score"][best]),
                                         families[chosen][0], adaptive[best])
@@ -437,24 +451,62 @@ def _max_neighbors(training):
     return max(1, int(np.floor(weight.sum() - 2 * weight.max() + 1e-9)))
 
 
-def _one_standard_error(runs):
-    """Which of the families' searches ``runs`` (:class:`_FamilySearch`) to keep: the
-    first (fixed bandwidths of the lowest degree), unless a later one's best point beats
-    the one kept by more than one standard error of their per-sample differences (weights
-    count as repeated samples); by the best score when there are no per-sample scores (a
-    scorer of the leave-one-out predictions, and the classifier's default log-loss)."""
+def _smoothness(run):
+    """How smooth each candidate of a family (:class:`_FamilySearch`) is, (G,): the
+    geometric mean of a fixed bandwidth vector; k c for an adaptive bandwidth (its
+    bandwidth c d_k grows with both), ties going to the larger k."""
+    if run.adaptive[0] is None:
+        return np.exp(np.log(run.grid).mean(1))
+    k = np.array([a.n_neighbors for a in run.adaptive], dtype=np.float64)
+    c = np.array([a.scale for a in run.adaptive])
+    return k * c * (1 + 1e-9 * k / k.max())
+
+
+def _difference_within_one_se(samples, a, b):
+    """Whether candidate ``b``'s per-sample scores fall short of ``a``'s by at most one
+    standard error of their per-sample differences (weights count as repeated samples);
+    ``samples`` is ``((G, m) scores, (m,) weights)``."""
+    scores, w = samples
+    gain = scores[a] - scores[b]  # (m,)
+    mean = float(np.sum(w * gain) / np.sum(w))
+    se = float(np.sqrt(np.sum(w * (gain - mean) ** 2) / np.sum(w) / np.sum(w)))
+    return mean <= se
+
+
+def _smoothest_within_one_se(run):
+    """A family's choice (an index into its grid): its smoothest candidate
+    (:func:`_smoothness`) whose score is within one standard error of the best one's
+    (Breiman's rule: among candidates the data cannot tell apart, the one that varies
+    least with the training sample); the best one without per-sample scores."""
+    best = int(np.argmax(run.scores))
+    if run.samples is None:
+        return best
+    for g in np.argsort(-_smoothness(run), kind="stable"):
+        if _difference_within_one_se(run.samples, best, int(g)):
+            return int(g)
+    return best
+
+
+def _one_standard_error(runs, picks=None):
+    """Which of the families' searches ``runs`` (:class:`_FamilySearch`) to keep, each
+    represented by its candidate ``picks`` (its best ones by default): the first (fixed
+    bandwidths of the lowest degree), unless a later one's beats the one kept by more
+    than one standard error of their per-sample differences (weights count as repeated
+    samples); by the score when there are no per-sample scores (a scorer of the
+    leave-one-out predictions, and the classifier's default log-loss)."""
+    if picks is None:
+        picks = [int(np.argmax(run.scores)) for run in runs]
     chosen = 0
     for d in range(1, len(runs)):
         kept, other = runs[chosen], runs[d]
         if other.samples is None or kept.samples is None:
-            if other.scores.max() > kept.scores.max():
+            if other.scores[picks[d]] > kept.scores[picks[chosen]]:
                 chosen = d
             continue
-        (mine, w), (theirs, _) = kept.samples, other.samples
-        gain = theirs[int(np.argmax(other.scores))] - mine[int(np.argmax(kept.scores))]
-        mean = float(np.sum(w * gain) / np.sum(w))
-        se = float(np.sqrt(np.sum(w * (gain - mean) ** 2) / np.sum(w) / np.sum(w)))
-        if mean > se:
+        # Both families' per-sample scores side by side: row 0 the other's choice.
+        pair = (np.stack([other.samples[0][picks[d]], kept.samples[0][picks[chosen]]]),
+                kept.samples[1])
+        if not _difference_within_one_se(pair, 0, 1):
             chosen = d
     return chosen
 
@@ -592,6 +644,7 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, params):
         # Only named in a warning about sample weights.
         owner=None if sample_weight is None else str(estimator), degree=degree,
         kinds=kinds, bounded=bool(getattr(estimator, "bounded", False)),
+        selection=estimator.selection,
     )
     estimator._fit(X, y, sample_weight, classifier=is_classifier(estimator), search=search,
                    degree=degree)
@@ -682,12 +735,8 @@ _SHARED_DOC = r"""
         (units of sample weight) 1, 2, 4, ..., 64 (up to what the data hold) and scale c
         1/4, 1/2, 1, all in the metric of Scott's rule; a best point at the largest k, or
         at either end of c, goes on past it (k doubled, c halved or doubled) up to 4
-        times. The kinds are searched one after the other, fixed first, and a later one
-        is kept only if its best point beats the kept one's by more than one standard
-        error of their per-sample differences (with a splitter, per-split); with
-        ``cv=None`` and the classifier's default score, or a ``scoring``, if it scores
-        better. ``"auto"``:
-        all three with ``cv=None``, the default grid and up to 4,096 distinct training
+        times. The kinds are searched one after the other, fixed first, and chosen
+        between as ``selection`` says. ``"auto"``: all three with ``cv=None``, the default grid and up to 4,096 distinct training
         inputs (the exact leave-one-out of adaptive bandwidths holds dense matrices of
         them), without ``n_neighbors``; otherwise fixed bandwidths only. Adaptive
         bandwidths count sample weights as repeated rows: unlike the fixed grid's scores,
@@ -713,14 +762,15 @@ _SHARED_DOC = r"""
     Attributes
     ----------
     bandwidth_ : ndarray of shape (n_features,)
-        The chosen bandwidth (the first best grid point on ties); for an adaptive one,
-        the metric its distances are measured in (Scott's rule).
+        The chosen bandwidth (a row of ``bandwidths_``); for an adaptive one, the metric
+        its distances are measured in (Scott's rule).
     bandwidths_ : ndarray of shape (n_candidates, n_features)
         ``cv_results_["bandwidth"]``.
     best_score_ : float
         Score of the chosen candidate.
     best_index_ : int
-        Its index in ``cv_results_``.
+        Its index in ``cv_results_``. With ``selection="one_se"`` the chosen candidate
+        need not rank first in ``cv_results_["rank_test_score"]``.
     best_params_ : dict
         The chosen candidate: ``"kind"`` and ``"bandwidth"``, for an adaptive bandwidth
         ``"n_neighbors"`` and ``"scale"``, and for the regressor ``"degree"``.
@@ -738,13 +788,11 @@ _DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default="auto"
         matrix of the distinct training inputs per grid point). ``"auto"`` searches the
         grid for degrees 0 and 1, and 2 up to two features, each while its design has at
         most a tenth as many terms as there are samples and (samples x terms)^2 stays
-        below 5e7 (the exact leave-one-out fits' cost per grid point), and keeps a higher
-        degree only if its best point beats the lower one's by more than one standard
-        error of the per-sample leave-one-out (or per-split) differences, as
-        :class:`~sklearn_nw.LeaveOneOutBandwidth` keeps per-feature bandwidths;
+        below 5e7 (the exact leave-one-out fits' cost per grid point);
         ``cv_results_["degree"]`` lists each candidate's. Adaptive bandwidths are tried
         with local polynomials (``"auto"``) only while (samples x terms)^2 stays below
-        5e6: their candidates outnumber the fixed grid's.
+        5e6: their candidates outnumber the fixed grid's; a higher degree is kept as
+        ``selection`` says.
     bounded : bool, default=True
         As in :class:`NadarayaWatsonRegressor` (whose default is False): each local fit
         kept within the range of the targets that carry its weight, in ``predict`` and
@@ -752,6 +800,20 @@ _DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default="auto"
         one query beyond the training inputs can cost an unbounded local-linear fit more
         squared error than all the others (an extreme income in statsmodels' engel data,
         whose food expenditure grows slower than linearly)."""
+
+_SELECTION_DOC = """    selection : {"one_se", "min"}, default="one_se"
+        How the candidate is chosen. ``"one_se"``: Breiman's one-standard-error rule
+        wherever the scores come per sample (the leave-one-out loss of each distinct
+        training input, the regressor's default score) or per split (a splitter). Within
+        each family (a kind of bandwidth, and for the regressor a degree) the smoothest
+        candidate (the largest bandwidth, or the largest k c of an adaptive one) whose
+        score is within one standard error of the family's best, the others being the
+        data's noise; and a family is kept over the simpler one kept before it only if
+        its choice beats that one's by more than one standard error, as
+        :class:`~sklearn_nw.LeaveOneOutBandwidth` keeps per-feature bandwidths. Without
+        per-sample scores (the classifier's default leave-one-out log-loss, or a
+        ``scoring`` of the leave-one-out predictions) the best candidate of all.
+        ``"min"``: the best candidate of all (the first on ties), as GridSearchCV."""
 
 # The plain estimators' fitted attributes that the CV estimators share.
 _FITTED = entries(ATTRIBUTES, "bandwidth_kind_", "bandwidth_neighbors_", "bandwidth_scale_",
@@ -770,7 +832,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
 """
         + _SHARED_DOC.format(
             default_score="the negative sample-weighted mean squared error").replace(
-            "\n\n    Attributes\n", "\n" + _DEGREE_DOC + "\n\n    Attributes\n", 1)
+            "\n\n    Attributes\n", "\n" + _DEGREE_DOC + "\n" + _SELECTION_DOC
+            + "\n\n    Attributes\n", 1)
         + """    degree_ : int
         The degree of the fit: ``degree``, or the one ``"auto"`` chose.
     y_fit_ : ndarray of shape (n_samples_fit,) or (n_samples_fit, n_outputs)
@@ -802,8 +865,9 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto", cv=None,
                  scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", degree="auto", bounded=True):
+                 device="cpu", degree="auto", bounded=True, selection="one_se"):
         self.bandwidths = bandwidths
+        self.selection = selection
         self.bandwidth_kinds = bandwidth_kinds
         self.kernel = kernel
         self.cv = cv
@@ -838,7 +902,8 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
         + _SHARED_DOC.format(
             default_score="the negative sample-weighted log-loss (over every kind of "
             "bandwidth: the classifier keeps the best candidate, not the simplest kind "
-            "within one standard error)")
+            "within one standard error)").replace(
+            "\n\n    Attributes\n", "\n" + _SELECTION_DOC + "\n\n    Attributes\n", 1)
         + """    classes_ : ndarray of shape (n_classes,)
         The class labels.
     y_fit_ : ndarray of shape (n_samples_fit,)
@@ -859,8 +924,9 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto", cv=None,
                  scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu"):
+                 device="cpu", selection="one_se"):
         self.bandwidths = bandwidths
+        self.selection = selection
         self.bandwidth_kinds = bandwidth_kinds
         self.kernel = kernel
         self.cv = cv

@@ -22,7 +22,7 @@ from typing import ClassVar
 
 import numpy as np
 from sklearn import get_config
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone, is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
@@ -354,6 +354,10 @@ def _check_search_params(est):
         (f"bandwidth_kinds={est.bandwidth_kinds!r}",
          est.bandwidth_kinds != "auto" and list(est.bandwidth_kinds) != ["fixed"]),
         (f"degree={getattr(est, 'degree', 0)!r}", getattr(est, "degree", 0) not in ("auto", 0)),
+        # The classifier's leave-one-out log-loss has no per-sample scores: both rules
+        # take the best grid point, locally as here.
+        ("selection='one_se' (the regressor's per-sample one-standard-error rule)",
+         est.selection == "one_se" and not is_classifier(est)),
     ) if on]
     if refused:
         raise ValueError(
@@ -569,6 +573,7 @@ _CV_CONSTRAINTS = {
     "algorithm": _CONSTRAINTS["algorithm"],
     "compute": _CONSTRAINTS["compute"],
     "device": [str],
+    "selection": [StrOptions({"one_se", "min"})],
 }
 
 
@@ -577,7 +582,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     leave-one-out grid.
 
     The parameters are those of :class:`sklearn_nw.NadarayaWatsonRegressorCV`, which this
-    equals with ``bandwidth_kinds=["fixed"], degree=0``: the default grid spans 1/8 to 8
+    equals with ``bandwidth_kinds=["fixed"], degree=0, selection="min"``: the default
+    grid spans 1/8 to 8
     times Scott's rule (over the distinct inputs) and goes on past an end that holds the
     best point; each point is scored by its exact leave-one-out squared error, every
     block of training rows pooled against every shard, the shards leaving out the keys
@@ -600,6 +606,10 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         Nadaraya-Watson ("auto" is 0 here).
     bounded : bool, default=True
         The local polynomials' bound: no effect here (``degree`` is 0).
+    selection : "min", default="min"
+        The best grid point. The local estimator's default, the one-standard-error
+        rule, needs each distinct training input's leave-one-out loss, which the shards
+        reduce to one number per block of rows.
 
     Attributes
     ----------
@@ -625,7 +635,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
                  cv=None, scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", degree="auto", bounded=True):
+                 device="cpu", degree="auto", bounded=True, selection="min"):
         self.bandwidths = bandwidths
         self.kernel = kernel
         self.bandwidth_kinds = bandwidth_kinds
@@ -637,6 +647,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         self.device = device
         self.degree = degree
         self.bounded = bounded
+        self.selection = selection
 
     def fit(self, X, y, sample_weight=None):
         """Shard the training data and choose the bandwidth by exact leave-one-out.
@@ -668,7 +679,8 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     The parameters are those of :class:`sklearn_nw.NadarayaWatsonClassifierCV`, which
     this equals with ``bandwidth_kinds=["fixed"]``: each grid point is scored by its
     leave-one-out log-loss, computed over the shards as in
-    :class:`NadarayaWatsonRegressorCV`.
+    :class:`NadarayaWatsonRegressorCV`, and the best one is kept (as the local
+    classifier keeps it with either ``selection``).
 
     Parameters
     ----------
@@ -681,6 +693,9 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     algorithm : {"auto", "brute"}, default="auto"
     compute : {"auto", "eager"}, default="auto"
     device : str, default="cpu"
+    selection : {"one_se", "min"}, default="one_se"
+        Either keeps the best grid point (the leave-one-out log-loss has no per-sample
+        scores), as in the local classifier.
 
     Attributes
     ----------
@@ -704,7 +719,7 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
                  cv=None, scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu"):
+                 device="cpu", selection="one_se"):
         self.bandwidths = bandwidths
         self.kernel = kernel
         self.bandwidth_kinds = bandwidth_kinds
@@ -714,6 +729,7 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
         self.algorithm = algorithm
         self.compute = compute
         self.device = device
+        self.selection = selection
 
     def fit(self, X, y, sample_weight=None):
         """Shard the training data and choose the bandwidth by exact leave-one-out.

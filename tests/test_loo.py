@@ -317,7 +317,8 @@ def test_default_grid_scores_equal_refits(dtype, rtol):
     # blocks are squares of others: check every point against brute-force refits, with
     # zero, unit and larger weights.
     X, y, w = _data(n=50, d=3)
-    cv = NadarayaWatsonRegressorCV(**FIXED).fit(X.astype(dtype), y, sample_weight=w)
+    cv = NadarayaWatsonRegressorCV(**FIXED, selection="min").fit(X.astype(dtype), y,
+                                                                 sample_weight=w)
     assert len(cv.bandwidths_) == 25
     losses = []
     for h in cv.bandwidths_:
@@ -327,6 +328,40 @@ def test_default_grid_scores_equal_refits(dtype, rtol):
         losses.append(np.sum(w * (preds - y) ** 2) / w.sum())
     np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=rtol)
     assert cv.best_index_ == int(np.argmin(losses))
+
+
+def _smoothest_within_one_se(per_sample, w, smoothness):
+    """The test's own one-standard-error rule: per-sample losses (G, n) with weights;
+    the smoothest candidate whose mean loss exceeds the best one's by at most the
+    standard error of the per-sample differences."""
+    best = int(np.argmin(per_sample @ w))
+    within = []
+    for g in range(len(per_sample)):
+        diff = per_sample[g] - per_sample[best]
+        mean = np.sum(w * diff) / w.sum()
+        if mean <= np.sqrt(np.sum(w * (diff - mean) ** 2)) / w.sum():
+            within.append(g)
+    return max(within, key=lambda g: smoothness[g])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_se_takes_the_smoothest_bandwidth_within_one_standard_error(seed):
+    X, y, w = _data(n=40, d=2, seed=seed)
+    grid = np.geomspace(0.05, 3.0, 12)
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid, **FIXED).fit(X, y, sample_weight=w)
+    per_sample = np.array([
+        (_refit_loo_predictions(lambda h=h: NadarayaWatsonRegressor(bandwidth=h),
+                                X, y, w) - y) ** 2 for h in grid])  # (G, n)
+    expected = _smoothest_within_one_se(per_sample, w, grid)
+    assert cv.best_index_ == expected
+    np.testing.assert_array_equal(cv.bandwidth_, [grid[expected]] * 2)
+    assert cv.best_score_ == pytest.approx(-per_sample[expected] @ w / w.sum(), rel=1e-9)
+    # Same scores and ranks as the best-point choice; only the choice differs.
+    best = NadarayaWatsonRegressorCV(bandwidths=grid, **FIXED, selection="min").fit(
+        X, y, sample_weight=w)
+    assert best.best_index_ == int(np.argmin(per_sample @ w))
+    for key in ("mean_test_score", "rank_test_score"):
+        np.testing.assert_array_equal(cv.cv_results_[key], best.cv_results_[key])
 
 
 def test_a_default_grid_goes_on_past_an_edge_holding_the_optimum():
@@ -663,7 +698,7 @@ def test_auto_degree_keeps_the_best_candidate_of_every_degree(cv):
     X = rng.uniform(0, 1, (120, 1))
     y = 4 * X[:, 0] + np.sin(3 * X[:, 0]) + 0.05 * rng.standard_normal(120)  # a trend
     model = NadarayaWatsonRegressorCV(bandwidths=[0.05, 0.1, 0.2, 0.4], degree="auto",
-                                      cv=cv).fit(X, y)
+                                      cv=cv, selection="min").fit(X, y)
     degrees = model.cv_results_["degree"]
     np.testing.assert_array_equal(degrees, np.repeat([0, 1, 2], 4))
     scores = model.cv_results_["mean_test_score"]
@@ -696,3 +731,29 @@ def test_auto_degree_keeps_a_higher_degree_only_past_one_standard_error():
     assert _one_standard_error([run(0.0, 0.0), run(0.5, 0.1)]) == 1
     # Compared with the degree kept so far, not only with degree 0.
     assert _one_standard_error([run(0.0, 0.0), run(0.5, 0.1), run(0.52, 1.0)]) == 1
+
+
+def test_one_se_orders_adaptive_candidates_by_k_times_c():
+    from sklearn_nw._adaptive import Adaptive
+    from sklearn_nw._cv import _FamilySearch, _smoothest_within_one_se
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=200)
+    candidates = [Adaptive("balloon", 4, 1.0), Adaptive("balloon", 16, 0.25),
+                  Adaptive("balloon", 8, 1.0), Adaptive("balloon", 64, 0.25)]
+
+    def family(*shifts):  # per-sample scores: the best, then noisy or clearly worse
+        per_sample = np.stack([base + s + (0.5 * rng.normal(size=200) if s > -1 else 0)
+                               for s in shifts])
+        return _FamilySearch(per_sample.mean(1), {}, np.ones((4, 1)),
+                             (per_sample, np.ones(200)), candidates)
+
+    # k c = 4, 4, 8, 16: the largest within one standard error of the best is taken.
+    assert _smoothest_within_one_se(family(0.0, -0.01, -0.01, -5.0)) == 2
+    # k c ties go to the larger k.
+    assert _smoothest_within_one_se(family(0.0, -0.01, -5.0, -5.0)) == 1
+    # A clear loss is never within one standard error.
+    assert _smoothest_within_one_se(family(0.0, -5.0, -5.0, -5.0)) == 0
+    # Without per-sample scores, the best.
+    run = family(0.0, -0.01, -0.01, -5.0)._replace(samples=None)
+    assert _smoothest_within_one_se(run) == int(np.argmax(run.scores))
