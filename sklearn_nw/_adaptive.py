@@ -109,6 +109,10 @@ class LeaveOneOutNeighbors:
         self._sorted = None
         self._left_out = {}  # k -> the pairs a left-out input changes, for every scale c
 
+    def prepare(self):
+        """Find the nearest inputs now, for threads sharing this object to read."""
+        self._neighbors()
+
     def _neighbors(self):
         """Each input's nearest other inputs, nearest first: distances, indices and the
         cumulative weight, (L, m) each, enough for ``max_neighbors`` units and, for a

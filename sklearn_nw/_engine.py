@@ -345,33 +345,48 @@ class _Problem:
         return (self.v1t @ careful.T).T, careful, n_empty
 
 
-def _run_chunks(pool_chunk, q, step, n, with_block, needs_grad):
+def _run_chunks(pool_chunk, q, step, n, blocks, needs_grad):
     """Call ``pool_chunk(s, block)`` for the chunks of ``step`` rows of queries ``q``, with
-    a (step, n) block like ``q`` per worker (None unless ``with_block``).
+    ``blocks`` (step, n) blocks like ``q`` per worker, one (blocks, step, n) tensor (None
+    for ``blocks=0``).
 
     With several torch threads, each pass over a cache-sized chunk is a short OpenMP
     region that ends in a barrier, a few thousand per call; a barrier waits until every
     thread of the team has run, so whenever another process holds a core each one waits
     out a scheduler time slice (measured: a 20,000 x 20,000 predict on 2 cores took 0.3 s
-    alone and 1.2 to 12 s beside another busy process). So the chunks go instead to as many
-    worker threads as torch has, each running its passes on one thread and taking the next
-    chunk when done: no barrier between passes, and a stalled worker only leaves its chunks
-    to the others. Not for autograd (``needs_grad``: the chunks write into shared outputs)
-    nor off the CPU.
+    alone and 1.2 to 12 s beside another busy process). So the chunks go instead to
+    worker threads (:func:`on_workers`). Not for autograd (``needs_grad``: the chunks
+    write into shared outputs) nor off the CPU.
     """
     n_q = q.shape[0]
     starts = range(0, n_q, step)
 
     def new_block():
-        return q.new_empty(min(step, n_q), n) if with_block else None
+        return q.new_empty(blocks, min(step, n_q), n) if blocks else None
 
-    n_threads = torch.get_num_threads()
-    if n_threads <= 1 or len(starts) < 2 * n_threads or q.device.type != "cpu" or needs_grad:
+    if len(starts) < 2 * torch.get_num_threads() or needs_grad:
         block = new_block()
         for s in starts:
             pool_chunk(s, block)
         return
-    todo = iter(starts)
+    on_workers(starts, pool_chunk, q.device, init=new_block)
+
+
+def on_workers(tasks, run, device, *, init=None, max_workers=None):
+    """``[run(task, state) for task in tasks]``, in order, on as many worker threads as
+    torch has on the CPU (at most ``max_workers``), each with one torch thread and its
+    own ``state = init()`` (None without ``init``), taking the next task when done: no
+    OpenMP barrier between the tasks' short parallel operations (see
+    :func:`_run_chunks`), and a worker stalled by another process only leaves its tasks
+    to the others. In the calling thread off the CPU, with one worker, or for one task."""
+    tasks = list(tasks)
+    n_threads = torch.get_num_threads()
+    n_workers = min(n_threads, len(tasks), max_workers or n_threads)
+    if n_workers <= 1 or torch.device(device).type != "cpu":
+        state = init() if init is not None else None
+        return [run(task, state) for task in tasks]
+    results = [None] * len(tasks)
+    todo = iter(range(len(tasks)))
     lock = threading.Lock()
     errors = []
 
@@ -379,18 +394,18 @@ def _run_chunks(pool_chunk, q, step, n, with_block, needs_grad):
         # OpenMP's and MKL's thread counts are per thread: this one's only (torch also
         # keeps it as the default of threads started meanwhile; restored below).
         torch.set_num_threads(1)
-        block = new_block()
         try:
+            state = init() if init is not None else None
             while not errors:
                 with lock:
-                    s = next(todo, None)
-                if s is None:
+                    i = next(todo, None)
+                if i is None:
                     return
-                pool_chunk(s, block)
+                results[i] = run(tasks[i], state)
         except BaseException as exc:  # re-raised in the calling thread
             errors.append(exc)
 
-    workers = [threading.Thread(target=worker) for _ in range(n_threads)]
+    workers = [threading.Thread(target=worker) for _ in range(n_workers)]
     try:
         for w in workers:
             w.start()
@@ -400,6 +415,7 @@ def _run_chunks(pool_chunk, q, step, n, with_block, needs_grad):
         torch.set_num_threads(n_threads)
     if errors:
         raise errors[0]
+    return results
 
 
 def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
@@ -447,7 +463,7 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
     def pool_chunk(s, block):
         rows = torch.arange(s, min(s + step, n_q), device=q.device)  # (b,)
         qs = problem.scale(q[s : s + step])  # (b, d)
-        out_block = None if block is None else block[: len(rows)]
+        out_block = None if block is None else block[0, : len(rows)]
         logits = problem.fast_logits(qs, rows, out=out_block)  # (b, n)
         if kernel.quadratic_coef is None:
             m = logits.amax(1, keepdim=True)  # (b, 1)
@@ -480,7 +496,7 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
     with _compute_settings():
         needs_grad = torch.is_grad_enabled() and any(
             t is not None and t.requires_grad for t in (q, x, v, h, log_w, self_log_w))
-        _run_chunks(pool_chunk, q, step, n, with_block=kernel.quadratic_coef is not None,
+        _run_chunks(pool_chunk, q, step, n, blocks=int(kernel.quadratic_coef is not None),
                     needs_grad=needs_grad)
     n_fallback = sum(n_empty for n_empty, _ in parts.values())
     sparse_parts = [parts[s][1] for s in sorted(parts)]

@@ -17,6 +17,7 @@ from ._engine import (
     _N_TEMPORARIES,
     _augmented_sq_dist,
     _compute_settings,
+    _run_chunks,
     chunk_rows,
     exact_sq_dist,
     exp_,
@@ -280,22 +281,25 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
                 _gaussian_loo(transform(x, centre, hs[g]), v, log_w, self_log_w, rows_all,
                               None, kernel.quadratic_coef, None, step, False, pooled[g])
         return pooled
-    with _compute_settings():
-        for s in range(0, m, step):
-            rows = rows_all[s : s + step]  # (b,)
+    def pool_chunk(s, _):
+        rows = rows_all[s : s + step]  # (b,)
+        if isotropic:
+            d2_first = _augmented_sq_dist(xs[rows], xs, refine=True)  # (b, n)
+        else:
+            diff2 = (xs[rows, None, :] - xs[None, :, :]) ** 2  # (b, n, d)
+        for g in range(len(hs)):
             if isotropic:
-                d2_first = _augmented_sq_dist(xs[rows], xs, refine=True)  # (b, n)
+                d2 = d2_first / ratios[g, 0] ** 2  # (b, n)
             else:
-                diff2 = (xs[rows, None, :] - xs[None, :, :]) ** 2  # (b, n, d)
-            for g in range(len(hs)):
-                if isotropic:
-                    d2 = d2_first / ratios[g, 0] ** 2  # (b, n)
-                else:
-                    d2 = diff2 @ ratios[g] ** -2  # (b, n)
-                logits = _loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2)
-                logits -= logits.amax(1, keepdim=True)
-                num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
-                pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
+                d2 = diff2 @ ratios[g] ** -2  # (b, n)
+            logits = _loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2)
+            logits -= logits.amax(1, keepdim=True)
+            num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
+            pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
+
+    with _compute_settings():
+        # On worker threads, one torch thread each (see _engine._run_chunks).
+        _run_chunks(pool_chunk, xs[rows_all], step, n, blocks=0, needs_grad=False)
     return pooled
 
 
@@ -339,9 +343,8 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled):
     wv1_t = torch.cat([w[:, None] * v, w[:, None]], dim=1).T.contiguous()  # (t + 1, n)
     v1 = torch.cat([v, v.new_ones(n, 1)], dim=1)  # (n, t + 1)
     no_weight = torch.nonzero(w == 0).flatten()  # (z,)
-    # The distance and kernel blocks, allocated once (see _engine._CACHE_BYTES).
-    blocks = xs.new_empty(2, min(step, len(rows)), n)
-    for s in range(0, len(rows), step):
+
+    def pool_chunk(s, blocks):  # blocks: the distance and kernel blocks (2, step, n)
         chunk = rows[s : s + step]  # (b,)
         r = torch.arange(len(chunk), device=xs.device)
         d2 = _augmented_sq_dist(xs[chunk], xs, out=blocks[0, : len(chunk)])  # (b, n)
@@ -362,3 +365,7 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled):
                     k.clamp_(min=floor).square_()
                 num_den = (wv1_t @ k.T).T + self_term  # (b, t + 1)
                 pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
+
+    # On worker threads, one torch thread each, each with its own two blocks, allocated
+    # once (see _engine._run_chunks and _engine._CACHE_BYTES).
+    _run_chunks(pool_chunk, xs[rows], step, n, blocks=2, needs_grad=False)

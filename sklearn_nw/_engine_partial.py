@@ -82,7 +82,7 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
             logits = _exact_logits(problem, qc, True)  # (b, n)
         else:
             logits = problem.fast_logits(problem.scale(qc), None,
-                                         out=None if block is None else block[: len(qc)])
+                                         out=None if block is None else block[0, : len(qc)])
         m = logits.new_zeros(len(qc))  # (b,)
         if not quadratic:
             m = logits.amax(1)
@@ -101,7 +101,7 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
             _careful(problem, qc[redo], rows[redo], result, leave_out_equal)
 
     with _compute_settings():
-        _run_chunks(pool_chunk, q, step, n, with_block=quadratic, needs_grad=False)
+        _run_chunks(pool_chunk, q, step, n, blocks=int(quadratic), needs_grad=False)
     return result
 
 

@@ -16,7 +16,7 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._adaptive import LeaveOneOutNeighbors
-from ._engine import chunk_rows, serial_if_small
+from ._engine import chunk_rows, on_workers, serial_if_small
 from ._engine_loo import loo_grid_pool
 from ._local_poly import local_fit_many, n_terms
 from ._losses import get_loss
@@ -256,6 +256,21 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         neighbors = self._neighbors(loo, device,
                                     max(c.n_neighbors for c in self.candidates))
         r = loo.X.shape[1]
+        if not self.degree:
+            # Each candidate's few (L, L) operations are short parallel regions, whose
+            # barriers stall beside a busy process: the candidates go to worker threads
+            # of one torch thread each instead (the neighbors found first, here), as
+            # many as working_memory holds: the shared distances (2 L^2) and each one's
+            # logits, attention and temporaries (4 L^2).
+            neighbors.prepare()
+            values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
+            L = len(loo.weight)
+            fit = int((working_memory * 2**20 / (8 * L * L) - 2) // 4)
+            return torch.stack(on_workers(
+                self.candidates,
+                lambda candidate, _: (neighbors.attention(candidate, kernel, r)[0]
+                                      @ values).cpu(),
+                device, max_workers=max(1, fit)))  # (G, L, t)
         attentions = (neighbors.attention(candidate, kernel, r)[0]
                       for candidate in self.candidates)
         return _local_fits(attentions, _centred(loo, self.grid[0], device), loo, self.degree,

@@ -118,3 +118,63 @@ def test_small_calls_compute_on_one_thread_and_restore_the_count():
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_on_workers_keeps_the_order_raises_and_restores_the_count():
+    from sklearn_nw._engine import on_workers
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        seen = []
+
+        def run(task, state):
+            seen.append((threading.get_ident(), torch.get_num_threads(), state))
+            return task * task
+
+        assert on_workers(range(9), run, "cpu", init=list) == [t * t for t in range(9)]
+        assert {count for _, count, _ in seen} == {1}  # one torch thread per worker
+        assert threading.get_ident() not in {ident for ident, _, _ in seen}
+        # Each worker's own state.
+        assert len({id(state) for _, _, state in seen}) == len({i for i, _, _ in seen})
+        assert torch.get_num_threads() == 2
+
+        def fail(task, _):
+            if task == 5:
+                raise ValueError("task 5")
+            return task
+
+        with pytest.raises(ValueError, match="task 5"):
+            on_workers(range(9), fail, "cpu")
+        assert torch.get_num_threads() == 2
+        # One worker at most: the calling thread.
+        seen.clear()
+        on_workers(range(3), run, "cpu", max_workers=1)
+        assert {ident for ident, _, _ in seen} == {threading.get_ident()}
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("kinds, n", [(["fixed"], 2500), (["balloon", "sample_point"], 700)])
+def test_leave_one_out_grids_on_workers_equal_one_thread(kinds, n):
+    # The grids' candidates (adaptive) or chunks (fixed, enough of them for two workers
+    # at this n) go to worker threads: the same scores as on the calling thread alone.
+    from sklearn_nw import NadarayaWatsonClassifierCV, NadarayaWatsonRegressorCV
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 3))
+    y = X[:, 0] + 0.3 * rng.normal(size=n)
+    before = torch.get_num_threads()
+    try:
+        results = {}
+        for n_threads in (1, 2):
+            torch.set_num_threads(n_threads)
+            reg = NadarayaWatsonRegressorCV(bandwidth_kinds=kinds, degree=0).fit(X, y)
+            clf = NadarayaWatsonClassifierCV(bandwidth_kinds=kinds).fit(X, y > 0)
+            results[n_threads] = (reg.cv_results_["mean_test_score"],
+                                  clf.cv_results_["mean_test_score"])
+            assert torch.get_num_threads() == n_threads
+        for one, two in zip(results[1], results[2]):
+            np.testing.assert_allclose(one, two, rtol=1e-12)
+    finally:
+        torch.set_num_threads(before)
