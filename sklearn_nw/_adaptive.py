@@ -29,6 +29,7 @@ Torch and numpy only; the searches are the key set's.
 """
 
 import math
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -108,6 +109,7 @@ class LeaveOneOutNeighbors:
         self.max_neighbors = max_neighbors
         self._sorted = None
         self._left_out = {}  # k -> the pairs a left-out input changes, for every scale c
+        self._left_out_locks = {}  # k -> its lock
 
     def prepare(self):
         """Find the nearest inputs now, for threads sharing this object to read."""
@@ -136,24 +138,25 @@ class LeaveOneOutNeighbors:
         self._sorted = (near.values, near.indices, cumulative)
         return self._sorted
 
-    def attention(self, adaptive, kernel, n_coords):
+    def attention(self, adaptive, kernel, n_coords, out=None):
         """Exact leave-one-out attention (L, L) of the inputs on each other under
         ``adaptive`` (rows sum to 1, a location never attends to itself) and the number
         of rows with no kernel mass (a compact kernel), given their nearest other
         input(s) in the adaptive metric, every tie. ``n_coords`` is the ``r`` of the
-        sample-point normalisation."""
+        sample-point normalisation. ``out``: an (L, L) block to compute it in (a
+        worker's, reused from one candidate to the next)."""
         k, c = adaptive.n_neighbors, adaptive.scale
         h = (c * self._kth(k)).clamp(min=torch.finfo(self.D.dtype).tiny)  # (L,)
         if adaptive.kind == "balloon":
-            return self._attention(h, None, kernel)
-        return self._attention(h, (k, c, n_coords), kernel)
+            return self._attention(h, None, kernel, out)
+        return self._attention(h, (k, c, n_coords), kernel, out)
 
     def fixed_attention(self, h, kernel):
         """Exact leave-one-out attention (L, L) under one bandwidth ``h`` (in units of
         the distances ``D``), and the number of rows with no kernel mass."""
         return self._attention(self.D.new_full((self.D.shape[0],), h), None, kernel)
 
-    def _attention(self, h, sample_point, kernel):
+    def _attention(self, h, sample_point, kernel, out=None):
         """The attention of query bandwidths ``h`` (L,) per row, or with ``sample_point``
         (k, c, r) key bandwidths per column, corrected where a left-out input changes
         them."""
@@ -167,9 +170,9 @@ class LeaveOneOutNeighbors:
             h_sq = h * h  # (L,)
             key_log_w = log_w - r * torch.log(h)  # (L,)
         if kernel.quadratic_coef is not None:  # the Gaussian family: one pass
-            logits = torch.mul(self.D_sq, -kernel.quadratic_coef / h_sq)  # (L, L)
+            logits = torch.mul(self.D_sq, -kernel.quadratic_coef / h_sq, out=out)  # (L, L)
         else:
-            logits = kernel.log_profile_sq(torch.div(self.D_sq, h_sq))  # (L, L)
+            logits = kernel.log_profile_sq(torch.div(self.D_sq, h_sq, out=out))  # (L, L)
         logits += key_log_w
         if sample_point is not None:
             rows, cols, h_left = self._left_out_bandwidths(k, c)
@@ -227,8 +230,10 @@ class LeaveOneOutNeighbors:
         neighbors (j included) hold ``k + W[j]``. Returns the pairs as (query rows j, key
         columns i) and those bandwidths. The pairs and distances depend on k alone: found
         once per k, they serve every c (the candidates' scales)."""
-        if k not in self._left_out:
-            self._left_out[k] = self._left_out_distances(k)
+        # Found once per k, however many worker threads ask for it at once.
+        with self._left_out_locks.setdefault(k, threading.Lock()):
+            if k not in self._left_out:
+                self._left_out[k] = self._left_out_distances(k)
         rows, keys, d_left = self._left_out[k]
         return rows, keys, (c * d_left).clamp(min=torch.finfo(self.D.dtype).tiny)
 

@@ -264,7 +264,10 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     width = 1 if isotropic else d
     row_bytes = n * x.element_size() * (_N_TEMPORARIES + width)
     m = len(rows_all)
-    step = min(chunk_rows(m, row_bytes, working_memory), max(1, 4 * _CACHE_BYTES // row_bytes))
+    step = min(chunk_rows(m, row_bytes, working_memory), max(1, 4 * _CACHE_BYTES // row_bytes),
+               # Two chunks per worker thread (of 32 rows at least), or the chunks run on
+               # the calling thread's team of threads (see _engine._run_chunks).
+               max(32, -(-m // (2 * torch.get_num_threads()))))
     v1t = values_and_ones_t(v)  # (t + 1, n)
     pooled = x.new_empty(len(hs), m, v.shape[1])  # (G, m, t)
     if kernel.quadratic_coef is not None and isotropic:

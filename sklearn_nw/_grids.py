@@ -268,9 +268,10 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
             fit = int((working_memory * 2**20 / (8 * L * L) - 2) // 4)
             return torch.stack(on_workers(
                 self.candidates,
-                lambda candidate, _: (neighbors.attention(candidate, kernel, r)[0]
-                                      @ values).cpu(),
-                device, max_workers=max(1, fit)))  # (G, L, t)
+                lambda candidate, block: (neighbors.attention(candidate, kernel, r,
+                                                              out=block)[0] @ values).cpu(),
+                device, init=lambda: torch.empty(L, L, dtype=torch.float64, device=device),
+                max_workers=max(1, fit)))  # (G, L, t)
         attentions = (neighbors.attention(candidate, kernel, r)[0]
                       for candidate in self.candidates)
         return _local_fits(attentions, _centred(loo, self.grid[0], device), loo, self.degree,

@@ -558,3 +558,21 @@ def test_adaptive_times_both_kinds_against_their_peers(bench, tmp_path):
             assert r[f"{kind}_over_fixed"] == pytest.approx(t[kind] / t["fixed"])
             assert r[f"{kind}_ns_per_pair"] == pytest.approx(t[kind] / (300 * 50) * 1e9)
     assert (out_dir / "bench_adaptive.md").read_text() == stdout
+
+
+# -- bench_load ------------------------------------------------------------------------------
+def test_load_times_the_cv_fits_idle_and_beside_a_busy_process(bench, tmp_path):
+    bench_load = importlib.import_module("bench_load")
+    report, out_dir, stdout = _quiet_run(bench_load, tmp_path, datasets=("iris", "diabetes"),
+                                         repeats=1)
+    rows = report["sections"]["cv"]["results"]
+    assert [r["dataset"] for r in rows] == ["iris", "diabetes"]
+    for r in rows:
+        for when in ("idle_s", "loaded_s"):
+            assert set(r[when]) == {"nw_cv", "knn"} and min(r[when].values()) > 0
+        assert r["nw_cv_loaded_over_idle"] == pytest.approx(
+            r["loaded_s"]["nw_cv"] / r["idle_s"]["nw_cv"])
+    assert [t["met"] in (True, False) for t in report["targets"]] == [True, True]
+    assert bench_load.ratio_target(2) == pytest.approx(2.5)
+    assert (out_dir / "bench_load.md").read_text() == stdout
+    assert "| iris | 120 × 4 |" in stdout
