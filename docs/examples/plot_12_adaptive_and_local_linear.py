@@ -252,9 +252,11 @@ plt.show()
 #
 # With default arguments :class:`~sklearn_nw.NadarayaWatsonRegressorCV` searches fixed,
 # balloon and sample-point bandwidths for degrees 0, 1 and 2 (one feature), all by exact
-# leave-one-out, and keeps a more complex family only when it beats the simpler one by
-# more than one standard error. (It also keeps each local fit within the range of its
-# targets, ``bounded=True``, unlike the plain estimators above.)
+# leave-one-out. Within each family it takes the smoothest candidate within one standard
+# error of the family's best, and it keeps a more complex family only when that choice
+# beats the simpler one's by more than one standard error (``selection="one_se"``). (It
+# also keeps each local fit within the range of its targets, ``bounded=True``, unlike the
+# plain estimators above.)
 auto = NadarayaWatsonRegressorCV().fit(X_train, y_train)
 errors = (auto.predict(X_test) - f(x_test)) ** 2
 print("\nNadarayaWatsonRegressorCV() chose:")
