@@ -451,15 +451,15 @@ def _max_neighbors(training):
     return max(1, int(np.floor(weight.sum() - 2 * weight.max() + 1e-9)))
 
 
-def _smoothness(run):
-    """How smooth each candidate of a family (:class:`_FamilySearch`) is, (G,): the
-    geometric mean of a fixed bandwidth vector; k c for an adaptive bandwidth (its
+def _smoothest_first(run):
+    """A family's (:class:`_FamilySearch`) candidates, smoothest first (G,): by the
+    geometric mean of a fixed bandwidth vector; by k c for an adaptive bandwidth (its
     bandwidth c d_k grows with both), ties going to the larger k."""
     if run.adaptive[0] is None:
-        return np.exp(np.log(run.grid).mean(1))
+        return np.argsort(-np.log(run.grid).mean(1), kind="stable")
     k = np.array([a.n_neighbors for a in run.adaptive], dtype=np.float64)
     c = np.array([a.scale for a in run.adaptive])
-    return k * c * (1 + 1e-9 * k / k.max())
+    return np.lexsort((-k, -k * c))
 
 
 def _difference_within_one_se(samples, a, b):
@@ -475,13 +475,13 @@ def _difference_within_one_se(samples, a, b):
 
 def _smoothest_within_one_se(run):
     """A family's choice (an index into its grid): its smoothest candidate
-    (:func:`_smoothness`) whose score is within one standard error of the best one's
+    (:func:`_smoothest_first`) whose score is within one standard error of the best one's
     (Breiman's rule: among candidates the data cannot tell apart, the one that varies
     least with the training sample); the best one without per-sample scores."""
     best = int(np.argmax(run.scores))
     if run.samples is None:
         return best
-    for g in np.argsort(-_smoothness(run), kind="stable"):
+    for g in _smoothest_first(run):
         if _difference_within_one_se(run.samples, best, int(g)):
             return int(g)
     return best
