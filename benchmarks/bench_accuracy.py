@@ -36,6 +36,13 @@ Three sections (``--sections``), float64 on the CPU, in this process.
    the neighbourhood of seed 0 or only there. Targets: section 1's at every seed, and on
    the mean difference over the seeds.
 
+4. ``local``: learned bandwidths for local-linear fits. ``NadarayaWatsonRegressor(degree=1,
+   bandwidth="loo")`` against statsmodels' ``KernelReg(reg_type="ll", bw="cv_ls")`` on the
+   regression data sets statsmodels takes (``SM_MAX_N``, ``SM_MAX_D``): section 1's outer
+   5-fold R^2 and fit times, and on the whole standardised data set each bandwidth under
+   statsmodels' own leave-one-out objective (``cv_loo``). Targets: R^2 at least
+   statsmodels' - ``PEER_MARGIN``, and an objective no higher than statsmodels' minimum.
+
 Targets are reported, never enforced. Warnings raised by the methods are recorded.
 
 Usage: ``python benchmarks/bench_accuracy.py [--sections S ...] [--datasets D ...]
@@ -78,7 +85,7 @@ from sklearn_nw import (
     NadarayaWatsonRegressorCV,
 )
 
-SECTIONS = ("accuracy", "large", "seeds")
+SECTIONS = ("accuracy", "large", "seeds", "local")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 KNN_MARGIN = 0.03  # the learned bandwidth's margin below tuned KNN
 CV_MARGIN = 0.01  # the CV estimators' margin below tuned KNN (issue 11)
@@ -605,6 +612,91 @@ def markdown_large(report):
         {"large": report["warnings"]})
 
 
+# -- 4. learned bandwidths for local-linear fits ----------------------------------------------
+def section_local(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
+    """The local-linear regressor with a learned bandwidth against statsmodels'
+    ``KernelReg(reg_type="ll", bw="cv_ls")`` on the regression data sets statsmodels takes:
+    section 1's outer 5-fold R^2 and fit times, and on the whole standardised data set each
+    one's bandwidth under statsmodels' own leave-one-out objective (``cv_loo``)."""
+    results = []
+    missing = _statsmodels_missing()
+    for name in datasets:
+        task = DATASETS[name][0]
+        if task != "regression":
+            continue
+        try:
+            with recording(set()):
+                X, y, _, outer = _load(name, max_samples, seed)
+        except (ImportError, OSError, ValueError) as exc:
+            results.append({"dataset": name, "status": "skipped", "reason": repr(exc)})
+            continue
+        if missing is not None or len(y) > SM_MAX_N or X.shape[1] > SM_MAX_D:
+            continue
+        _progress(f"local: {name}")
+        row = {"dataset": name, "status": "ok", "n": len(y), "d": X.shape[1]}
+        methods = {"nw_loo_ll": NadarayaWatsonRegressor(degree=1, bandwidth="loo"),
+                   "statsmodels_ll": KernelRegCV("ll")}
+        caught = set()
+        for method, estimator in methods.items():
+            with recording(caught):
+                cv = cross_validate(make_pipeline(StandardScaler(), estimator), X, y,
+                                    cv=outer)
+            row[method] = float(cv["test_score"].mean())
+            row[f"{method}_fit_time_s"] = float(cv["fit_time"].sum())
+        Z = StandardScaler().fit_transform(X)
+        with recording(caught):
+            ours = NadarayaWatsonRegressor(degree=1, bandwidth="loo").fit(Z, y)
+            theirs = KernelRegCV("ll").fit(Z, y).model_
+            row["objective_nw"] = float(np.squeeze(theirs.cv_loo(ours.bandwidth_,
+                                                                 theirs._est_loc_linear)))
+            row["objective_statsmodels"] = float(np.squeeze(theirs.cv_loo(
+                theirs.bw, theirs._est_loc_linear)))
+        row["bandwidth_nw"] = ours.bandwidth_.tolist()
+        row["bandwidth_statsmodels"] = np.abs(theirs.bw).tolist()
+        row["warnings"] = sorted(caught)
+        results.append(row)
+    ok = [r for r in results if r["status"] == "ok"]
+    report = {"config": {"folds": f"{N_FOLDS}-fold KFold, shuffled, seed {seed} (section 1's)",
+                         "nw": "NadarayaWatsonRegressor(degree=1, bandwidth='loo')",
+                         "statsmodels": "KernelReg(reg_type='ll', bw='cv_ls')"},
+              "results": results}
+    report["targets"] = [
+        _target("local", f"NW loo (degree 1) >= statsmodels ll cv_ls - {PEER_MARGIN:g}",
+                all(r["nw_loo_ll"] >= r["statsmodels_ll"] - PEER_MARGIN for r in ok)
+                if ok else None,
+                "; ".join(f"{r['dataset']} {r['nw_loo_ll'] - r['statsmodels_ll']:+.3f}"
+                          for r in ok)),
+        _target("local", "its leave-one-out objective (statsmodels' cv_loo) <= statsmodels' "
+                "own minimum + 1e-6 relative",
+                all(r["objective_nw"] <= r["objective_statsmodels"] * (1 + 1e-6) for r in ok)
+                if ok else None,
+                "; ".join(f"{r['dataset']} {r['objective_nw'] / r['objective_statsmodels']:.6f}"
+                          for r in ok))]
+    return report
+
+
+def markdown_local(report):
+    c = report["config"]
+    lines = [(f"### 4. Learned bandwidths for local-linear fits ({c['folds']}; R^2, inputs "
+              f"standardised): `{c['nw']}` against statsmodels' `{c['statsmodels']}`"), "",
+             "| data set | n × d | NW ll loo | statsmodels ll | difference | objective NW / "
+             "statsmodels | fit s NW / statsmodels |", "|---|---|---|---|---|---|---|"]
+    for r in report["results"]:
+        if r["status"] != "ok":
+            lines.append(f"| {r['dataset']} | {r['status']}: {r['reason']} | | | | | |")
+            continue
+        lines.append(f"| {r['dataset']} | {r['n']} × {r['d']} | {r['nw_loo_ll']:.3f} "
+                     f"| {r['statsmodels_ll']:.3f} "
+                     f"| {r['nw_loo_ll'] - r['statsmodels_ll']:+.3f} "
+                     f"| {r['objective_nw'] / r['objective_statsmodels']:.6f} "
+                     f"| {r['nw_loo_ll_fit_time_s']:.2f} / {r['statsmodels_ll_fit_time_s']:.2f} |")
+    return lines + ["", ("The objective: statsmodels' `cv_loo` (the mean squared leave-one-out "
+                         "error of its local-linear fit) on the whole standardised data set, "
+                         "at the bandwidth each method learned there; below 1, ours is lower.")
+                    ] + _warning_lines({r["dataset"]: r["warnings"]
+                                        for r in report["results"] if r.get("warnings")})
+
+
 # -- the whole run ---------------------------------------------------------------------------
 def run_benchmark(sections=SECTIONS, datasets=DEFAULT_DATASETS, max_samples=2000,
                   n_large=20_000, randhie_rows=8000, out_dir=RESULTS_DIR,
@@ -620,7 +712,8 @@ def run_benchmark(sections=SECTIONS, datasets=DEFAULT_DATASETS, max_samples=2000
     print("".join(chunks), end="", flush=True)
     runs = {"accuracy": (lambda: section_accuracy(datasets, max_samples), markdown_accuracy),
             "large": (lambda: section_large(n_large, randhie_rows), markdown_large),
-            "seeds": (lambda: section_seeds(datasets, max_samples, seeds), markdown_seeds)}
+            "seeds": (lambda: section_seeds(datasets, max_samples, seeds), markdown_seeds),
+            "local": (lambda: section_local(datasets, max_samples), markdown_local)}
     return run_sections("bench_accuracy", report, chunks,
                         {name: runs[name] for name in sections}, out_dir)
 
@@ -628,7 +721,7 @@ def run_benchmark(sections=SECTIONS, datasets=DEFAULT_DATASETS, max_samples=2000
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
-                        help="1 accuracy, 2 large, 3 seeds (default: all)")
+                        help="1 accuracy, 2 large, 3 seeds, 4 local (default: all)")
     parser.add_argument("--datasets", nargs="+", choices=list(DATASETS),
                         default=list(DEFAULT_DATASETS),
                         help=f"section 1 (default: all but the tiny {', '.join(TINY)})")

@@ -286,11 +286,7 @@ class NadarayaWatsonBase(BaseEstimator):
                 ("metric='precomputed' (no coordinates to fit a polynomial in)",
                  self._precomputed()),
                 ("compute='compiled' (the local fits need the attention, computed eagerly)",
-                 self.compute == "compiled"),
-                (f"bandwidth={bandwidth!r} (a learned bandwidth minimises the "
-                 "local-constant leave-one-out loss)",
-                 isinstance(bandwidth, (LeaveOneOutBandwidth, str))
-                 and bandwidth not in RULES_OF_THUMB)) if on]
+                 self.compute == "compiled")) if on]
             if refused:
                 raise ValueError(
                     f"degree={degree} fits local polynomials; it cannot be used with "
@@ -383,7 +379,8 @@ class NadarayaWatsonBase(BaseEstimator):
         result = selector.select(
             loo, training.kernel, loss=training.loss, h_start=search_reference(X, w),
             dtype=training.dtype, device=training.device,
-            working_memory=training.working_memory,
+            working_memory=training.working_memory, degree=degree,
+            bounded=bool(getattr(self, "bounded", False)),
         )
         self.bandwidth_ = result.bandwidth
         if result.projection is not None:

@@ -74,9 +74,11 @@ PARAMETERS = {
         weights (the *equivalent kernel*, returned as the attention) sum to 1 but may be
         negative. A query whose local design is singular (fewer training points with
         weight than the polynomial has terms, or points on a line) keeps its
-        Nadaraya-Watson value, with a :class:`~sklearn_nw.LocalFitWarning`. Not with
-        ``metric="precomputed"`` (no coordinates), ``compute="compiled"`` or a learned
-        bandwidth (``"loo"``, which minimises the local-constant loss).""",
+        Nadaraya-Watson value, with a :class:`~sklearn_nw.LocalFitWarning`. A learned
+        bandwidth (``"loo"``) minimises the leave-one-out loss of these local fits, as
+        statsmodels' ``KernelReg(reg_type="ll", bw="cv_ls")`` does, full batch (up to
+        4,096 distinct training inputs). Not with ``metric="precomputed"`` (no
+        coordinates) or ``compute="compiled"``.""",
     "bounded": """\
     bounded : bool, default=False
         With ``degree`` 1 or 2 (regressor only): keep each local fit within the range of

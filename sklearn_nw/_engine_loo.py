@@ -26,6 +26,7 @@ from ._engine import (
     transform,
     values_and_ones_t,
 )
+from ._local_poly import local_fit_dense, n_terms
 from ._losses import get_loss
 
 # MiB of (rows, keys, coordinates) differences for the exact recomputation of a few rows.
@@ -120,6 +121,63 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     if backward:
         (xs_graph * xs.grad).sum().backward()  # as above
     return value
+
+
+def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=False,
+                   rows=None, working_memory=1024, backward=False):
+    """:func:`loo_loss` of local polynomials of ``degree`` (1 or 2): each left-out row
+    predicts the intercept of its kernel-weighted polynomial fit over the other keys
+    (:func:`~sklearn_nw._local_poly.local_fit_dense`, bounded or not), its
+    Nadaraya-Watson value where that local design is singular, as the fitted regressor
+    does. Plain autograd through the fits, chunk by chunk; the losses row by row are
+    :func:`loo_local_per_row`'s."""
+    loss = get_loss(loss)
+    rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
+    w_rows = log_w[rows].exp()  # (m,)
+    total = w_rows.sum()
+    xs_graph = transform(x, key_centre(x), h)  # (n, r)
+    xs = xs_graph.detach().requires_grad_(backward)
+    value = 0.0
+    with _compute_settings(), torch.set_grad_enabled(backward):
+        for s, pooled in _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree,
+                                       bounded, working_memory):
+            per_row = loss.per_row(pooled, v[rows[s : s + len(pooled)]])  # (b,)
+            part = (w_rows[s : s + len(pooled)] * per_row).sum() / total
+            if backward:
+                part.backward()
+            value += float(part.detach())
+    if backward and xs.grad is not None:
+        (xs_graph * xs.grad).sum().backward()  # as in loo_loss
+    return value
+
+
+def loo_local_per_row(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=False,
+                      rows=None, working_memory=1024):
+    """The leave-one-out losses (m,) of :func:`loo_local_loss`, row by row, without
+    gradient."""
+    loss = get_loss(loss)
+    rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
+    xs = transform(x, key_centre(x), h)  # (n, r)
+    with _compute_settings(), torch.no_grad():
+        pooled = torch.cat([p for _, p in _local_chunks(
+            xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory)])
+        return loss.per_row(pooled, v[rows])  # (m,)
+
+
+def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory):
+    """``(start, pooled)`` for chunks of ``rows``: the leave-one-out local fits (b, t) of
+    scaled keys ``xs`` (n, r), Nadaraya-Watson on singular rows."""
+    n, r = xs.shape
+    p = n_terms(r, degree)
+    # Each row's design, its weighted copy and the attention, kept for the backward pass.
+    step = chunk_rows(len(rows), n * xs.element_size() * (2 * p + _N_TEMPORARIES),
+                      working_memory)
+    for s in range(0, len(rows), step):
+        chunk = rows[s : s + step]  # (b,)
+        logits = _loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk)  # (b, n)
+        attention = torch.softmax(logits, dim=1)  # (b, n)
+        local, _, singular = local_fit_dense(xs[chunk], xs, attention, v, degree, bounded)
+        yield s, torch.where(singular[:, None], attention @ v, local)  # (b, t)
 
 
 def loo_loss_neighbors(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighbors,

@@ -70,7 +70,8 @@ def _intercept_rows(M):
     # A unit diagonal: differences and their products have different scales.
     s = torch.where(diag > 0, diag, 1.0).rsqrt()  # (b, p)
     unit = M * s[:, :, None] * s[:, None, :]  # (b, p, p)
-    eigenvalues = torch.linalg.eigvalsh(unit)  # (b, p) ascending
+    # Only compared: no gradient (eigenvectors) needed.
+    eigenvalues = torch.linalg.eigvalsh(unit.detach())  # (b, p) ascending
     tol = torch.finfo(M.dtype).eps ** 0.5
     singular = ~(eigenvalues[:, 0] > tol * eigenvalues[:, -1]) | ~(diag > 0).all(1)
     e1 = torch.zeros_like(s)

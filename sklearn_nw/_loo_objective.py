@@ -10,7 +10,14 @@ import torch
 from sklearn.neighbors import KDTree
 
 from ._engine import key_centre, transform
-from ._engine_loo import loo_grid_pool, loo_loss, loo_loss_neighbors
+from ._engine_loo import (
+    loo_grid_pool,
+    loo_local_loss,
+    loo_local_per_row,
+    loo_loss,
+    loo_loss_neighbors,
+)
+from ._local_poly import n_terms
 
 logger = logging.getLogger("sklearn_nw.bandwidth")
 
@@ -113,11 +120,15 @@ class NeighborSearch:
 
 
 class Objective:
-    """The leave-one-out loss of one training set, as a function of the metric."""
+    """The leave-one-out loss of one training set, as a function of the metric: of
+    Nadaraya-Watson (``degree=0``), or of local polynomials of ``degree``, bounded or not
+    (full batch only: no neighbor lists)."""
 
-    def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory):
+    def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory, degree=0,
+                 bounded=False):
         self.x, self.v, self.log_w, self.self_log_w = x, v, log_w, self_log_w
         self.kernel, self.loss_function, self.working_memory = kernel, loss, working_memory
+        self.degree, self.bounded = degree, bounded
         w = log_w.exp()[:, None]  # (n, 1)
         mean = (w * v).sum(0) / w.sum()  # (t,)
         # The weighted variance of the targets (Gini impurity for one-hot labels).
@@ -125,7 +136,19 @@ class Objective:
         # The largest squared value norm: the scale of the loss's rounding.
         self.values_max_sq = float((v * v).sum(1).max())
 
+    def _degree(self, n_coords):
+        """The degree the local fits have in ``n_coords`` coordinates: 0 where fewer keys
+        than the polynomial's terms are left to every query, whose designs are then all
+        singular (their Nadaraya-Watson values: the same loss, without the solves)."""
+        keys = int(torch.isfinite(self.log_w).sum()) - 1
+        return self.degree if keys >= n_terms(n_coords, self.degree) else 0
+
     def loss(self, metric, rows, backward=False):
+        if self._degree(metric.shape[-1] if metric.ndim == 2 else len(metric)):
+            return loo_local_loss(self.x, self.v, metric, self.kernel, self.log_w,
+                                  self.self_log_w, loss=self.loss_function,
+                                  degree=self.degree, bounded=self.bounded, rows=rows,
+                                  working_memory=self.working_memory, backward=backward)
         return loo_loss(self.x, self.v, metric, self.kernel, self.log_w, self.self_log_w,
                         loss=self.loss_function, rows=rows, working_memory=self.working_memory,
                         backward=backward)
@@ -140,6 +163,11 @@ class Objective:
         (G, d), in one pass, in float64."""
         x, v, log_w, self_log_w = self.x, self.v, self.log_w, self.self_log_w
         hs = torch.as_tensor(hs, dtype=x.dtype, device=x.device)
+        if self._degree(hs.shape[1]):
+            return torch.stack([loo_local_per_row(
+                x, v, h, self.kernel, log_w, self_log_w, loss=self.loss_function,
+                degree=self.degree, bounded=self.bounded, rows=rows,
+                working_memory=self.working_memory).double() for h in hs])  # (G, m)
         pooled = loo_grid_pool(x, v, hs, self.kernel, log_w, self_log_w, rows=rows,
                                working_memory=self.working_memory)  # (G, m, t)
         return self.loss_function.per_row(pooled.double(), self.v[rows].double())  # (G, m)

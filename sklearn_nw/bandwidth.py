@@ -231,12 +231,18 @@ class LeaveOneOutBandwidth(BaseEstimator):
     scaling all weights changes nothing, integer weights equal repeated rows, and
     duplicated rows (a bootstrap resample) cannot pull the bandwidth to 0 by predicting
     each other. The targets' unit does not matter either (the regressor pools them
-    scaled), so the learned bandwidth is the same for ``y`` and ``1e77 * y``.
+    scaled), so the learned bandwidth is the same for ``y`` and ``1e77 * y``. With the
+    regressor's local polynomials (``degree`` 1 or 2) the loss is that of the local fits
+    themselves (bounded ones with ``bounded=True``), full batch only: statsmodels'
+    ``KernelReg(reg_type="ll", bw="cv_ls")`` objective for degree 1.
 
     Leave-one-out curves of real data are often multi-modal, so the descent starts from the
     best point of a coarse exact leave-one-out grid of multiples of Scott's rule, improved by
     one sweep over the features, each tried at a few multiples and at "ignored" (a huge
-    bandwidth); the result is never worse than that starting point. Full-batch L-BFGS
+    bandwidth); the result is never worse than that starting point. For local polynomials
+    the descent also starts from the grid's best point, the lower result kept: a feature
+    the sweep ignores is still fitted linearly there, a plateau with no gradient back to a
+    finite bandwidth. Full-batch L-BFGS
     (scipy's L-BFGS-B on the torch gradient) runs up to 4,096 samples (the Gaussian's
     gradient is written out by hand, other kernels use autograd); above, Adam on minibatches
     of queries, each against its nearest training points, with the grid, the sweep and the
@@ -328,7 +334,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         self.verbose = verbose
 
     def select(self, loo, kernel, *, loss, h_start, dtype=np.float64, device="cpu",
-               working_memory=1024):
+               working_memory=1024, degree=0, bounded=False):
         """Learn the bandwidth on a training set as leave-one-out sees it.
 
         Parameters
@@ -346,6 +352,11 @@ class LeaveOneOutBandwidth(BaseEstimator):
         device : str or torch.device
         working_memory : float
             MiB for chunked temporaries.
+        degree : int, default=0
+            The leave-one-out loss of Nadaraya-Watson (0) or of the regressor's local
+            polynomials of that degree (1 or 2, full batch only).
+        bounded : bool, default=False
+            Local fits bounded by their targets' range, as the regressor's ``bounded``.
 
         Returns
         -------
@@ -370,7 +381,16 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 f"got n_samples={n}."
             )
         full_batch = (n <= _FULL_BATCH_MAX) if self.batch_size == "auto" else self.batch_size >= n
-        objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory)
+        if degree and not full_batch:
+            raise ValueError(
+                f"A learned bandwidth for local polynomials (degree={degree}) descends on "
+                f"the full leave-one-out loss, up to {_FULL_BATCH_MAX} distinct training "
+                f"inputs (batch_size='auto' or >= their number); got {n} distinct inputs "
+                f"with batch_size={self.batch_size!r}. Use NadarayaWatsonRegressorCV("
+                f"degree={degree}) (an exact grid), or degree=0."
+            )
+        objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
+                              degree=degree, bounded=bounded)
         return self.select_on(objective, kernel, h_start=h_start, full_batch=full_batch)
 
     def select_on(self, objective, kernel, *, h_start, full_batch=True):
@@ -429,8 +449,17 @@ class LeaveOneOutBandwidth(BaseEstimator):
             fine = grid[best] * np.geomspace(1 / 2, 2, 17)
             fine_loss = objective.grid(fine[:, None] * h_start, eval_rows)
             h_reference = fine[int(np.argmin(fine_loss))] * h_start
+        # Where the descent starts: the sweep's result; for local polynomials also the
+        # grid's best point, below.
+        starts = [h_best]
         if self.form != "isotropic":
             h_best, best_loss = coordinate_sweep(objective, h_best, best_loss, eval_rows)
+            if getattr(objective, "degree", 0) and not np.array_equal(h_best, starts[0]):
+                # A local polynomial still fits a feature the sweep "ignores" (a huge
+                # bandwidth) linearly; that plateau has no gradient back to a finite
+                # bandwidth that fits it better, which the grid's best point can reach.
+                starts.append(starts[0])
+            starts[0] = h_best
         if not gradient:
             # A piecewise-constant profile (the top-hat, a step function) has no gradient in
             # the bandwidth: refine on exact grids instead of descending.
@@ -460,6 +489,14 @@ class LeaveOneOutBandwidth(BaseEstimator):
             # 3. Never worse than the start: the grid's best point, or the learned diagonal.
             candidate = to_metric(theta).detach()
             final = objective.loss(candidate, eval_rows)
+            for other in starts[1:] if form != "full" else ():
+                theta, _ = parametrise(form, metric.new_tensor(other), self.n_components)
+                curve, iterations = descend(theta, to_metric)
+                curves.append(curve)
+                n_iter += iterations
+                other_final = objective.loss(to_metric(theta).detach(), eval_rows)
+                if other_final < final or not np.isfinite(final):
+                    candidate, final = to_metric(theta).detach(), other_final
             if np.isfinite(final) and final <= best_loss:
                 metric, best_loss = candidate, final
             else:

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 from _oracle import PROFILES, adaptive_weights, kth_distance
+from numpy.testing import assert_allclose
 from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 
 from sklearn_nw import (
@@ -295,10 +296,13 @@ def test_cv_refuses_adaptive_kinds_with_n_neighbors_and_unknown_kinds():
     assert reg.bandwidth_kind_ == "fixed" and "kind" not in reg.cv_results_
 
 
-def test_learned_base_with_degree_is_refused():
-    X, y = _data(20, 2)
-    with pytest.raises(ValueError, match="degree=1"):
-        NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(base="loo"), degree=1).fit(X, y)
+def test_learned_base_with_degree_is_the_local_fits_learned_bandwidth():
+    X, y = _data(40, 2)
+    adaptive = NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(base="loo"), degree=1)
+    learned = NadarayaWatsonRegressor(bandwidth="loo", degree=1).fit(X, y).bandwidth_
+    assert_allclose(adaptive.fit(X, y).bandwidth_, learned, rtol=1e-12)
+    constant = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y).bandwidth_
+    assert not np.allclose(learned, constant, rtol=1e-3)
 
 
 def test_compact_kernel_attention_is_sparse_and_gaussian_dense():

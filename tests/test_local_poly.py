@@ -5,10 +5,13 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from numpy.testing import assert_allclose
 from statsmodels.nonparametric.kernel_regression import KernelReg
 
-from sklearn_nw import LocalFitWarning, NadarayaWatsonRegressor
+from sklearn_nw import LeaveOneOutBandwidth, LocalFitWarning, NadarayaWatsonRegressor
+from sklearn_nw._leave_one_out import leave_one_out_set
+from sklearn_nw._loo_objective import Objective
 from sklearn_nw.kernels import get_kernel
 
 KERNELS = ["gaussian", "epanechnikov", "tricube", "exponential", "cosine", "tophat"]
@@ -238,7 +241,7 @@ def test_bounded_leave_one_out_weights_equal_explicit_refits(kernel):
 @pytest.mark.parametrize("params, match", [
     ({"metric": "precomputed", "bandwidth": 1.0}, "precomputed"),
     ({"compute": "compiled"}, "compiled"),
-    ({"bandwidth": "loo"}, "learned bandwidth"),
+    ({"bandwidth": LeaveOneOutBandwidth(batch_size=10)}, "full leave-one-out loss"),
 ])
 def test_refused_combinations_name_the_problem(params, match):
     X, y, _ = _data(n=30, d=2)
@@ -252,3 +255,111 @@ def test_degree_must_be_0_1_or_2():
     X, y, _ = _data(n=30, d=2)
     with pytest.raises(ValueError, match="degree"):
         NadarayaWatsonRegressor(degree=3).fit(X, y)
+
+
+# Learned bandwidths: the descent on the local fits' own leave-one-out loss.
+
+
+def _objective(X, y, sample_weight, kernel, degree, bounded=False):
+    """The leave-one-out objective of a learned bandwidth, on the distinct inputs."""
+    loo = leave_one_out_set(X, y.reshape(len(y), -1), sample_weight)
+
+    def tensor(a):
+        return torch.as_tensor(np.asarray(a), dtype=torch.float64)
+
+    return loo, Objective(tensor(loo.X), tensor(loo.values), tensor(loo.log_weight),
+                          tensor(loo.self_log_weight), get_kernel(kernel), "squared_error",
+                          1024, degree=degree, bounded=bounded)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tricube"])
+@pytest.mark.parametrize("degree", [1, 2])
+@pytest.mark.parametrize("bounded", [False, True])
+@pytest.mark.parametrize("outputs", [1, 2])
+def test_learned_bandwidth_loss_is_leave_one_out_of_explicit_refits(kernel, degree, bounded,
+                                                                    outputs):
+    X, y, rng = _data(n=50, d=2, outputs=outputs)
+    X[5] = X[6]  # a repeated input leaves with all its rows
+    if bounded:
+        # Leave-one-out bounds by the weighted mean target of a repeated input (as the
+        # CV estimators' grids do), a refit by each of its rows' targets.
+        y[5] = y[6]
+    w = rng.uniform(0.5, 2.0, len(X))
+    h = np.array([0.6, 0.9])
+    loo, objective = _objective(X, y, w, kernel, degree, bounded)
+    per_location = objective.per_row(h[None], torch.arange(len(loo.X)))[0].numpy()
+    expected = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalFitWarning)  # far left-out points
+        for x, value in zip(loo.X, loo.values):
+            keep = ~np.all(X == x, axis=1)
+            refit = NadarayaWatsonRegressor(kernel, bandwidth=h, degree=degree,
+                                            bounded=bounded)
+            fitted = refit.fit(X[keep], y[keep], sample_weight=w[keep]).predict(x[None])
+            expected.append(((fitted.reshape(-1) - value) ** 2).sum())
+    assert_allclose(per_location, expected, rtol=1e-7, atol=1e-10)
+    mean = objective.loss(torch.as_tensor(h), torch.arange(len(loo.X)))
+    assert_allclose(mean, np.average(expected, weights=loo.weight), rtol=1e-7)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("degree, bounded", [(1, False), (2, False), (1, True)])
+def test_learned_bandwidth_gradient_matches_finite_differences(kernel, degree, bounded):
+    X, y, rng = _data(n=50, d=2)
+    _, objective = _objective(X, y, np.ones(len(X)), kernel, degree, bounded)
+    rows = torch.arange(len(X))
+    log_h = torch.tensor(np.log([0.7, 0.9]), requires_grad=True)
+    objective.loss(log_h.exp(), rows, backward=True)
+    step = 1e-6
+    for j in range(2):
+        e = np.zeros(2)
+        e[j] = step
+        up, down = (objective.loss(torch.as_tensor(np.exp(log_h.detach().numpy() + s * e)),
+                                   rows) for s in (1, -1))
+        assert_allclose(log_h.grad[j].item(), (up - down) / (2 * step), rtol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:After 0.17:FutureWarning")  # statsmodels RNG notice
+@pytest.mark.parametrize("d", [1, 2, 3])
+def test_learned_local_linear_is_at_least_as_good_as_statsmodels_cv_ls(d):
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-2, 2, (100, d))
+    y = np.sin(2 * X[:, 0]) + (X[:, 1] if d > 1 else 0) + 0.3 * rng.standard_normal(100)
+    theirs = KernelReg(y, X, var_type="c" * d, reg_type="ll", bw="cv_ls")
+    ours = NadarayaWatsonRegressor(degree=1, bandwidth="loo").fit(X, y)
+    # The same objective: statsmodels' leave-one-out loss at a bandwidth is ours ...
+    _, objective = _objective(X, y, np.ones(len(X)), "gaussian", 1)
+    rows = torch.arange(len(X))
+    assert_allclose(objective.loss(torch.as_tensor(theirs.bw), rows),
+                    theirs.cv_loo(theirs.bw, theirs._est_loc_linear), rtol=1e-9)
+    # ... and ours ends no higher on it than statsmodels' Nelder-Mead does.
+    assert (theirs.cv_loo(ours.bandwidth_, theirs._est_loc_linear)
+            <= theirs.cv_loo(theirs.bw, theirs._est_loc_linear) * (1 + 1e-6))
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_learned_local_bandwidth_weights_equal_repeated_rows(degree):
+    X, y, rng = _data(n=40, d=2)
+    counts = rng.integers(1, 3, len(X))
+    weighted = NadarayaWatsonRegressor(degree=degree, bandwidth="loo").fit(
+        X, y, sample_weight=counts)
+    repeated = NadarayaWatsonRegressor(degree=degree, bandwidth="loo").fit(
+        np.repeat(X, counts, axis=0), np.repeat(y, counts))
+    assert_allclose(weighted.bandwidth_, repeated.bandwidth_, rtol=1e-6)
+    assert_allclose(weighted.predict(X), repeated.predict(X), rtol=1e-6, atol=1e-9)
+
+
+def test_learned_local_linear_follows_a_linear_feature_with_a_wide_bandwidth():
+    # y is linear in the second feature: a local-linear fit needs no locality there, so
+    # its learned bandwidth is far wider than the local-constant one, and it predicts
+    # better out of sample.
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2, 2, (300, 2))
+    f = lambda X: np.sin(2 * X[:, 0]) + 2 * X[:, 1]
+    y = f(X) + 0.2 * rng.standard_normal(300)
+    Q = rng.uniform(-1.8, 1.8, (200, 2))
+    constant = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    linear = NadarayaWatsonRegressor(degree=1, bandwidth="loo").fit(X, y)
+    assert linear.bandwidth_[1] > 3 * constant.bandwidth_[1]
+    error = [np.mean((m.predict(Q) - f(Q)) ** 2) for m in (constant, linear)]
+    assert error[1] < 0.5 * error[0]
