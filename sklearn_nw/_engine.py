@@ -264,7 +264,6 @@ class _Problem:
         keys = prepare_keys(x, v, h, kernel, log_w) if keys is None else keys
         self.centre, self.xs, self.log_w, self.v1t, self.b_fused = keys
         self.x, self.h = x, h
-        self._xs_unit = None
         self._augmented = None
         self.kernel = kernel
         # log of the self weight left after removing one unit (leave-one-out), or None.
@@ -285,10 +284,17 @@ class _Problem:
         order as the scaled distances, which overflow (to inf, or to NaN between infinite
         coordinates) at bandwidths near the smallest float."""
         unit = self.h / self.h.abs().max()  # (d,) or (d, r)
-        if self._xs_unit is None:
-            self._xs_unit = transform(self.x, self.centre, unit)  # (n, r)
-        return exact_sq_dist(transform(q, self.centre, unit), self._xs_unit,
-                             self.working_memory)
+        # From the raw differences q - x: no centre's rounding, so keys tied in distance
+        # stay tied (the nearest-key fallback keeps them all), whatever the keys' centre
+        # (weighted or repeated rows, shards); a distance is 0 exactly at q = x.
+        x = self.x
+        n, d = x.shape
+        out = torch.empty(q.shape[0], n, dtype=q.dtype, device=q.device)  # (b, n)
+        step = chunk_rows(q.shape[0], n * d * q.element_size(), self.working_memory)
+        for s in range(0, q.shape[0], step):
+            diff = transform(q[s : s + step, None, :] - x[None, :, :], 0.0, unit)  # (c, n, r)
+            out[s : s + step] = torch.einsum("bnr,bnr->bn", diff, diff)
+        return out
 
     def loo_adjust(self, logits, rows):
         """Give each query row its own key's leave-one-out weight (rows index the keys)."""

@@ -67,8 +67,10 @@ def _intercept_rows(M):
     """``c = M^-1 e_1`` (b, p) of moment matrices ``M`` (b, p, p), and which are singular
     (b,) (there ``c`` is 0)."""
     diag = torch.diagonal(M, dim1=1, dim2=2)  # (b, p)
-    # A unit diagonal: differences and their products have different scales.
-    s = torch.where(diag > 0, diag, 1.0).rsqrt()  # (b, p)
+    # A unit diagonal: differences and their products have different scales. A constant
+    # in the gradient: c = S (S M S)^-1 S e_1 = M^-1 e_1 for any fixed S, and the rsqrt's
+    # own derivative overflows on a tiny diagonal (a far query at a small bandwidth).
+    s = torch.where(diag > 0, diag, 1.0).rsqrt().detach()  # (b, p)
     unit = M * s[:, :, None] * s[:, None, :]  # (b, p, p)
     # Only compared: no gradient (eigenvectors) needed.
     eigenvalues = torch.linalg.eigvalsh(unit.detach())  # (b, p) ascending

@@ -315,13 +315,30 @@ def test_seeds_section_repeats_the_comparison_at_other_seeds(tiny_accuracy_run):
     assert rows["engel", 1]["knn"] != accuracy["engel"]["methods"]["knn"]["mean"]
 
 
+def test_local_section_compares_learned_local_linear_with_statsmodels(tiny_accuracy_run):
+    section = tiny_accuracy_run[0]["sections"]["local"]
+    rows = section["results"]
+    if not _installed("statsmodels"):
+        assert rows == []
+        return
+    # The regression data sets statsmodels takes; iris is a classification set.
+    assert [r["dataset"] for r in rows] == ["engel"]
+    (r,) = rows
+    assert r["status"] == "ok" and (r["n"], r["d"]) == (60, 1)
+    assert _all_finite([r["nw_loo_ll"], r["statsmodels_ll"], r["objective_nw"],
+                        r["objective_statsmodels"]])
+    assert r["nw_loo_ll_fit_time_s"] > 0 and r["statsmodels_ll_fit_time_s"] > 0
+    assert len(r["bandwidth_nw"]) == len(r["bandwidth_statsmodels"]) == 1
+    assert [t["met"] in (True, False) for t in section["targets"]] == [True, True]
+
+
 def test_accuracy_markdown_is_printed_and_saved(tiny_accuracy_run):
     report, out_dir, stdout = tiny_accuracy_run
     table = (out_dir / "bench_accuracy.md").read_text()
     assert stdout == table
     saved = json.loads((out_dir / "bench_accuracy.json").read_text())
     assert saved == json.loads(json.dumps(report))
-    for number in (1, 2, 3):
+    for number in (1, 2, 3, 4):
         assert f"\n### {number}. " in table
     assert table.count("\n- Target (") == len(report["targets"])
     assert "| iris | classification (accuracy) | 60 of 150 × 4 |" in table

@@ -11,6 +11,7 @@ from statsmodels.nonparametric.kernel_regression import KernelReg
 
 from sklearn_nw import LeaveOneOutBandwidth, LocalFitWarning, NadarayaWatsonRegressor
 from sklearn_nw._leave_one_out import leave_one_out_set
+from sklearn_nw._local_poly import _intercept_rows
 from sklearn_nw._loo_objective import Objective
 from sklearn_nw.kernels import get_kernel
 
@@ -363,3 +364,13 @@ def test_learned_local_linear_follows_a_linear_feature_with_a_wide_bandwidth():
     assert linear.bandwidth_[1] > 3 * constant.bandwidth_[1]
     error = [np.mean((m.predict(Q) - f(Q)) ** 2) for m in (constant, linear)]
     assert error[1] < 0.5 * error[0]
+
+
+def test_the_local_fits_gradient_stays_finite_on_a_tiny_moment_diagonal():
+    # A far query at a small bandwidth: its moments underflow towards 0, and the unit
+    # diagonal scaling's own derivative (x^-3/2) would overflow into a NaN gradient.
+    M = torch.tensor([[[1.0, 0.0], [0.0, 1e-250]]], dtype=torch.float64, requires_grad=True)
+    c, singular = _intercept_rows(M)
+    c.sum().backward()
+    assert not singular.any() and torch.isfinite(M.grad).all()
+    assert_allclose(c.detach().numpy(), [[1.0, 0.0]])

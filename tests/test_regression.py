@@ -714,3 +714,18 @@ def test_compact_attention_weights_come_from_the_neighbor_search(monkeypatch):
         pytest.raises(ValueError, match="attention_weights_ would store more than"),
     ):
         _ = wide.attention_weights_
+
+
+def test_keys_tied_for_nearest_stay_tied_under_weights_or_repeated_rows():
+    # A query outside every support, exactly halfway between two keys: both are its
+    # nearest and it gets their mean, however the keys' centre rounds (repeated rows move
+    # it; hypothesis found this in test_properties).
+    X = np.array([[0.0], [0.0], [-2.25], [0.0], [-1.0]])
+    y = np.array([1.0, 1.0, 0.0, 1.0, 1.0])
+    w = np.array([2, 1, 1, 1, 1])
+    model = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth="scott")
+    with pytest.warns(EmptyNeighborhoodWarning):
+        weighted = model.fit(X, y, sample_weight=w).predict([[-1.625]])
+    with pytest.warns(EmptyNeighborhoodWarning):
+        repeated = model.fit(np.repeat(X, w, axis=0), np.repeat(y, w)).predict([[-1.625]])
+    assert weighted[0] == repeated[0] == 0.5
