@@ -177,18 +177,27 @@ def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
     p = n_terms(r, degree)
     group = max(1, int(working_memory * 2**20 // (4 * 8 * L * L)))  # attentions per batch
     # Query rows per fit: their designs' outer products (n p^2) and the group's rows (the
-    # attention, the kernels and the bound's temporaries).
-    step = chunk_rows(L, 8 * L * (p * p + 2 * p + 4 * group), working_memory)
+    # attention, the kernels and the bound's temporaries), for each of the workers at once;
+    # at least two blocks per worker (of 32 rows or more) so that one stalled by another
+    # process leaves its share to the others.
+    n_workers = torch.get_num_threads() if coords.device.type == "cpu" else 1
+    step = chunk_rows(L, 8 * L * (p * p + 2 * p + 4 * group), working_memory / n_workers)
+    step = max(min(step, 32), min(step, -(-L // (2 * n_workers))))
     outs, batch = [], []
 
     def flush():
         attention = torch.stack(batch)  # (g, L, L)
         out = attention @ values  # (g, L, t)
+
+        def fit(rows, _):  # the blocks' rows are disjoint: each writes its own
+            local, singular = local_fit_many(coords[rows], coords, attention[:, rows],
+                                             values, degree, bounded)
+            out[:, rows] = torch.where(singular[:, :, None], out[:, rows], local)
+
         if degree:
-            for rows in gen_batches(L, step):
-                local, singular = local_fit_many(coords[rows], coords, attention[:, rows],
-                                                 values, degree, bounded)
-                out[:, rows] = torch.where(singular[:, :, None], out[:, rows], local)
+            # On worker threads of one torch thread each (on_workers): the fits' many
+            # short parallel operations stall whenever another process takes a core.
+            on_workers(gen_batches(L, step), fit, coords.device)
         outs.append(out.cpu())
         batch.clear()
 

@@ -178,3 +178,27 @@ def test_leave_one_out_grids_on_workers_equal_one_thread(kinds, n):
             np.testing.assert_allclose(one, two, rtol=1e-12)
     finally:
         torch.set_num_threads(before)
+
+
+def test_local_polynomial_grids_on_workers_equal_one_thread():
+    # The local fits of the leave-one-out grid run in blocks of rows on worker threads:
+    # the same scores as on the calling thread alone.
+    from sklearn_nw import NadarayaWatsonRegressorCV
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(150, 2))
+    y = X[:, 0] ** 2 + 0.3 * rng.normal(size=150)
+    before = torch.get_num_threads()
+    try:
+        scores = {}
+        for n_threads in (1, 2):
+            torch.set_num_threads(n_threads)
+            for degree in (1, 2):
+                reg = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed", "balloon"],
+                                                degree=degree).fit(X, y)
+                scores[n_threads, degree] = reg.cv_results_["mean_test_score"]
+            assert torch.get_num_threads() == n_threads
+        for degree in (1, 2):
+            np.testing.assert_allclose(scores[1, degree], scores[2, degree], rtol=1e-12)
+    finally:
+        torch.set_num_threads(before)
