@@ -449,17 +449,15 @@ class LeaveOneOutBandwidth(BaseEstimator):
             fine = grid[best] * np.geomspace(1 / 2, 2, 17)
             fine_loss = objective.grid(fine[:, None] * h_start, eval_rows)
             h_reference = fine[int(np.argmin(fine_loss))] * h_start
-        # Where the descent starts: the sweep's result; for local polynomials also the
-        # grid's best point, below.
-        starts = [h_best]
+        h_grid = h_best
         if self.form != "isotropic":
             h_best, best_loss = coordinate_sweep(objective, h_best, best_loss, eval_rows)
-            if getattr(objective, "degree", 0) and not np.array_equal(h_best, starts[0]):
-                # A local polynomial still fits a feature the sweep "ignores" (a huge
-                # bandwidth) linearly; that plateau has no gradient back to a finite
-                # bandwidth that fits it better, which the grid's best point can reach.
-                starts.append(starts[0])
-            starts[0] = h_best
+        # The descent starts from the sweep's result; for local polynomials also from the
+        # grid's best point: a local polynomial still fits a feature the sweep "ignores"
+        # (a huge bandwidth) linearly, a plateau with no gradient back to a finite
+        # bandwidth that fits it better.
+        other_starts = ([h_grid] if getattr(objective, "degree", 0)
+                        and not np.array_equal(h_best, h_grid) else [])
         if not gradient:
             # A piecewise-constant profile (the top-hat, a step function) has no gradient in
             # the bandwidth: refine on exact grids instead of descending.
@@ -489,7 +487,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
             # 3. Never worse than the start: the grid's best point, or the learned diagonal.
             candidate = to_metric(theta).detach()
             final = objective.loss(candidate, eval_rows)
-            for other in starts[1:] if form != "full" else ():
+            for other in other_starts if form != "full" else ():
                 theta, _ = parametrise(form, metric.new_tensor(other), self.n_components)
                 curve, iterations = descend(theta, to_metric)
                 curves.append(curve)
