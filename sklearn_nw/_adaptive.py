@@ -39,6 +39,14 @@ KINDS = ("balloon", "sample_point")
 # Cumulative weights reach k when within this relative tolerance of it (fractional
 # weights such as 0.1 do not sum to 1 exactly).
 _UNIT_RTOL = 1e-9
+# scale="auto" puts the k-th neighbor distance where a kernel of unbounded support has
+# fallen to this fraction of its peak. Measured (benchmark of issue 24, k=10, leave-one-out
+# error on seven regression sets of 1 to 10 features): the Gaussian's best c lay between
+# 0.3 and 0.5 on all but a flat 1-D case, the exponential's at or below 0.3, the compact
+# kernels' at 1 (their support at d_k); this fraction gives 0.33, 0.22 and 1.
+AUTO_SCALE_FALL = 0.01
+# Beyond this radius a profile counts as never falling (a constant kernel).
+_AUTO_SCALE_MAX_RADIUS = 1e6
 
 
 class Adaptive(NamedTuple):
@@ -47,6 +55,52 @@ class Adaptive(NamedTuple):
     kind: str  # one of KINDS
     n_neighbors: int  # k, in units of sample weight
     scale: float  # c
+
+
+def auto_scale(kernel):
+    """The scale c of ``AdaptiveBandwidth(scale="auto")``: 1 over the radius where the
+    kernel's profile has fallen to :data:`AUTO_SCALE_FALL` of its peak, its support for
+    a compact kernel (so ``c d_k`` reaches the k nearest and no farther); 1 for a profile
+    that never falls that far (a constant one, which weighs every point alike).
+    Gaussian: ``1 / sqrt(2 ln 100)``, about 0.33; exponential ``1 / ln 100``, 0.22."""
+    if kernel.is_compact:
+        return 1.0 / float(kernel.support)
+    log_k = lambda r: float(kernel.log_profile_sq(torch.tensor([r * r], dtype=torch.float64))[0])
+    log_fall = log_k(0.0) + math.log(AUTO_SCALE_FALL)
+    low, high = 0.0, 1.0
+    while log_k(high) > log_fall:  # profiles are non-increasing in the distance
+        low, high = high, 2 * high
+        if high > _AUTO_SCALE_MAX_RADIUS:
+            return 1.0
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if log_k(middle) > log_fall else (low, middle)
+    return 1.0 / high
+
+
+def neighbors_held(X, sample_weight, kind):
+    """The largest k an adaptive bandwidth of ``kind`` can use on these training rows,
+    its exact leave-one-out included (at least 1): the units of weight left when the
+    heaviest location is left out (balloon), or the two heaviest (sample-point: a key's
+    own location does not count, nor the one left out).
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    sample_weight : ndarray of shape (n_samples,) or None
+    kind : {"balloon", "sample_point"}
+
+    Returns
+    -------
+    int
+    """
+    # + 0.0 turns -0.0 into 0.0: the same location, but other bytes for np.unique.
+    _, inverse = np.unique(np.asarray(X) + 0.0, axis=0, return_inverse=True)
+    w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    location_weight = np.sort(np.bincount(inverse.reshape(-1), weights=w))[::-1]  # (L,)
+    left_out = location_weight[: 2 if kind == "sample_point" else 1].sum()
+    # Counted as the searches count units: within the rounding of fractional weights.
+    return max(1, math.floor((w.sum() - left_out) / (1 - _UNIT_RTOL)))
 
 
 def kth_distances(index, weight, queries, k, *, leave_out_location=False):
@@ -124,9 +178,11 @@ class LeaveOneOutNeighbors:
             return self._sorted
         D, W, k = self.D, self.W, self.max_neighbors
         L = D.shape[0]
-        others = D.clone()
+        # A distance that overflowed (a point at 1e160) is still a neighbor, ranked after
+        # every finite one; an input itself and a location of zero weight are none.
+        others = D.nan_to_num(posinf=torch.finfo(D.dtype).max)
         others.fill_diagonal_(math.inf)
-        others[:, W <= 0] = math.inf  # a location of zero weight is no neighbor
+        others[:, W <= 0] = math.inf
         m = min(L, k + math.ceil(float(W.max())) + 1)
         while True:
             near = torch.topk(others, m, dim=1, largest=False, sorted=True)
@@ -179,6 +235,9 @@ class LeaveOneOutNeighbors:
             logits[rows, cols] = (log_w[cols] - r * torch.log(h_left)
                                   + kernel.log_profile_sq(self.D_sq[rows, cols]
                                                           / (h_left * h_left)))
+        # An overflowed distance over an overflowed bandwidth (inf / inf) carries no weight:
+        # a row left without any falls back to its nearest inputs.
+        logits.nan_to_num_(nan=-math.inf)
         logits.fill_diagonal_(-math.inf)
         if self.zero_weight is not None:
             logits[:, self.zero_weight] = -math.inf
@@ -206,9 +265,13 @@ class LeaveOneOutNeighbors:
             H[position, i[pick]] = h_left[pick]
             ratio = D[rows] / H
             key_log_w = log_w - r * torch.log(H)
-        ratio[torch.arange(len(rows), device=rows.device), rows] = math.inf
-        ratio[:, W <= 0] = math.inf
-        nearest = ratio == ratio.min(1, keepdim=True).values  # (e, L)
+        # inf / inf: both overflowed; ranked after every finite ratio, tied with each other.
+        ratio = ratio.nan_to_num(nan=math.inf)
+        other = torch.ones_like(ratio, dtype=torch.bool)  # (e, L)
+        other[torch.arange(len(rows), device=rows.device), rows] = False
+        other[:, W <= 0] = False
+        ratio = torch.where(other, ratio, math.inf)
+        nearest = other & (ratio == ratio.min(1, keepdim=True).values)  # (e, L)
         return torch.softmax(torch.where(nearest, key_log_w, -math.inf), dim=1)
 
     def _kth(self, k):

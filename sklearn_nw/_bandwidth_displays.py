@@ -28,9 +28,10 @@ class BandwidthSearchDisplay:
     Parameters
     ----------
     cv_results : dict of ndarrays
-        A CV estimator's ``cv_results_``: ``"bandwidth"`` (n_candidates, n_features),
-        ``"mean_test_score"`` and, when present, ``"kind"``, ``"n_neighbors"``,
-        ``"scale"`` and ``"degree"``.
+        A CV estimator's ``cv_results_``: ``"param_bandwidth"`` (each candidate's
+        bandwidth vector), ``"mean_test_score"`` and, when present, ``"kind"``,
+        ``"n_neighbors"``, ``"scale"`` and ``"degree"``. Non-finite scores (failed
+        candidates) leave gaps in the lines.
     best_index : int
         The chosen candidate (``best_index_``).
     loss_name : str, default=None
@@ -102,7 +103,7 @@ class BandwidthSearchDisplay:
         results = self.cv_results
         score = np.asarray(results["mean_test_score"], dtype=np.float64)  # (G,)
         value = -score if self.loss_name is not None else score
-        bandwidth = np.asarray(results["bandwidth"], dtype=np.float64)  # (G, d)
+        bandwidth = _bandwidths(results)  # (G, d)
         kind = np.asarray(results.get("kind", np.full(len(score), "fixed")))
         degree = results.get("degree")
         degree = np.zeros(len(score), dtype=int) if degree is None else np.asarray(degree)
@@ -150,7 +151,8 @@ class BandwidthSearchDisplay:
                                                  color=f"C{int(g)}", label=label,
                                                  **line_kwargs)
                 if fixed.any():
-                    best_fixed = np.nonzero(fixed)[0][np.argmax(score[fixed])]
+                    # Failed candidates (non-finite scores) rank last.
+                    best_fixed = np.nonzero(fixed)[0][np.argmax(_ranked(score[fixed]))]
                     axis.axhline(value[best_fixed], color="0.5", linestyle=":",
                                  label="best fixed bandwidth")
                 axis.set_xscale("log", base=2)
@@ -201,10 +203,10 @@ class BandwidthSearchDisplay:
         check_matplotlib_support(f"{cls.__name__}.from_estimator")
         check_is_fitted(cv_estimator)
         results = getattr(cv_estimator, "cv_results_", None)
-        if results is None or "bandwidth" not in results:
+        if results is None or "param_bandwidth" not in results:
             raise ValueError(
                 f"{type(cv_estimator).__name__} has no bandwidth search (cv_results_ with "
-                "a 'bandwidth' entry); use a fitted NadarayaWatsonRegressorCV or "
+                "a 'param_bandwidth' entry); use a fitted NadarayaWatsonRegressorCV or "
                 "NadarayaWatsonClassifierCV.")
         classifier = is_classifier(cv_estimator)
         scoring, cv = cv_estimator.scoring, cv_estimator.cv
@@ -232,11 +234,25 @@ def _bandwidth_label(grid):
     return "bandwidth of the first feature"
 
 
+def _bandwidths(results):
+    """The candidates' bandwidth vectors (G, d) of ``cv_results``, stacked from
+    ``"param_bandwidth"``."""
+    return np.stack([np.asarray(h, dtype=np.float64)
+                     for h in np.ma.getdata(results["param_bandwidth"])])
+
+
+def _ranked(score):
+    """Scores as they rank: non-finite ones (failed candidates) below every other."""
+    return np.where(np.isfinite(score), score, -np.inf)
+
+
 def _best_per_k(rows, k, score):
-    """Of the candidates ``rows``, the best-scoring at each k, in increasing k."""
+    """Of the candidates ``rows``, the best-scoring at each k (a failed one only where
+    all at that k failed), in increasing k."""
+    ranked = _ranked(score)
     best = {}
     for i in rows:
-        if k[i] not in best or score[i] > score[best[k[i]]]:
+        if k[i] not in best or ranked[i] > ranked[best[k[i]]]:
             best[k[i]] = i
     return np.array([best[key] for key in sorted(best)], dtype=int)
 

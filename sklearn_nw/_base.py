@@ -82,9 +82,12 @@ class EmptyNeighborhoodWarning(UserWarning):
 class LocalFitWarning(UserWarning):
     """Some queries' local polynomial fits were singular (``degree`` 1 or 2).
 
-    Their local design had no unique least-squares fit: fewer training points with weight
-    than the polynomial has terms (a compact kernel, a small bandwidth, few neighbors), or
-    points on a line or a plane. Those queries received their Nadaraya-Watson value (the
+    The value of their local least-squares fit at the query was not identified at the
+    float type's precision: fewer training points with weight than the polynomial has
+    terms (a compact kernel, a small bandwidth, few neighbors), points on a line or a
+    plane the query is off, or a query too far from its keys for the float type. (A
+    constant coordinate, or points on a line through the query, still identify it.)
+    Those queries received their Nadaraya-Watson value (the
     local-constant fit), whose attention is also what ``return_attention`` gives them.
     Filter it like :class:`EmptyNeighborhoodWarning`.
     """
@@ -97,8 +100,9 @@ def check_pooled(n_queries, out, n_fallback, n_singular=0, *, kernel, bandwidth,
     if n_singular:
         warnings.warn(
             f"{n_singular} of {n_queries} queries have a singular local design for "
-            f"degree={degree} (fewer training points with weight than "
-            "the polynomial has terms, or points on a line); they get their "
+            f"degree={degree}: no unique local fit at this precision (fewer weighted "
+            "points than the polynomial has terms, points on a line or plane the query "
+            "is off, or a query too far from them for the float type); they get their "
             "Nadaraya-Watson (local-constant) value. Increase the bandwidth or lower "
             "the degree to avoid this.",
             LocalFitWarning,
@@ -282,16 +286,16 @@ class NadarayaWatsonBase(BaseEstimator):
                 )
             bandwidth = bandwidth.base  # what a degree > 0 needs to know of it
         if degree:
-            refused = [what for what, on in (
+            refused = [(what, instead) for what, on, instead in (
                 ("metric='precomputed' (no coordinates to fit a polynomial in)",
-                 self._precomputed()),
+                 self._precomputed(), "feature vectors instead of distances"),
                 ("compute='compiled' (the local fits need the attention, computed eagerly)",
-                 self.compute == "compiled")) if on]
+                 self.compute == "compiled", "compute='auto' or 'eager'")) if on]
             if refused:
                 raise ValueError(
                     f"degree={degree} fits local polynomials; it cannot be used with "
-                    f"{' or '.join(refused)}. Use degree=0, or a rule of thumb or a fixed "
-                    "bandwidth."
+                    f"{' or '.join(what for what, _ in refused)}. Use degree=0, or "
+                    f"{' and '.join(instead for _, instead in refused)}."
                 )
         if self.n_neighbors is not None and self.algorithm == "cell_list":
             raise ValueError(
@@ -356,7 +360,7 @@ class NadarayaWatsonBase(BaseEstimator):
         X, w, bandwidth = self.X_fit_, self.sample_weight_, self.bandwidth
         adaptive = None
         if isinstance(bandwidth, AdaptiveBandwidth):
-            adaptive, bandwidth = bandwidth.resolve(), bandwidth.base
+            adaptive, bandwidth = bandwidth.resolve(X, w, self.kernel_), bandwidth.base
         self._set_adaptive(adaptive)
         if self._precomputed():
             if isinstance(bandwidth, (str, LeaveOneOutBandwidth)):

@@ -36,7 +36,12 @@ from sklearn.utils.metadata_routing import (
 from ._adaptive import KINDS, Adaptive
 from ._classification import NadarayaWatsonClassifier
 from ._docs import ATTRIBUTES, entries
-from ._grids import LeaveOneOutAdaptiveGrid, LeaveOneOutGrid
+from ._grids import (
+    LeaveOneOutAdaptiveGrid,
+    LeaveOneOutGrid,
+    dense_leave_one_out_bytes,
+    local_fit_row_bytes,
+)
 from ._local_poly import n_terms
 from ._regression import NadarayaWatsonRegressor
 from .bandwidth import AdaptiveBandwidth, search_reference
@@ -190,9 +195,11 @@ class _BandwidthGridSearch:
         series with a short period, or no signal at all); so do the adaptive
         candidates' k and c.
         """
-        degrees = (_auto_degrees(training.X.shape) if self.degree == "auto"
+        degrees = (_auto_degrees(training.X.shape, self.estimator.n_neighbors,
+                                 training.working_memory) if self.degree == "auto"
                    else [self.degree])
         self._shared = {}  # the adaptive grids' neighbors, found once for this fit
+        self._caught = {}  # the candidate fits' warnings, emitted once each (_warn_once)
         kinds = self._kinds(training)
         families = [(degree, kind) for degree in degrees for kind in kinds
                     if not (degree and kind != "fixed" and self.kinds == "auto"
@@ -213,12 +220,21 @@ class _BandwidthGridSearch:
                     [0 if a is None else getattr(a, field) for a in adaptive],
                     mask=[a is None for a in adaptive],
                     dtype=np.int64 if key == "n_neighbors" else np.float64)
-        cv_results["bandwidth"] = grid
-        cv_results["rank_test_score"] = (
-            np.argsort(np.argsort(-scores, kind="stable"), kind="stable") + 1
-        )
+        degree_of = np.concatenate(
+            [np.full(len(run.grid), degree) for run, (degree, _) in zip(runs, families)])
+        cv_results["param_bandwidth"], cv_results["params"] = candidate_params(
+            grid, adaptive, degree_of if "degree" in self.estimator.get_params() else None)
+        cv_results["rank_test_score"] = rank_scores(scores)
+        self._warn_once()
+        if not np.isfinite(scores).any():
+            raise ValueError(
+                f"Every candidate's score is non-finite ({len(scores)} candidates: NaN or "
+                "infinite); there is none to choose. With a splitter their fits or scores "
+                "failed on every split (see the warnings above), or the scoring returned "
+                "NaN or infinity."
+            )
         if self.selection == "min":
-            best = int(np.argmax(scores))
+            best = int(np.argmax(_ranked(scores)))
             chosen = int(np.searchsorted(np.cumsum([len(run.grid) for run in runs]),
                                          best, side="right"))
         else:
@@ -233,12 +249,14 @@ class _BandwidthGridSearch:
     def _kinds(self, training):
         """The kinds of bandwidth searched: as given, in the order of ``FAMILIES``; for
         ``"auto"`` all three with a default grid and exact leave-one-out up to
-        ``_ADAPTIVE_AUTO_MAX_INPUTS`` distinct inputs, else fixed bandwidths only."""
+        ``_ADAPTIVE_AUTO_MAX_INPUTS`` distinct inputs whose dense matrices fit in
+        ``working_memory``, else fixed bandwidths only."""
         if self.kinds != "auto":
             return tuple(kind for kind in FAMILIES if kind in self.kinds)
         n_inputs = len(np.unique(training.X, axis=0))
         if (self.cv is None and self._default_multiples() is not None
                 and n_inputs <= _ADAPTIVE_AUTO_MAX_INPUTS
+                and dense_leave_one_out_bytes(n_inputs) <= training.working_memory * 2**20
                 and _max_neighbors(training) >= 2):
             return FAMILIES
         return ("fixed",)
@@ -252,8 +270,10 @@ class _BandwidthGridSearch:
         grid = self._grid(training, multiples)
         scores, cv_results, samples = self._scores(grid, training, degree)
         for _ in range(_MAX_EXTENSIONS):
-            best = int(np.argmax(scores))
-            if multiples is None or len(multiples) < 2 or 0 < best < len(grid) - 1:
+            # Failed candidates (non-finite scores) rank last: an end of them is no optimum.
+            best = best_finite(scores)
+            if (best is None or multiples is None or len(multiples) < 2
+                    or 0 < best < len(grid) - 1):
                 break
             # Only the new points are scored: every point's score is its own.
             ratio = multiples[1] / multiples[0]
@@ -294,7 +314,10 @@ class _BandwidthGridSearch:
             if new_samples is not None:
                 samples = (new_samples if samples is None else
                            (np.concatenate([samples[0], new_samples[0]]), samples[1]))
-            best = candidates[int(np.argmax(scores))]
+            best = best_finite(scores)
+            if best is None:  # every candidate failed: nothing to go on past
+                break
+            best = candidates[best]
             new = []
             if len(scales) > 1 and best.scale in (scales[0], scales[-1]):
                 # A scale past the end, with the best k and the ks next to it (the
@@ -321,7 +344,10 @@ class _BandwidthGridSearch:
         if self.cv is None:
             # Ranked in the pooled values' unit: squared errors in the targets' unit can
             # underflow or overflow (targets of 1e-200 or 1e250).
-            strategy = (LeaveOneOutGrid(grid, degree=degree, bounded=self.bounded)
+            # With n_neighbors, the scores of the deployed model: each point's k nearest
+            # among the others.
+            strategy = (LeaveOneOutGrid(grid, degree=degree, bounded=self.bounded,
+                                        n_neighbors=self.estimator.n_neighbors)
                         if base is None
                         else LeaveOneOutAdaptiveGrid(grid, base, degree=degree,
                                                      shared=self._shared,
@@ -416,11 +442,28 @@ class _BandwidthGridSearch:
         estimator = self.estimator
         if degree:
             estimator = clone(estimator).set_params(degree=degree)
-        search = GridSearchCV(
-            estimator, {"bandwidth": list(grid)}, cv=self.cv, scoring=self.scorer,
-            refit=False,
-        ).fit(training.X, training.y, **self._search_params(training))
+        # Each candidate's fit on each split warns on its own (a singular local fit at a
+        # small bandwidth: dozens of warnings alike): kept here, emitted by select once
+        # per message, its counts aside (_warn_once).
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            search = GridSearchCV(
+                estimator, {"bandwidth": list(grid)}, cv=self.cv, scoring=self.scorer,
+                refit=False,
+            ).fit(training.X, training.y, **self._search_params(training))
+        for caught_warning in caught:
+            key = (caught_warning.category, re.sub(r"\d+", "#", str(caught_warning.message)))
+            self._caught.setdefault(key, []).append(str(caught_warning.message))
         return {k: v for k, v in search.cv_results_.items() if k != "params"}
+
+    def _warn_once(self):
+        """Emit the warnings of the candidates' fits kept by :meth:`_cross_validate`:
+        one per message (numbers aside), the first of its kind, with their count."""
+        for (category, _), messages in self._caught.items():
+            more = (f" ({len(messages)} such warnings from the candidates' fits on the "
+                    "splits; this is the first.)" if len(messages) > 1 else "")
+            warnings.warn(messages[0] + more, category, stacklevel=4)
+        self._caught = {}
 
     def _search_params(self, training):
         """The metadata for GridSearchCV's fit: as passed to ``fit``, with the validated
@@ -432,15 +475,20 @@ class _BandwidthGridSearch:
         return params
 
 
-def _auto_degrees(shape):
+def _auto_degrees(shape, n_neighbors=None, working_memory=None):
     """The degrees ``degree="auto"`` tries on data of ``shape`` (n, d): 0 and 1, and 2 up
     to two features (the quadratic design has 1 + d + d (d + 1) / 2 terms), each while
-    the design has at most a tenth as many terms as there are samples and the exact
-    leave-one-out fits cost at most ``_AUTO_MAX_WORK`` (n^2 p^2) per grid point."""
+    the design has at most a tenth as many terms as there are samples, no more terms
+    than ``n_neighbors`` (the k nearest, k units of weight, identify at most k), the
+    exact leave-one-out fits cost at most ``_AUTO_MAX_WORK`` (n^2 p^2) per grid point
+    and one row of them fits in ``working_memory`` MiB (:func:`local_fit_row_bytes`)."""
     n, d = shape
     return [p for p in (0, 1, 2)
             if p == 0 or (p < 2 or d <= 2) and 10 * n_terms(d, p) <= n
-            and (n * n_terms(d, p)) ** 2 <= _AUTO_MAX_WORK]
+            and (n_neighbors is None or n_terms(d, p) <= n_neighbors)
+            and (n * n_terms(d, p)) ** 2 <= _AUTO_MAX_WORK
+            and (working_memory is None
+                 or local_fit_row_bytes(n, d, p) <= working_memory * 2**20)]
 
 
 def _max_neighbors(training):
@@ -478,11 +526,11 @@ def _smoothest_within_one_se(run):
     (:func:`_smoothest_first`) whose score is within one standard error of the best one's
     (Breiman's rule: among candidates the data cannot tell apart, the one that varies
     least with the training sample); the best one without per-sample scores."""
-    best = int(np.argmax(run.scores))
-    if run.samples is None:
+    best = best_finite(run.scores)
+    if best is None or run.samples is None:
         return best
     for g in _smoothest_first(run):
-        if _difference_within_one_se(run.samples, best, int(g)):
+        if np.isfinite(run.scores[g]) and _difference_within_one_se(run.samples, best, int(g)):
             return int(g)
     return best
 
@@ -493,11 +541,14 @@ def _one_standard_error(runs, picks=None):
     bandwidths of the lowest degree), unless a later one's beats the one kept by more
     than one standard error of their per-sample differences (weights count as repeated
     samples); by the score when there are no per-sample scores (a scorer of the
-    leave-one-out predictions, and the classifier's default log-loss)."""
+    leave-one-out predictions, and the classifier's default log-loss). A family without
+    a pick (None: none of its candidates has a finite score) is never kept; at least one
+    must have one."""
     if picks is None:
-        picks = [int(np.argmax(run.scores)) for run in runs]
-    chosen = 0
-    for d in range(1, len(runs)):
+        picks = [best_finite(run.scores) for run in runs]
+    candidates = [d for d, pick in enumerate(picks) if pick is not None]
+    chosen = candidates[0]
+    for d in candidates[1:]:
         kept, other = runs[chosen], runs[d]
         if other.samples is None or kept.samples is None:
             if other.scores[picks[d]] > kept.scores[picks[chosen]]:
@@ -509,6 +560,46 @@ def _one_standard_error(runs, picks=None):
         if not _difference_within_one_se(pair, 0, 1):
             chosen = d
     return chosen
+
+
+def _ranked(scores):
+    """Scores as they rank (G,): a non-finite one (a failed fit or score: NaN, or
+    infinite) below every finite one, as GridSearchCV ranks them."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return np.where(np.isfinite(scores), scores, -np.inf)
+
+
+def best_finite(scores):
+    """Index of the best finite score (the first on ties); None when none is finite."""
+    ranked = _ranked(scores)
+    return int(np.argmax(ranked)) if np.isfinite(ranked).any() else None
+
+
+def rank_scores(scores):
+    """``rank_test_score`` (G,): 1 for the best, ties in the grid's order; every
+    non-finite score tied last, as GridSearchCV ranks them."""
+    finite = np.isfinite(scores)
+    rank = np.argsort(np.argsort(-_ranked(scores), kind="stable"), kind="stable") + 1
+    rank[~finite] = finite.sum() + 1
+    return rank
+
+
+def candidate_params(grid, adaptive, degree):
+    """GridSearchCV's ``param_bandwidth`` (a masked object array of the (d,) bandwidth
+    vectors) and ``params`` (one dict per candidate, as ``best_params_``) of the
+    candidates: ``grid`` (G, d), their Adaptive or None, their degree (G,) or None (the
+    classifier)."""
+    column = np.ma.MaskedArray(np.empty(len(grid), dtype=object), mask=False)
+    params = []
+    for g, (h, a) in enumerate(zip(grid, adaptive)):
+        column[g] = h.copy()
+        p = {"bandwidth": h.copy(), "kind": "fixed" if a is None else a.kind}
+        if a is not None:
+            p.update(n_neighbors=a.n_neighbors, scale=a.scale)
+        if degree is not None:
+            p["degree"] = int(degree[g])
+        params.append(p)
+    return column, params
 
 
 def _concatenate(results):
@@ -655,12 +746,10 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, params):
     estimator.best_index_ = result.best_index
     estimator.best_score_ = result.best_score
     estimator.bandwidths_ = result.grid
-    estimator.best_params_ = {"bandwidth": result.bandwidth, "kind": estimator.bandwidth_kind_}
-    if result.adaptive is not None:
-        estimator.best_params_.update(n_neighbors=result.adaptive.n_neighbors,
-                                      scale=result.adaptive.scale)
-    if "degree" in estimator.get_params(deep=False):
-        estimator.best_params_["degree"] = result.degree
+    # As GridSearchCV's: the chosen candidate's entry of cv_results_["params"] (its
+    # bandwidth the very array of bandwidth_, as before).
+    estimator.best_params_ = {**result.cv_results["params"][result.best_index],
+                              "bandwidth": result.bandwidth}
     return estimator
 
 
@@ -738,7 +827,10 @@ _SHARED_DOC = r"""
         times. The kinds are searched one after the other, fixed first, and chosen
         between as ``selection`` says. ``"auto"``: all three with ``cv=None``, the default grid and up to 4,096 distinct training
         inputs (the exact leave-one-out of adaptive bandwidths holds dense matrices of
-        them), without ``n_neighbors``; otherwise fixed bandwidths only. Adaptive
+        them) whose six dense (L, L) float64 matrices fit in scikit-learn's
+        ``working_memory``, without ``n_neighbors``; otherwise fixed bandwidths only.
+        Adaptive kinds asked for by name whose matrices do not fit raise a ValueError
+        that says how much memory, or how few distinct inputs, would. Adaptive
         bandwidths count sample weights as repeated rows: unlike the fixed grid's scores,
         theirs change when every weight is scaled.
     cv : int, cross-validation generator or iterable, default=None
@@ -751,7 +843,11 @@ _SHARED_DOC = r"""
         splitter the estimator's ``score``. A scorer name or callable is applied to the
         leave-one-out predictions (``cv=None``) or to each split.
     n_neighbors : int, default=None
-        As in the plain estimator (the leave-one-out scores use all training points).
+        As in the plain estimator. The leave-one-out scores are those of the model
+        ``predict`` uses: each training point is predicted from its nearest other inputs
+        holding ``n_neighbors`` units of sample weight (the last one in part), as a refit
+        without it would predict; points equally near are taken in the search's order,
+        as in the plain estimator.
     algorithm : {{"auto", "brute", "kd_tree", "ball_tree", "cell_list"}}, default="auto"
         As in the plain estimator.
     compute : {{"auto", "eager", "compiled"}}, default="auto"
@@ -765,30 +861,54 @@ _SHARED_DOC = r"""
         The chosen bandwidth (a row of ``bandwidths_``); for an adaptive one, the metric
         its distances are measured in (Scott's rule).
     bandwidths_ : ndarray of shape (n_candidates, n_features)
-        ``cv_results_["bandwidth"]``.
+        Every candidate's bandwidth vector (the rows of ``cv_results_["param_bandwidth"]``):
+        the grid with the extensions of a default grid; for adaptive candidates their
+        metric.
     best_score_ : float
-        Score of the chosen candidate.
+        Score of the chosen candidate (always finite).
     best_index_ : int
         Its index in ``cv_results_``. With ``selection="one_se"`` the chosen candidate
         need not rank first in ``cv_results_["rank_test_score"]``.
     best_params_ : dict
-        The chosen candidate: ``"kind"`` and ``"bandwidth"``, for an adaptive bandwidth
-        ``"n_neighbors"`` and ``"scale"``, and for the regressor ``"degree"``.
-    cv_results_ : dict of ndarrays
-        One entry per candidate: ``"bandwidth"`` (the grid with the extensions of a
-        default grid; for adaptive candidates their metric), ``"mean_test_score"``,
-        ``"rank_test_score"``; when adaptive bandwidths are searched ``"kind"``,
-        ``"n_neighbors"`` and ``"scale"`` (masked for fixed bandwidths); and with a
-        splitter the per-split scores and timings of GridSearchCV.
+        The chosen candidate, ``cv_results_["params"][best_index_]``: ``"bandwidth"`` and
+        ``"kind"``, for an adaptive bandwidth ``"n_neighbors"`` and ``"scale"``, and for
+        the regressor ``"degree"``.
+    cv_results_ : dict of 1-D arrays and a list
+        One entry per candidate, as :class:`~sklearn.model_selection.GridSearchCV`'s
+        (``pandas.DataFrame(cv_results_)`` makes a table of them):
+
+        - ``"param_bandwidth"``: masked object array of the bandwidth vectors, each of
+          shape (n_features,) (a row of ``bandwidths_``).
+        - ``"params"``: list of dicts, each candidate's parameters as ``best_params_``
+          holds them. The plain estimator of candidate ``p`` has
+          ``bandwidth=p["bandwidth"]`` (fixed), or
+          ``bandwidth=AdaptiveBandwidth(p["kind"], n_neighbors=p["n_neighbors"],
+          scale=p["scale"], base=p["bandwidth"])``, and ``degree=p["degree"]``.
+        - ``"mean_test_score"``: the score; with ``cv=None`` and ``scoring=None`` the
+          negative loss in the targets' unit, exact wherever float64 holds it (-inf
+          where the regressor's mean squared error exceeds float64's range, -0.0 where it
+          falls below its smallest number; the candidates are ranked on the scaled
+          targets, so the ranking and the choice hold all the same).
+        - ``"rank_test_score"``: 1 for the best score, ties in the candidates' order; a
+          non-finite score (a candidate whose fits or scores failed) ranks last, tied
+          with the others, as in GridSearchCV, and is never chosen (an error when every
+          candidate has one).
+        - ``"kind"``, ``"n_neighbors"`` and ``"scale"`` when adaptive bandwidths are
+          searched (the latter two masked for fixed bandwidths), ``"degree"`` with
+          ``degree="auto"``.
+        - with a splitter, the per-split scores and timings of GridSearchCV. Warnings
+          of the candidates' fits come once per message, with their count.
 """  # noqa: E501 (a numpydoc type line is one line)
 
 _DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default="auto"
         As in :class:`NadarayaWatsonRegressor`: the degree of the local polynomials. With
-        ``cv=None`` each grid point is scored by exact leave-one-out local fits (a dense
-        matrix of the distinct training inputs per grid point). ``"auto"`` searches the
-        grid for degrees 0 and 1, and 2 up to two features, each while its design has at
-        most a tenth as many terms as there are samples and (samples x terms)^2 stays
-        below 5e7 (the exact leave-one-out fits' cost per grid point);
+        ``cv=None`` each grid point is scored by exact leave-one-out local fits, computed
+        in blocks of rows within scikit-learn's ``working_memory`` (a ValueError when one
+        row of them does not fit). ``"auto"`` searches the grid for degrees 0 and 1, and
+        2 up to two features, each while its design has at most a tenth as many terms as
+        there are samples, no more terms than ``n_neighbors`` (k nearest identify at
+        most k), (samples x terms)^2 stays below 5e7 (the exact leave-one-out fits' cost
+        per grid point) and one row of its fits fits in ``working_memory``;
         ``cv_results_["degree"]`` lists each candidate's. Adaptive bandwidths are tried
         with local polynomials (``"auto"``) only while (samples x terms)^2 stays below
         5e6: their candidates outnumber the fixed grid's; a higher degree is kept as

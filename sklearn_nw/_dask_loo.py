@@ -17,7 +17,15 @@ import numpy as np
 import torch
 from distributed import wait as distributed_wait
 
-from ._cv import _DEFAULT_GRID, _DEFAULT_N_BANDWIDTHS, _EXTEND_BY, _MAX_EXTENSIONS
+from ._cv import (
+    _DEFAULT_GRID,
+    _DEFAULT_N_BANDWIDTHS,
+    _EXTEND_BY,
+    _MAX_EXTENSIONS,
+    best_finite,
+    candidate_params,
+    rank_scores,
+)
 from ._dask_tasks import (
     item,
     leave_one_out_block,
@@ -68,8 +76,9 @@ class LeaveOneOutGridOverShards:
                 grid = np.repeat(grid[:, None], len(reference), axis=1)
         scores, reported = self._grid_scores(client, shards, spec, grid, classifier)
         for _ in range(_MAX_EXTENSIONS):
-            best = int(np.argmax(scores))
-            if multiples is None or len(multiples) < 2 or 0 < best < len(grid) - 1:
+            best = best_finite(scores)
+            if (best is None or multiples is None or len(multiples) < 2
+                    or 0 < best < len(grid) - 1):
                 break
             steps = (multiples[1] / multiples[0]) ** np.arange(1, _EXTEND_BY + 1)  # (E,)
             new = multiples[0] / steps[::-1] if best == 0 else multiples[-1] * steps
@@ -80,12 +89,19 @@ class LeaveOneOutGridOverShards:
             scores = np.concatenate(ordered(scores, new_scores))
             reported = np.concatenate(ordered(reported, new_reported))
             grid = multiples[:, None] * reference
-        best = int(np.argmax(scores))
+        best = best_finite(scores)
+        if best is None:
+            raise ValueError(
+                "Every candidate's leave-one-out score is non-finite; no bandwidth of the "
+                "grid can be chosen."
+            )
+        column, params = candidate_params(grid, [None] * len(grid),
+                                          None if classifier else np.zeros(len(grid)))
         cv_results = {
             "mean_test_score": reported,
-            "rank_test_score": np.argsort(np.argsort(-scores, kind="stable"),
-                                          kind="stable") + 1,
-            "bandwidth": grid,
+            "rank_test_score": rank_scores(scores),
+            "param_bandwidth": column,
+            "params": params,
         }
         return GridChoice(grid[best].copy(), grid, cv_results, best, float(reported[best]))
 

@@ -9,6 +9,7 @@ from sklearn.utils.validation import check_array
 
 from ._keys import KeySet
 from ._shards import (
+    PartialSums,
     finish,
     leave_one_out_losses,
     leave_one_out_sum,
@@ -72,8 +73,27 @@ def second_moments(X, y, w, mean, offset, dtype, classifier):
 
 
 class Shard(NamedTuple):
-    key_set: KeySet  # the shard's keys, weights and values, route "dense"
+    key_set: KeySet  # the shard's keys, weights and values, route "dense" (or WeightlessKeys)
     y: np.ndarray  # the targets as given (for to_local)
+
+
+class WeightlessKeys(NamedTuple):
+    """The keys of a block whose sample weights are all zero, in a :class:`Shard`'s place
+    of a :class:`KeySet` (which needs a key of positive weight): they give no query any
+    kernel weight, and their rows are kept for ``to_local`` and as the leave-one-out
+    grid's queries (of weight zero)."""
+
+    X: np.ndarray  # (n, d)
+    sample_weight: np.ndarray  # (n,) zeros
+    values: np.ndarray  # (n, t)
+    metric: np.ndarray  # (d,) bandwidths
+    exact_zeros: bool
+
+    def partial_pool(self, queries, *, leave_out_equal=False, working_memory=None):
+        """Nothing, nowhere: what :meth:`KeySet.partial_pool` gives for such keys."""
+        n_q = queries.shape[0]
+        return PartialSums(np.zeros((n_q, self.values.shape[1])), np.full(n_q, -np.inf),
+                           np.full(n_q, np.inf), np.full(n_q, -np.inf))
 
 
 def encode(y, spec, classifier):
@@ -85,14 +105,19 @@ def encode(y, spec, classifier):
 
 def build_shard(X, y, w, spec, classifier):
     X, y, w = check_block(X, y, w, spec.dtype, classifier)
-    key_set = KeySet(X, w, encode(y, spec, classifier), spec.metric, spec.kernel,
-                     route="dense", exact_zeros=classifier, centre=spec.centre)
+    values = encode(y, spec, classifier)
+    if not np.any(w > 0):
+        return Shard(WeightlessKeys(X, w, values, spec.metric, classifier), y)
+    key_set = KeySet(X, w, values, spec.metric, spec.kernel, route="dense",
+                     exact_zeros=classifier, centre=spec.centre)
     return Shard(key_set, y)
 
 
 def with_metric(shard, spec):
     """The shard with bandwidths ``spec.metric``."""
     ks = shard.key_set
+    if isinstance(ks, WeightlessKeys):
+        return shard._replace(key_set=ks._replace(metric=spec.metric))
     return shard._replace(key_set=KeySet(ks.X, ks.sample_weight, ks.values, spec.metric,
                                          spec.kernel, route="dense",
                                          exact_zeros=ks.exact_zeros, centre=spec.centre))

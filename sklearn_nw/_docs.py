@@ -72,8 +72,9 @@ PARAMETERS = {
         its value at ``q``: no bias at the boundaries of the data or on linear trends
         (and, for 2, curvature). The prediction is then a weighted sum of the targets whose
         weights (the *equivalent kernel*, returned as the attention) sum to 1 but may be
-        negative. A query whose local design is singular (fewer training points with
-        weight than the polynomial has terms, or points on a line) keeps its
+        negative. A query whose local fit has no unique value at it (fewer training
+        points with weight than the polynomial has terms, points on a line the query is
+        off, or a query too far for the float type) keeps its
         Nadaraya-Watson value, with a :class:`~sklearn_nw.LocalFitWarning`. A learned
         bandwidth (``"loo"``) minimises the leave-one-out loss of these local fits, as
         statsmodels' ``KernelReg(reg_type="ll", bw="cv_ls")`` does, full batch (up to
@@ -109,7 +110,8 @@ ATTRIBUTES = {
         :class:`~sklearn_nw.AdaptiveBandwidth`.""",
     "bandwidth_neighbors_": """\
     bandwidth_neighbors_ : int or None
-        The k of an adaptive bandwidth (None for a fixed one).""",
+        The k of an adaptive bandwidth (None for a fixed one): ``n_neighbors``, capped
+        at what the training set holds.""",
     "bandwidth_scale_": """\
     bandwidth_scale_ : float or None
         The c of an adaptive bandwidth (None for a fixed one).""",

@@ -210,11 +210,15 @@ def _augmented_sq_dist(qs, xs, refine=False, out=None, keys=None):
 
 
 def key_centre(x, log_w=None):
-    """Where keys are centred: the mean of those that carry weight (of all without
-    ``log_w``). Translation changes no weight, and centred keys keep the expansion
-    ``|q|^2 + |x|^2 - 2 q.x`` precise far from the origin; far zero-weight rows would cost
-    precision."""
-    return x.mean(0) if log_w is None else x[torch.isfinite(log_w)].mean(0)  # (d,)
+    """Where keys are centred: the coordinate-wise median of those that carry weight (of
+    all without ``log_w``). Translation changes no weight, and centred keys keep the
+    expansion ``|q|^2 + |x|^2 - 2 q.x`` precise far from the origin. A median, not the
+    mean: one far row (1e80) would drag the mean so far that every other key rounds to
+    the same centred coordinate."""
+    keys = x if log_w is None else x[torch.isfinite(log_w)]  # (m, d)
+    if keys.shape[0] == 0:
+        return x.new_zeros(x.shape[1])
+    return keys.median(0).values  # (d,)
 
 
 def values_and_ones_t(v):

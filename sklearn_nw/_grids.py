@@ -3,12 +3,14 @@ loss (or a score of the leave-one-out predictions) on the distinct training inpu
 strategies behind the CV estimators' ``cv=None``.
 
 :class:`LeaveOneOutGrid` scores fixed bandwidths (Nadaraya-Watson in one pass over the
-distance blocks, :func:`~sklearn_nw._engine_loo.loo_grid_pool`; local polynomials from each
-grid point's dense leave-one-out attention); :class:`LeaveOneOutAdaptiveGrid` scores
-adaptive bandwidths. Both share ``select(loo_set, kernel, *, loss, ...)`` with
+distance blocks, :func:`~sklearn_nw._engine_loo.loo_grid_pool`; local polynomials from
+blocks of rows of the leave-one-out attention; with ``n_neighbors``, the k-nearest model
+the estimator deploys, each input's k nearest others); :class:`LeaveOneOutAdaptiveGrid`
+scores adaptive bandwidths. Both share ``select(loo_set, kernel, *, loss, ...)`` with
 :class:`~sklearn_nw.LeaveOneOutBandwidth`.
 """
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -16,10 +18,17 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._adaptive import LeaveOneOutNeighbors
-from ._engine import chunk_rows, on_workers, serial_if_small
+from ._engine import candidate_pool, chunk_rows, key_centre, on_workers, serial_if_small
 from ._engine_loo import loo_grid_pool
-from ._local_poly import local_fit_many, n_terms
+from ._keys import TreeSearch
+from ._local_poly import local_fit_many, local_fit_sparse, n_terms
 from ._losses import get_loss
+
+# MiB a worker's block of local fits takes at most, whatever working_memory allows: larger
+# blocks hold more memory and run no faster (n=1,000, d=2, 25 bandwidths at degree 1:
+# 1.5-1.8 s with blocks of 8, 32 or 128 MiB; blocks sized to working_memory, 1 GiB by
+# default, held 0.8 GB at once and took 5.7 s).
+_BLOCK_MIB = 32
 
 
 class GridResult(NamedTuple):
@@ -52,19 +61,23 @@ class LeaveOneOutGrid:
     degree : int, default=0
         0: Nadaraya-Watson. 1 or 2: local polynomials of that degree, each grid point's
         leave-one-out fits weighted by the leave-one-out attention of the distinct inputs
-        on each other (:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors`), a dense
-        (L, L) matrix per grid point.
+        on each other, computed in blocks of rows (:meth:`_local_pool`).
     bounded : bool, default=False
         Local fits kept within the range of the targets carrying their weight
         (:func:`~sklearn_nw._local_poly.bound`), as the regressor's ``bounded`` predicts;
         here the targets of a repeated input are their weighted mean.
+    n_neighbors : int, default=None
+        The estimators' ``n_neighbors``: each left-out input attends to its nearest other
+        inputs holding that many units of sample weight, as the refit without it predicts
+        (:meth:`_nearest_pool`); None: to every other input.
     """
 
-    def __init__(self, grid, score=None, degree=0, bounded=False):
+    def __init__(self, grid, score=None, degree=0, bounded=False, n_neighbors=None):
         self.grid = grid
         self.score = score
         self.degree = degree
         self.bounded = bounded
+        self.n_neighbors = n_neighbors
 
     def select(self, loo, kernel, *, loss, h_start=None, dtype=np.float64, device="cpu",
                working_memory=1024):
@@ -103,6 +116,8 @@ class LeaveOneOutGrid:
     def _pool(self, loo, kernel, dtype, device, working_memory):
         """The leave-one-out predictions (G, L, t), float64, of every grid point at the L
         distinct inputs."""
+        if self.n_neighbors is not None:
+            return self._nearest_pool(loo, kernel, dtype, device, working_memory)
         if self.degree:
             return self._local_pool(loo, kernel, dtype, device, working_memory)
         torch_dtype = torch.float32 if dtype == np.float32 else torch.float64
@@ -117,37 +132,193 @@ class LeaveOneOutGrid:
         ).double()
 
     def _local_pool(self, loo, kernel, dtype, device, working_memory):
-        """Leave-one-out local polynomial fits (G, L, t) at the L distinct inputs: each
-        grid point's leave-one-out attention of the inputs on each other
-        (:meth:`~sklearn_nw._adaptive.LeaveOneOutNeighbors.fixed_attention`; the
-        distances are shared by grid points that are multiples of the first), then the
-        local fits, of several grid points at once (:func:`_local_fits`)."""
-        _check_dense_leave_one_out(len(loo.weight), working_memory, "for local polynomials")
+        """Leave-one-out local polynomial fits (G, L, t) at the L distinct inputs, in
+        blocks of query rows and grid points on worker threads: each block's
+        leave-one-out attention (:func:`_attention_rows`, from its distances to every
+        input, shared by grid points that are multiples of the first), then its local
+        fits. No (L, L) matrix is formed: a block holds what ``working_memory`` allows,
+        at most ``_BLOCK_MIB`` per worker."""
         grid = np.asarray(self.grid, dtype=np.float64)
+        G, L = len(grid), len(loo.weight)
         multiples = grid[:, 0] / grid[0, 0]  # (G,)
         proportional = np.allclose(grid, multiples[:, None] * grid[0], rtol=1e-12, atol=0)
-        W = torch.as_tensor(loo.weight, device=device)
+        W = torch.as_tensor(loo.weight, device=device)  # (L,)
+        values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
+        coords = _centred(loo, grid[0], device)  # (L, r)
+        n_workers = torch.get_num_threads() if device.type == "cpu" else 1
+        fit = _local_blocks(L, G, coords.shape[1], self.degree, working_memory, n_workers,
+                            "for local polynomials")
+        out = torch.empty(G, L, values.shape[1], dtype=torch.float64)
 
-        def attentions():
-            neighbors = _neighbors_of(loo.X / grid[0], W, device) if proportional else None
-            for g, h in enumerate(grid):
-                if proportional:
-                    yield neighbors.fixed_attention(float(multiples[g]), kernel)[0]
-                else:
-                    yield _neighbors_of(loo.X / h, W, device).fixed_attention(1.0, kernel)[0]
+        def points(h):  # (L, r) the inputs in the metric h
+            return torch.as_tensor(loo.X / h, device=device)
 
-        return _local_fits(attentions(), _centred(loo, grid[0], device), loo, self.degree,
-                           working_memory, self.bounded)
+        first = points(grid[0]) if proportional else None
+
+        def run(block, _):  # the blocks are disjoint: each writes its own
+            rows, grid_rows = block
+            if proportional:
+                attention = _attention_rows(_distances(first, rows), rows, W,
+                                            multiples[grid_rows], kernel)  # (g, b, L)
+            else:
+                attention = torch.cat([
+                    _attention_rows(_distances(points(h), rows), rows, W, [1.0], kernel)
+                    for h in grid[grid_rows]])  # (g, b, L)
+            nadaraya_watson = attention @ values  # (g, b, t)
+            local, singular = local_fit_many(coords[rows], coords, attention, values,
+                                             self.degree, self.bounded)  # (g, b, t)
+            out[grid_rows, rows] = torch.where(singular[:, :, None], nadaraya_watson,
+                                               local).cpu()
+
+        on_workers([(rows, grid_rows) for rows in gen_batches(L, fit.rows)
+                    for grid_rows in gen_batches(G, fit.grid_points)], run, device,
+                   max_workers=fit.workers)
+        return out
+
+    def _nearest_pool(self, loo, kernel, dtype, device, working_memory):
+        """Leave-one-out predictions (G, L, t) of the k-nearest model (``n_neighbors``):
+        each distinct input's nearest other inputs holding k units of weight, the last
+        one in part, found as :meth:`~sklearn_nw._keys.KeySet.pool` finds a query's in
+        the refit without it (:class:`~sklearn_nw._keys.TreeSearch`, in the search space
+        of the grid point's metric divided by its largest bandwidth; grid points of the
+        same ratios share them), then each grid point's kernel over them
+        (:func:`~sklearn_nw._engine.candidate_pool`) and, for local polynomials, the
+        local fits on that attention, a singular one keeping its Nadaraya-Watson value."""
+        grid = np.asarray(self.grid, dtype=np.float64)
+        torch_dtype = torch.float32 if dtype == np.float32 else torch.float64
+        L, k = len(loo.weight), self.n_neighbors
+        positive = np.flatnonzero(loo.weight > 0)
+        weight = loo.weight[positive]
+
+        def tensor(a):
+            return torch.as_tensor(np.asarray(a), dtype=torch_dtype, device=device)
+
+        values = tensor(loo.values)  # (L, t)
+        out = torch.empty(len(grid), L, values.shape[1], dtype=torch.float64)
+        ratios = grid / grid.max(1, keepdims=True)  # (G, d)
+        for ratio in np.unique(ratios, axis=0):
+            search_space = loo.X / ratio  # (L, d)
+            index = TreeSearch(search_space[positive])
+            # The input's own location weighs nothing (distance 0): the others hold k.
+            dist, ind, w, cumulative = index.nearest_holding(
+                search_space, weight, k, first=min(k + 1, len(positive)), skip_zero=True)
+            keep = np.clip(k - (cumulative - w), 0.0, w)  # (L, m)
+            m = dist.shape[1]
+            indptr = torch.arange(0, L * m + 1, m, device=device)  # (L + 1,)
+            col = torch.as_tensor(positive[ind].ravel(), device=device)  # (L m,)
+            with np.errstate(divide="ignore"):
+                log_w = tensor(np.log(keep).ravel())  # (L m,)
+            for g in np.flatnonzero((ratios == ratio).all(1)):
+                part = candidate_pool(tensor(dist.ravel()), col, indptr, values, kernel,
+                                      scale=float(grid[g].max()), log_w=log_w,
+                                      return_attention=bool(self.degree))
+                pooled = part.out  # (L, t)
+                if self.degree:
+                    xs = _centred(loo, grid[g], device).to(torch_dtype)  # (L, r)
+                    local, _, singular = local_fit_sparse(
+                        xs, xs, indptr, col, part.attention[2], values, self.degree,
+                        self.bounded)  # (L, t)
+                    pooled = torch.where(singular[:, None], pooled, local)
+                out[g] = pooled.double().cpu()
+        return out
+
+
+class _Blocks(NamedTuple):
+    """Query rows and grid points per block of the local fits, and the workers that
+    compute blocks at once."""
+
+    rows: int
+    grid_points: int
+    workers: int
+
+
+def local_fit_row_bytes(L, n_coords, degree):
+    """Bytes of the leave-one-out local fits of one query row under one grid point, over
+    L inputs: its distances and attention, its designs, moment products, equivalent
+    kernel and the bound's temporaries."""
+    p = n_terms(n_coords, degree)
+    return 8 * L * (3 * p + 2 * n_coords + 10)
+
+
+def _local_blocks(L, G, n_coords, degree, working_memory, n_workers, what):
+    """:class:`_Blocks` of the leave-one-out local fits of G grid points at L inputs,
+    ``n_workers`` blocks at once within ``working_memory`` MiB, each at most
+    ``_BLOCK_MIB``: all grid points of a row when they fit, else fewer, and fewer
+    workers when one row each does not fit; refused when one row of one grid point does
+    not fit."""
+    row = local_fit_row_bytes(L, n_coords, degree)
+    total = working_memory * 2**20
+    if row > total:
+        raise ValueError(
+            f"The leave-one-out grid {what} computes blocks of rows of ({L}, {L}) "
+            f"matrices; one row takes {row / 2**20:.3g} MiB, more than "
+            f"scikit-learn's working_memory of {working_memory:g} MiB. Raise the limit "
+            "with sklearn.config_context(working_memory=...), or use cv=5."
+        )
+    workers = int(max(1, min(n_workers, total // row)))
+    budget = min(total / workers, _BLOCK_MIB * 2**20)
+    grid_points = int(max(1, min(G, budget // row)))
+    rows = chunk_rows(L, row * grid_points, budget / 2**20)
+    return _Blocks(int(rows), grid_points, workers)
+
+
+def _distances(points, rows):
+    """Distances (b, L) of the inputs ``points[rows]`` to every input, as
+    :class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors` is given them."""
+    return torch.cdist(points[rows], points, compute_mode="donot_use_mm_for_euclid_dist")
+
+
+def _attention_rows(D, rows, W, h, kernel):
+    """Exact leave-one-out attention (g, b, L) of the inputs ``rows`` (a slice of b) on
+    every input, under fixed bandwidths ``h`` (g,) in units of their distances ``D``
+    (b, L): :meth:`~sklearn_nw._adaptive.LeaveOneOutNeighbors.fixed_attention` on a
+    block of rows. A row of no kernel mass (a compact kernel) attends to its nearest
+    other input(s), every tie, by weight."""
+    b = D.shape[0]
+    h = torch.as_tensor(np.asarray(h, dtype=np.float64), dtype=D.dtype, device=D.device)
+    h_sq = (h * h)[:, None, None]  # (g, 1, 1)
+    D_sq = (D * D)[None]  # (1, b, L)
+    if kernel.quadratic_coef is not None:  # the Gaussian family: one pass
+        logits = D_sq * (-kernel.quadratic_coef / h_sq)  # (g, b, L)
+    else:
+        logits = kernel.log_profile_sq(D_sq / h_sq)  # (g, b, L)
+    log_w = torch.log(W)  # (L,)
+    logits += log_w
+    itself = (torch.arange(b, device=D.device), torch.arange(rows.start, rows.stop,
+                                                             device=D.device))
+    logits[:, itself[0], itself[1]] = -math.inf
+    logits[:, :, W <= 0] = -math.inf
+    attention = torch.softmax(logits, dim=2)  # (g, b, L); a row of no mass is NaN
+    empty = torch.isnan(attention[:, :, 0]) | torch.isnan(attention[:, :, -1])  # (g, b)
+    if bool(empty.any()):
+        others = D.clone()  # (b, L)
+        others[itself] = math.inf
+        others[:, W <= 0] = math.inf
+        nearest = others == others.min(1, keepdim=True).values  # (b, L)
+        fallback = torch.softmax(torch.where(nearest, log_w, -math.inf), dim=1)  # (b, L)
+        attention = torch.where(empty[:, :, None], fallback, attention)
+    return attention
+
+
+def dense_leave_one_out_bytes(L):
+    """Bytes of the dense (L, L) matrices of an adaptive exact leave-one-out grid over L
+    distinct inputs: the distances and their squares, and a candidate's logits,
+    attention and temporaries."""
+    return 6 * L * L * 8
 
 
 def _check_dense_leave_one_out(L, working_memory, what):
     """Refuse the dense (L, L) matrices of an exact leave-one-out grid above
     ``working_memory``."""
-    if 6 * L * L * 8 > working_memory * 2**20:
+    need = dense_leave_one_out_bytes(L)
+    if need > working_memory * 2**20:
         raise ValueError(
             f"The leave-one-out grid {what} holds dense ({L}, {L}) matrices, more than "
-            f"scikit-learn's working_memory of {working_memory} MiB. Raise the limit with "
-            "sklearn.config_context(working_memory=...), or use cv=5."
+            f"scikit-learn's working_memory of {working_memory:g} MiB: it needs at least "
+            f"{math.ceil(need / 2**20)} MiB, or at most "
+            f"{math.isqrt(int(working_memory * 2**20) // (6 * 8))} distinct training "
+            "inputs. Raise the limit with sklearn.config_context(working_memory=...), or "
+            "use cv=5."
         )
 
 
@@ -160,10 +331,11 @@ def _neighbors_of(scaled, W, device, max_neighbors=1):
 
 
 def _centred(loo, metric, device):
-    """The distinct inputs divided by ``metric`` and centred (L, r): the coordinates of
-    the local fits (whose intercepts do not depend on a scaling of each coordinate)."""
+    """The distinct inputs divided by ``metric`` and centred (L, r) where the fitted
+    estimator centres its keys (:func:`~sklearn_nw._engine.key_centre`): the coordinates
+    of the local fits (whose intercepts do not depend on a scaling of each coordinate)."""
     scaled = torch.as_tensor(loo.X / metric, device=device)
-    return scaled - scaled[torch.as_tensor(loo.weight > 0, device=device)].mean(0)
+    return scaled - key_centre(scaled[torch.as_tensor(loo.weight > 0, device=device)])
 
 
 def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
@@ -174,14 +346,16 @@ def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
     (:func:`~sklearn_nw._local_poly.local_fit_many`)."""
     L, r = coords.shape
     values = torch.as_tensor(loo.values, dtype=torch.float64, device=coords.device)  # (L, t)
-    p = n_terms(r, degree)
-    group = max(1, int(working_memory * 2**20 // (4 * 8 * L * L)))  # attentions per batch
-    # Query rows per fit: their designs' outer products (n p^2) and the group's rows (the
-    # attention, the kernels and the bound's temporaries), for each of the workers at once;
-    # at least two blocks per worker (of 32 rows or more) so that one stalled by another
-    # process leaves its share to the others.
+    # Attentions per batch: as many as _BLOCK_MIB holds (the list and its stack), not
+    # working_memory's worth (33 of (1000, 1000) at the default 1 GiB).
+    group = max(1, int(min(working_memory, _BLOCK_MIB) * 2**20 // (2 * 8 * L * L)))
+    # Query rows per fit: the group's local fits of a row (local_fit_row_bytes), for each
+    # of the workers at once, at most _BLOCK_MIB each; at least two blocks per worker (of
+    # 32 rows or more) so that one stalled by another process leaves its share to the
+    # others.
     n_workers = torch.get_num_threads() if coords.device.type == "cpu" else 1
-    step = chunk_rows(L, 8 * L * (p * p + 2 * p + 4 * group), working_memory / n_workers)
+    step = chunk_rows(L, group * local_fit_row_bytes(L, r, degree),
+                      min(working_memory / n_workers, _BLOCK_MIB))
     step = max(min(step, 32), min(step, -(-L // (2 * n_workers))))
     outs, batch = [], []
 

@@ -35,6 +35,7 @@ Everything is numpy at rest, so a fitted key set pickles without torch state; th
 handed to torch without a copy where dtype and device allow.
 """
 
+import math
 import os
 import threading
 import time
@@ -58,6 +59,7 @@ from ._engine import (
     chunk_rows,
     dense_pool,
     fused_pool,
+    key_centre,
     prepare_keys,
     serial_if_small,
     support_pairs_pool,
@@ -134,6 +136,31 @@ def _thread_pool():
         return _threads
 
 
+# Distances from here on square to more than the largest float.
+_SQRT_MAX = math.sqrt(np.finfo(np.float64).max)
+
+
+def exact_distances(q, x):
+    """Euclidean distances (b, n) of points ``q`` (b, r) to ``x`` (n, r), tensors, from
+    exact differences. Distances whose squares overflow (a point near 1e155) are
+    recomputed on the points divided by a power of two above their largest magnitude:
+    exact, and those distances are large enough to keep their bits there (the others
+    are not recomputed: their squares would underflow). inf is left only where the
+    distance itself passes the largest float."""
+    d = torch.cdist(q, x, compute_mode="donot_use_mm_for_euclid_dist")  # (b, n)
+    far = torch.isinf(d).any(1)  # (b,)
+    if bool(far.any()):
+        qf = q[far]  # (f, r)
+        _, e = math.frexp(float(max(qf.abs().max(), x.abs().max())))
+        # 2**-e is exact (a subnormal at e = 1024); 2**e in two factors (2**1024 is not
+        # a float): the product overflows to inf only where the distance does.
+        down = 2.0 ** -e
+        df = torch.cdist(qf * down, x * down, compute_mode="donot_use_mm_for_euclid_dist")
+        df.mul_(2.0 ** (e - e // 2)).mul_(2.0 ** (e // 2))  # (f, n)
+        d[far] = torch.where(torch.isinf(d[far]), df, d[far])
+    return d
+
+
 class TreeSearch:
     """Nearest and within-radius searches of points (n, d): scikit-learn's
     :class:`~sklearn.neighbors.KDTree` or :class:`~sklearn.neighbors.BallTree` queried
@@ -173,7 +200,14 @@ class TreeSearch:
         if self.tree is None:
             return self._brute_nearest(queries, k)
         parts = self._in_parts(lambda a, b: self.tree.query(queries[a:b], k=k), len(queries))
-        return np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
+        dist, ind = np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
+        # The trees square distances: past sqrt(largest float) (a query near 1e155) they
+        # overflow, tie at inf and come back in no order; those queries are redone on the
+        # overflow-safe exact distances.
+        far = np.flatnonzero(np.isinf(dist).any(axis=1))
+        if len(far):
+            dist[far], ind[far] = self._brute_nearest(queries[far], k)
+        return dist, ind
 
     def nearest_holding(self, queries, weight, units, *, first, skip_zero=False):
         """The nearest points of each query until their weights (``weight``, one per
@@ -198,10 +232,9 @@ class TreeSearch:
 
 
     def distances(self, queries):
-        """Exact distances (b, n) of queries to every point, as the searches compute
-        them."""
+        """Exact distances (b, n) of queries to every point (:func:`exact_distances`)."""
         q, x = (torch.from_numpy(np.ascontiguousarray(a)) for a in (queries, self.points))
-        return torch.cdist(q, x, compute_mode="donot_use_mm_for_euclid_dist").numpy()
+        return exact_distances(q, x).numpy()
 
     def _brute_nearest(self, queries, k):
         """:meth:`nearest` by brute force, in chunks of queries."""
@@ -218,17 +251,28 @@ class TreeSearch:
         ``radius`` (a number, or one per query) of each query, in no particular order."""
         radii = np.full(len(queries), radius, dtype=np.float64)  # (m,)
         if self.tree is None:
-            dist, ind = np.empty(len(queries), dtype=object), np.empty(len(queries), dtype=object)
-            for rows in gen_batches(len(queries), self._brute_chunk()):
-                d = self.distances(queries[rows])  # (b, n)
-                for j, (row, r) in enumerate(zip(d, radii[rows]), start=rows.start):
-                    ind[j] = np.flatnonzero(row <= r)
-                    dist[j] = row[ind[j]]
-            return dist, ind
+            return self._brute_within(queries, radii)
         parts = self._in_parts(
             lambda a, b: self.tree.query_radius(queries[a:b], r=radii[a:b],
                                                 return_distance=True), len(queries))
-        return np.concatenate([p[1] for p in parts]), np.concatenate([p[0] for p in parts])
+        dist = np.concatenate([p[1] for p in parts])
+        ind = np.concatenate([p[0] for p in parts])
+        # A tree squares distances: a radius past sqrt(largest float) finds nothing (every
+        # distance in it may overflow); those queries are searched by exact distances.
+        far = np.flatnonzero(radii > _SQRT_MAX / 2)
+        if len(far):
+            dist[far], ind[far] = self._brute_within(queries[far], radii[far])
+        return dist, ind
+
+    def _brute_within(self, queries, radii):
+        """:meth:`within` by brute force, in chunks of queries."""
+        dist, ind = np.empty(len(queries), dtype=object), np.empty(len(queries), dtype=object)
+        for rows in gen_batches(len(queries), self._brute_chunk()):
+            d = self.distances(queries[rows])  # (b, n)
+            for j, (row, r) in enumerate(zip(d, radii[rows]), start=rows.start):
+                ind[j] = np.flatnonzero(row <= r)
+                dist[j] = row[ind[j]]
+        return dist, ind
 
 
 class Pooled(NamedTuple):
@@ -280,7 +324,7 @@ class KeySet:
         degree to them with the attention as weights (:mod:`sklearn_nw._local_poly`) and
         returns its intercept, and the equivalent kernel as the attention.
     centre : ndarray of shape (d,), default=None
-        Where the dense route centres the keys (by default the mean of those of positive
+        Where the dense route centres the keys (by default the median of those of positive
         weight): the shards of one key set share one (:meth:`partial_pool`).
     bounded : bool
         Local fits kept within the range of the values carrying their weight
@@ -361,7 +405,7 @@ class KeySet:
         if degree:
             with np.errstate(over="ignore", invalid="ignore"):
                 keys = self.scaled(X)  # (n, r)
-            centre = keys[sample_weight > 0].mean(0)
+            centre = key_centre(torch.from_numpy(keys[sample_weight > 0])).numpy()  # (r,)
             self._poly_keys = (centre, (keys - centre).astype(self.dtype))
 
     # -- fit: the index and the compact kernels' keys ----------------------------------
@@ -395,7 +439,7 @@ class KeySet:
     def _support_keys(self):
         """The rows, key rows ``[scaled key, w v, w]`` and centre that a compact kernel's
         direct evaluation uses: the keys of positive weight (in cell order on a
-        cell list), centred on their mean (the weights are translation invariant, and far
+        cell list), centred on their median (the weights are translation invariant, and far
         from the origin ``|q|^2 + |x|^2 - 2 q.x`` would lose the distances' precision
         above three dimensions)."""
         if self.route == "cell_list":
@@ -407,10 +451,8 @@ class KeySet:
         # no weight and go to the careful path, which ranks distances without them.
         with np.errstate(over="ignore", invalid="ignore"):
             keys = self.scaled(self.X[rows])  # (n', r)
-            # The centre of _engine.key_centre (rows are the keys of positive weight),
-            # summed by numpy: the attention near the support's edge is sensitive to its
-            # last bits, and these have been numpy's since compact kernels were added.
-            centre = keys.mean(0) if len(keys) else np.zeros(keys.shape[1])
+            # The centre of _engine.key_centre (rows are the keys of positive weight).
+            centre = key_centre(torch.from_numpy(keys)).numpy()  # (r,)
             # One row per key: its coordinates, its weighted values and its weight,
             # computed in float64 and rounded once to the keys' dtype.
             r, t = keys.shape[1], self.values.shape[1]
@@ -977,7 +1019,7 @@ class KeySet:
                 "sklearn.config_context(working_memory=...)."
             )
         points = torch.as_tensor(self.search_space(loo.X), device=device)  # (G, r)
-        D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
+        D = exact_distances(points, points)  # (G, G)
         neighbors = LeaveOneOutNeighbors(D, torch.as_tensor(loo.weight, device=device),
                                          self.adaptive.n_neighbors)
         attention, n_fallback = neighbors.attention(self.adaptive, self.kernel,

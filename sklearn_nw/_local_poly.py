@@ -15,11 +15,12 @@ whose entries sum to 1 (``z_j . e_1 = 1``) and may be negative. Degree 0 is Nada
 itself (``M = 1``, ``l = a``). The weights being the attention of any route (dense, a
 compact kernel's support, the k nearest, leave-one-out), so is the local fit.
 
-A query whose local design is singular (fewer keys with weight than ``phi`` has terms, or
-keys on a lower-dimensional set) has no unique fit: it is reported, and the caller keeps
-its Nadaraya-Watson value. Singular means that the moment matrix, scaled to a unit
-diagonal, has a smallest eigenvalue below ``sqrt(eps)`` times its largest: the solve there
-would lose more than half the digits.
+A query whose intercept is not identified (fewer keys with weight than ``phi`` has
+terms, or keys on a lower-dimensional set that the query is off, or a query too far for
+the float type) has no unique fit: it is reported, and the caller keeps its
+Nadaraya-Watson value. Where it is identified, a constant coordinate or keys on a line
+through the query included, it is the minimum-norm fit's (:func:`_intercept_rows`), in
+coordinates centered at the query's weighted mean (:func:`_centered`).
 
 A local polynomial extrapolates: at a query beyond the data, or with a wide bandwidth near
 its edge, the intercept can leave the range of every target that carries weight there (a
@@ -63,25 +64,99 @@ def design(u, degree):
     return torch.cat(columns, dim=-1)
 
 
-def _intercept_rows(M):
-    """``c = M^-1 e_1`` (b, p) of moment matrices ``M`` (b, p, p), and which are singular
-    (b,) (there ``c`` is 0)."""
+def _centered(qs, xs, attention):
+    """The local designs' coordinates: the keys' differences ``z`` (b, n, r) from each
+    query's origin (:func:`_origin`), in units of their weighted root-mean-square about
+    the weighted mean (0 on keys without attention), and the query's own ``e`` (b, r) in
+    the same units.
+
+    The intercept at the query is the fit's value there whatever the origin and units of
+    the polynomial. Centered at the weighted mean, the design is as well conditioned as
+    the keys allow (centered at a query beyond the data, ``1`` and ``x - q`` are nearly
+    collinear, which cost float32 the fit), and keys without weight, however far, never
+    overflow. Origin and units are held constant in the gradient: the intercept does not
+    depend on them.
+    """
+    held = (attention > 0)[:, :, None]  # (b, n, 1)
+    a = attention.detach()[:, :, None]  # (b, n, 1)
+    x = xs.detach()[None]  # (1, n, r)
+    mean = torch.where(held, a * x, 0.0).sum(1)  # (b, r)
+    d = torch.where(held, x - mean[:, None], 0.0)  # (b, n, r)
+    unit = _root_mean_square(d, a, d.abs().amax(1))  # (b, r)
+    origin = _origin(qs, mean, unit)  # (b, r)
+    z = torch.where(held, (xs[None] - origin[:, None]) / unit[:, None], 0.0)  # (b, n, r)
+    return z, (qs - origin) / unit
+
+
+def _origin(qs, mean, unit):
+    """The origin of each query's design (b, r): the query itself while it lies within one
+    weighted spread ``unit`` of its keys' weighted ``mean`` in every coordinate (as
+    :func:`local_fit_many` centers every leave-one-out fit, so that the two agree to
+    rounding), else the mean (a query beyond its keys)."""
+    outside = ((qs.detach() - mean).abs() > unit).any(1, keepdim=True)  # (b, 1)
+    return torch.where(outside, mean, qs.detach())
+
+
+def _root_mean_square(d, a, top):
+    """``sqrt(sum_j a_j d_j**2)`` (b, r) through the largest ``|d_j|`` ``top`` (b, r), so
+    that no square overflows; 1 where it is 0 (a coordinate constant over the keys with
+    weight)."""
+    top = torch.where(top > 0, top, 1.0)
+    rms = top * (a * (d / top[..., None, :]) ** 2).sum(-2).sqrt()
+    return torch.where(rms > 0, rms, 1.0)
+
+
+def _intercept_rows(M, E, n_coords):
+    """``c`` (b, p) with ``c . sum_j a_j z_j v_j`` the fit's value at the query, from the
+    moment matrices ``M`` (b, p, p) and the query's design ``E = phi(e)`` (b, p); and
+    which rows have no unique value (b,) (``c`` is 0 there).
+
+    The value ``E . beta`` is the same for every least-squares ``beta`` iff ``E`` is
+    orthogonal to the null space of ``M``; then ``c`` is the minimum-norm solution of
+    ``M c = E``. Numerically, the null space is spanned by the eigenvectors of ``M``
+    (scaled to a unit diagonal) whose eigenvalues are at most ``sqrt(eps)`` times the
+    largest (a solve across them would lose more than half the digits; the fit is the
+    truncated minimum-norm one), and ``E`` must be orthogonal to it within
+    ``sqrt(eps)``; ``E`` or ``M`` not finite (a query too far for the float type) have
+    no value either. Differentiable: the null space is held constant, and ``c`` solves
+    ``(M + N N^T) c = E - N N^T E`` (``N``: its basis), which is ``M`` itself on the rest.
+    """
+    b, p = E.shape
     diag = torch.diagonal(M, dim1=1, dim2=2)  # (b, p)
     # A unit diagonal: differences and their products have different scales. A constant
-    # in the gradient: c = S (S M S)^-1 S e_1 = M^-1 e_1 for any fixed S, and the rsqrt's
-    # own derivative overflows on a tiny diagonal (a far query at a small bandwidth).
+    # in the gradient: c = S (S M S)^+ S E for any fixed S, and the rsqrt's own
+    # derivative overflows on a tiny diagonal.
     s = torch.where(diag > 0, diag, 1.0).rsqrt().detach()  # (b, p)
     unit = M * s[:, :, None] * s[:, None, :]  # (b, p, p)
-    # Only compared: no gradient (eigenvectors) needed.
-    eigenvalues = torch.linalg.eigvalsh(unit.detach())  # (b, p) ascending
-    tol = torch.finfo(M.dtype).eps ** 0.5
-    singular = ~(eigenvalues[:, 0] > tol * eigenvalues[:, -1]) | ~(diag > 0).all(1)
-    e1 = torch.zeros_like(s)
-    e1[:, 0] = s[:, 0]
-    safe = torch.where(singular[:, None, None], torch.eye(M.shape[1], dtype=M.dtype,
-                                                          device=M.device), unit)
-    c = torch.linalg.solve(safe, e1) * s  # (b, p)
-    return c.masked_fill_(singular[:, None], 0.0), singular
+    f = E * s  # (b, p)
+    finite = torch.isfinite(unit.detach()).all(2).all(1) & torch.isfinite(f.detach()).all(1)
+    eps = torch.finfo(M.dtype).eps
+    # A query beyond 1/sqrt(eps) weighted spreads of its keys (|e|, in E's linear terms):
+    # its distances to them, rounded, no longer resolve their differences (the attention
+    # is rounding), and the extrapolation would keep less than half its digits.
+    near = (E.detach()[:, 1 : 1 + n_coords].abs() <= eps**-0.5).all(1)
+    eye = torch.eye(p, dtype=M.dtype, device=M.device)
+    # Only the null space is needed, held constant: no eigenvector gradient.
+    eigenvalues, V = torch.linalg.eigh(torch.where(finite[:, None, None], unit.detach(), eye))
+    # Across eigenvalues below sqrt(eps) of the largest a solve loses more than half the
+    # digits (leave-one-out scores moved in their sixth digit when every weight was
+    # scaled): they are the numerical null space.
+    null = eigenvalues <= eps**0.5 * eigenvalues[:, -1:]  # (b, p)
+    N = V * null[:, None, :]  # (b, p, p): the null space's basis, other columns 0
+    f_safe = torch.where(finite[:, None], f, 0.0)  # (b, p)
+    along = (N.transpose(1, 2) @ f_safe.detach()[:, :, None])[:, :, 0]  # (b, p)
+    singular = ~(finite & near) | (along.norm(dim=1) > eps**0.5 * f_safe.detach().norm(dim=1))
+    projector = N @ N.transpose(1, 2)  # (b, p, p)
+    A = torch.where(singular[:, None, None], eye, unit + projector)  # (b, p, p)
+    rhs = f_safe - (projector @ f_safe[:, :, None])[:, :, 0]  # (b, p)
+    c = torch.linalg.solve(A, torch.where(singular[:, None], 0.0, rhs)) * s  # (b, p)
+    return c, singular
+
+
+def _no_value(kernel, singular):
+    """``singular`` (b,) widened to rows whose equivalent kernel (b, n) is not finite (a
+    fit beyond what the float type holds)."""
+    return singular | ~torch.isfinite(kernel.detach()).all(1)
 
 
 def local_fit_dense(qs, xs, attention, v, degree, bounded=False):
@@ -108,12 +183,16 @@ def local_fit_dense(qs, xs, attention, v, degree, bounded=False):
     kernel : Tensor (b, n)
         The equivalent kernel; 0 on singular rows.
     singular : Tensor (b,) of bool
+        The rows whose intercept is not identified (:func:`_intercept_rows`).
     """
-    z = design(xs[None, :, :] - qs[:, None, :], degree)  # (b, n, p)
+    u, e = _centered(qs, xs, attention)  # (b, n, r), (b, r)
+    z = design(u, degree)  # (b, n, p)
     az = attention[:, :, None] * z  # (b, n, p)
     M = az.transpose(1, 2) @ z  # (b, p, p)
-    c, singular = _intercept_rows(M)  # (b, p)
+    c, singular = _intercept_rows(M, design(e, degree), e.shape[1])  # (b, p)
     kernel = (az @ c[:, :, None])[:, :, 0]  # (b, n)
+    singular = _no_value(kernel, singular)
+    kernel = torch.where(singular[:, None], 0.0, kernel)
     if not bounded:
         return kernel @ v, kernel, singular
     out, kernel = bound(kernel @ v, kernel, attention, v)
@@ -124,14 +203,29 @@ def local_fit_dense(qs, xs, attention, v, degree, bounded=False):
 def local_fit_sparse(qs, xs, crow, col, val, v, degree, bounded=False):
     """:func:`local_fit_dense` from CSR attention ``(crow, col, val)`` over the keys; the
     equivalent kernel is returned as values in the same layout."""
-    b = qs.shape[0]
+    b, r = qs.shape
     row = torch.repeat_interleave(torch.arange(b, device=qs.device), crow[1:] - crow[:-1])
-    z = design(xs[col] - qs[row], degree)  # (nnz, p)
+    # As _centered, on the stored entries of each row.
+    held = (val > 0)[:, None]  # (nnz, 1)
+    a = val.detach()[:, None]  # (nnz, 1)
+    x = xs.detach()[col]  # (nnz, r)
+    mean = qs.new_zeros(b, r).index_add_(0, row, torch.where(held, a * x, 0.0))  # (b, r)
+    d = torch.where(held, x - mean[row], 0.0)  # (nnz, r)
+    top = qs.new_zeros(b, r).scatter_reduce_(0, row[:, None].expand(-1, r), d.abs(),
+                                             "amax")  # (b, r)
+    top = torch.where(top > 0, top, 1.0)
+    unit = top * qs.new_zeros(b, r).index_add_(0, row, a * (d / top[row]) ** 2).sqrt()
+    unit = torch.where(unit > 0, unit, 1.0)  # (b, r)
+    origin = _origin(qs, mean, unit)  # (b, r)
+    z = design(torch.where(held, (xs[col] - origin[row]) / unit[row], 0.0), degree)  # (nnz, p)
     az = val[:, None] * z  # (nnz, p)
     p = z.shape[1]
     M = qs.new_zeros(b, p, p).index_add_(0, row, az[:, :, None] * z[:, None, :])  # (b, p, p)
-    c, singular = _intercept_rows(M)  # (b, p)
+    c, singular = _intercept_rows(M, design((qs - origin) / unit, degree), r)  # (b, p)
     kernel = (az * c[row]).sum(1)  # (nnz,)
+    bad = qs.new_zeros(b).index_add_(0, row, (~torch.isfinite(kernel.detach())).to(qs.dtype))
+    singular = singular | (bad > 0)
+    kernel = torch.where(singular[row], 0.0, kernel)
     t = v.shape[1]
     out = qs.new_zeros(b, t).index_add_(0, row, kernel[:, None] * v[col])  # (b, t)
     if not bounded:
@@ -153,8 +247,13 @@ def local_fit_sparse(qs, xs, crow, col, val, v, degree, bounded=False):
 
 def local_fit_many(qs, xs, attentions, v, degree, bounded=False):
     """:func:`local_fit_dense` of the same queries under several attentions at once (a
-    grid of bandwidths): the designs, and their outer products, are built once and every
-    attention's moment matrices come from one batched product.
+    grid of bandwidths, at the training inputs themselves): the designs, centered at the
+    queries, and their outer products are built once and every attention's moment
+    matrices come from one batched product.
+
+    A key whose outer products overflow (a point too far for the float type) is left out
+    of the shared products, where an attention without weight on it would turn them into
+    0 * inf; a fit that does weigh it has no value (``singular``).
 
     Parameters
     ----------
@@ -176,17 +275,40 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False):
     z = design(xs[None, :, :] - qs[:, None, :], degree)  # (b, n, p)
     p = z.shape[2]
     outer = (z[:, :, :, None] * z[:, :, None, :]).reshape(b, n, p * p)  # (b, n, p p)
+    overflow = ~torch.isfinite(outer.detach()).all(2)  # (b, n)
+    outer = torch.where(overflow[:, :, None], 0.0, outer)
+    z = torch.where(overflow[:, :, None], 0.0, z)
     by_query = attentions.transpose(0, 1)  # (b, G, n)
     M = torch.bmm(by_query, outer).reshape(b * G, p, p)  # (b G, p, p)
-    c, singular = _intercept_rows(M)  # (b G, p)
-    zc = torch.bmm(z, c.reshape(b, G, p).transpose(1, 2))  # (b, n, G)
+    E = torch.zeros_like(M[:, 0])  # (b G, p): phi(0), the value at the query
+    E[:, 0] = 1.0
+    c, singular = _intercept_rows(M, E, xs.shape[1])  # (b G, p)
+    weighs_overflow = (by_query.detach() * overflow[:, None, :]).sum(2) > 0  # (b, G)
+    singular = singular.reshape(b, G) | weighs_overflow
+    c = torch.where(singular[:, :, None], 0.0, c.reshape(b, G, p))  # (b, G, p)
+    zc = torch.bmm(z, c.transpose(1, 2))  # (b, n, G)
     kernel = by_query * zc.transpose(1, 2)  # (b, G, n)
+    singular = singular | ~torch.isfinite(kernel.detach()).all(2)
+    kernel = torch.where(singular[:, :, None], 0.0, kernel)
     out = torch.bmm(kernel, v[None].expand(b, n, v.shape[1]))  # (b, G, t)
-    singular = singular.reshape(b, G)
     if bounded:
         out, _ = bound(out, None, by_query, v)
         out.masked_fill_(singular[:, :, None], 0.0)
-    return out.transpose(0, 1), singular.T
+    out, singular = out.transpose(0, 1), singular.T  # (G, b, t), (G, b)
+    # Fits whose query lies beyond one weighted spread of its keys' mean are centered at
+    # the mean instead (_origin), as local_fit_dense centers them: recomputed one by one.
+    with torch.no_grad():
+        mean = attentions @ xs  # (G, b, r)
+        shifted = xs[None] - qs[:, None]  # (b, n, r)
+        second = torch.bmm(by_query, shifted * shifted).transpose(0, 1)  # (G, b, r)
+        offset = (mean - qs[None]) ** 2  # (G, b, r)
+        outside = (offset > second - offset).any(2).nonzero(as_tuple=True)
+    if len(outside[0]):
+        g, i = outside
+        out_i, _, singular_i = local_fit_dense(qs[i], xs, attentions[g, i], v, degree, bounded)
+        out = out.index_put((g, i), out_i)
+        singular = singular.index_put((g, i), singular_i)
+    return out, singular
 
 
 def bound(out, kernel, attention, v):

@@ -11,6 +11,7 @@ from sklearn.neighbors import KDTree
 
 from ._engine import key_centre, transform
 from ._engine_loo import (
+    SweepDistances,
     loo_grid_pool,
     loo_local_loss,
     loo_local_per_row,
@@ -21,7 +22,8 @@ from ._local_poly import n_terms
 
 logger = logging.getLogger("sklearn_nw.bandwidth")
 
-# Log-bandwidths (and projection entries) are kept in [-LOG_LIMIT, LOG_LIMIT].
+# The descent's parameters (log-bandwidths relative to its start, projection entries in
+# units of the start's) are kept in [-LOG_LIMIT, LOG_LIMIT].
 LOG_LIMIT = 50.0
 
 # Per-feature multipliers tried by the coordinate sweep; the last one ignores the feature.
@@ -34,17 +36,27 @@ def coordinate_sweep(objective, h, loss, rows, factors=_SWEEP):
 
     Gradient descent alone stays in the basin it starts in; leave-one-out curves of real
     data often have a better one where some features are ignored altogether, which
-    starting from the isotropic grid does not reach.
+    starting from the isotropic grid does not reach. An objective that keeps the
+    distances at ``h`` (:meth:`Objective.sweep_distances`) updates them one feature at a
+    time: d passes over the (m, n) distances instead of d passes over all d features.
     """
+    distances = getattr(objective, "sweep_distances", lambda h, rows: None)(h, rows)
     for j in range(len(h)):
         candidates = np.repeat(h[None], len(factors), axis=0)  # (S, d)
         candidates[:, j] *= factors
-        losses = objective.grid(candidates, rows)
+        if distances is None:
+            losses = objective.grid(candidates, rows)
+        else:
+            losses = objective.mean_loss(
+                objective.loss_function.per_row(distances.pool(j, factors).double(),
+                                                objective.v[rows].double()), rows)
         k = int(np.argmin(losses))
         # A real improvement, not rounding: equivalent data (weights or repeated rows)
         # must take the same path.
         if losses[k] < loss * (1 - 1e-9):
             h, loss = candidates[k], float(losses[k])
+            if distances is not None:
+                distances.move(j, factors[k])
     return h, loss
 
 
@@ -85,22 +97,30 @@ def refine_without_gradient(objective, h, loss, rows, per_feature):
 
 
 def bounded_exp(theta):
-    """Bandwidths from log-bandwidths, kept within exp(+-LOG_LIMIT) so never 0 or inf."""
+    """Multipliers from log-multipliers, kept within exp(+-LOG_LIMIT) so never 0 or inf."""
     return theta.clamp(-LOG_LIMIT, LOG_LIMIT).exp()
 
 
 def parametrise(form, h, n_components):
-    """Unconstrained parameters, from bandwidths ``h`` (d,), and their map to the metric."""
+    """Unconstrained parameters, from bandwidths ``h`` (d,), and their map to the metric.
+
+    The parameters are relative to ``h``: log-multipliers of it (0 at the start), or a
+    projection in units of ``1 / min(h)``. Features scaled by any ``s`` then descend on the
+    same parameters to bandwidths ``s`` times as large. Absolute log-bandwidths, bounded by
+    ``LOG_LIMIT``, would hold features in units of 1e-22 (or 1e22) and beyond at the
+    bound from the start, where the loss has no gradient.
+    """
+    h0 = h.detach().clone()  # (d,)
     if form == "diagonal":
-        return h.log().requires_grad_(), bounded_exp
-    if form == "isotropic":
-        ones = torch.ones_like(h)
-        return h[:1].log().requires_grad_(), lambda theta: bounded_exp(theta) * ones
+        return torch.zeros_like(h0).requires_grad_(), lambda theta: bounded_exp(theta) * h0
+    if form == "isotropic":  # h0 is isotropic: one multiplier for all features
+        return h0.new_zeros(1).requires_grad_(), lambda theta: bounded_exp(theta) * h0
     # Full: the diagonal metric diag(1/h); low rank keeps the most relevant features, those
     # with the smallest bandwidths.
-    keep = torch.argsort(h)[: n_components or len(h)].sort().values
-    projection = torch.diag(1.0 / h)[:, keep]  # (d, r)
-    return projection.requires_grad_(), lambda theta: theta
+    keep = torch.argsort(h0)[: n_components or len(h0)].sort().values
+    unit = h0.min()
+    projection = torch.diag(unit / h0)[:, keep]  # (d, r), entries in (0, 1]
+    return projection.requires_grad_(), lambda theta: theta / unit
 
 
 class NeighborSearch:
@@ -174,8 +194,26 @@ class Objective:
 
     def grid(self, hs, rows):
         """Leave-one-out losses (G,) of bandwidth vectors ``hs`` (G, d), in one pass."""
+        return self.mean_loss(self.per_row(hs, rows), rows)
+
+    def mean_loss(self, per_row, rows):
+        """Sample-weighted means (G,) of the losses (G, m) of ``rows``, as numpy."""
         w = self.log_w[rows].double().exp()  # (m,)
-        return ((self.per_row(hs, rows) * w).sum(1) / w.sum()).cpu().numpy()
+        return ((per_row * w).sum(1) / w.sum()).cpu().numpy()
+
+    def sweep_distances(self, h, rows):
+        """The distances of ``rows`` at bandwidths ``h`` (d,) for :func:`coordinate_sweep`
+        (a :class:`~sklearn_nw._engine_loo.SweepDistances`); None where the losses are
+        those of local fits, or the (m, n) distances would take more than half of
+        ``working_memory``."""
+        n = self.x.shape[0]
+        if (self._degree(len(h)) or len(h) < 2
+                or not SweepDistances.fits(len(rows), n, self.x.element_size(),
+                                           self.working_memory)):
+            return None
+        h = torch.as_tensor(h, dtype=self.x.dtype, device=self.x.device)
+        return SweepDistances(self.x, self.v, h, self.kernel, self.log_w, self.self_log_w,
+                              rows, self.working_memory)
 
 
 class LogProgress:

@@ -146,8 +146,13 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
     def _loss_over_rows(self, loss, loo):
         # The squared error of the rows adds their spread within each distinct input.
-        with np.errstate(over="ignore"):  # targets beyond 1e154: their squares overflow
-            return np.float64(self._scaling[1]) ** 2 * (loss + loo.spread)
+        # Back in the targets' unit in one rounding, mantissas multiplied and exponents
+        # added: scale**2 alone overflows from scales of 1.3e154 (or loses digits below
+        # 1e-154) where the loss itself is within float64's range; beyond it, inf or 0.
+        m, e = np.frexp(np.asarray(loss + loo.spread, dtype=np.float64))
+        s, f = np.frexp(np.float64(self._scaling[1]))
+        with np.errstate(over="ignore", under="ignore"):
+            return np.ldexp(m * s * s, e + 2 * f)
 
     def predict(self, X, return_attention=False):
         """Predict targets as the attention-weighted average of the training targets.

@@ -25,7 +25,7 @@ from sklearn import get_config
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone, is_classifier
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 try:
     import dask
@@ -104,6 +104,8 @@ def _n_threads(client):
 def _as_rows(a, name, chunks=None, n_blocks=1):
     """``a`` as a dask array split into row blocks only (numpy arrays into ``n_blocks``
     blocks, or along ``chunks``)."""
+    if hasattr(a, "to_dask_array"):  # a dask DataFrame or Series: its partitions' rows
+        a = a.to_dask_array(lengths=True)
     if isinstance(a, da.Array):
         if any(math.isnan(c) for c in a.chunks[0]):
             a = a.compute_chunk_sizes()
@@ -159,16 +161,28 @@ class _DaskNadarayaWatson(BaseEstimator):
                 f"{', '.join(refused)}. Use the local estimator for those (to_local() "
                 "gives it).")
         client = _client()
+        # feature_names_in_ (and n_features_in_) from a pandas or dask DataFrame, as the
+        # local estimators' validate_data sets them; the arrays are checked on the workers.
+        validate_data(self, X, reset=True, skip_check_array=True)
         X = _as_rows(X, "X", n_blocks=_n_threads(client))
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D.")
+        _check_some_rows(X, self)
         chunks = X.chunks[0]
         y = self._rows_like(y, "y", X)
+        if classifier and y.ndim != 1:
+            # scikit-learn's check of the labels' shape (its error, or its warning for a
+            # column vector) on a stand-in of y's shape: y stays on the cluster.
+            column_or_1d(np.broadcast_to(np.zeros((), dtype=np.int8), y.shape), warn=True)
+            y = y[:, 0]
         w = None if sample_weight is None else self._rows_like(sample_weight,
                                                                "sample_weight", X)
         dtype = np.float32 if X.dtype == np.float32 else np.float64
-        blocks = list(zip(X.to_delayed().ravel(), y.to_delayed().ravel(),
-                          [None] * len(chunks) if w is None else w.to_delayed().ravel()))
+        # An empty block (a boolean filter's, or a zero-length chunk) holds nothing to fit.
+        blocks = [block for block, n_rows in zip(zip(
+            X.to_delayed().ravel(), y.to_delayed().ravel(),
+            [None] * len(chunks) if w is None else w.to_delayed().ravel()), chunks)
+            if n_rows > 0]
         first = client.gather(client.compute(
             [dask.delayed(first_moments)(xb, yb, wb, dtype, classifier)
              for xb, yb, wb in blocks]))
@@ -269,10 +283,14 @@ class _DaskNadarayaWatson(BaseEstimator):
         self.best_score_ = choice.best_score
         self.bandwidths_ = choice.grid
         self.best_params_ = {"bandwidth": choice.bandwidth, "kind": "fixed"}
+        if "degree" in self.get_params(deep=False):
+            # Nadaraya-Watson, reported as the local regressor CV reports its degree.
+            self.degree_ = 0
+            self.best_params_["degree"] = self.degree_
         return self
 
     def _rows_like(self, a, name, X):
-        a = _as_rows(a, name, chunks=X.chunks[0][0])
+        a = _as_rows(a, name)  # numpy arrays as one block, split along X's blocks below
         if a.shape[0] != X.shape[0]:
             raise ValueError(
                 f"X has {X.shape[0]} rows but {name} has {a.shape[0]}; they must match.")
@@ -296,9 +314,13 @@ class _DaskNadarayaWatson(BaseEstimator):
         """The outputs at queries X as a dask array (after checking the fallback counts,
         which needs the partial sums computed: they are kept on the cluster)."""
         client = self._check_live()
+        given = X
         X = _as_rows(X, "X", n_blocks=_n_threads(client))
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D (n_queries, n_features); got {X.ndim}-D.")
+        # The feature names and count checked as the local estimators check them.
+        validate_data(self, given, reset=False, skip_check_array=True)
+        _check_some_rows(X, self)
         spec = self._spec
         finals, shapes = [], []
         for block, n_rows in zip(X.to_delayed().ravel(), X.chunks[0]):
@@ -321,7 +343,7 @@ class _DaskNadarayaWatson(BaseEstimator):
         arrays = [da.from_delayed(dask.delayed(o), shape=(n,) if spec.one_output
                                   and spec.classes is None else (n, t), dtype=dtype)
                   for o, n in zip(blocks, shapes)]
-        return da.concatenate(arrays) if arrays else da.zeros((0, t), dtype=dtype)
+        return da.concatenate(arrays)
 
     def to_local(self):
         """The equivalent local estimator, fitted on the gathered training data.
@@ -338,6 +360,10 @@ class _DaskNadarayaWatson(BaseEstimator):
         X = np.concatenate([s.key_set.X for s in shards])
         y = np.concatenate([s.y for s in shards])
         w = np.concatenate([s.key_set.sample_weight for s in shards])
+        if hasattr(self, "feature_names_in_"):
+            import pandas as pd  # the names came with a (pandas or dask) DataFrame
+
+            X = pd.DataFrame(X, columns=self.feature_names_in_)
         return self._local_class(**self._local_params()).fit(X, y, sample_weight=w)
 
     def _local_params(self):
@@ -345,6 +371,13 @@ class _DaskNadarayaWatson(BaseEstimator):
         if hasattr(self, "projection_"):
             return self.get_params()
         return {**self.get_params(), "bandwidth": self.bandwidth_.copy()}
+
+
+def _check_some_rows(X, estimator):
+    """Refuse a dask array X of no rows with the local estimators' error (scikit-learn's
+    check_array on an empty stand-in of X's shape)."""
+    if X.shape[0] == 0:
+        check_array(np.empty(X.shape, dtype=X.dtype), estimator=estimator)
 
 
 def _check_search_params(est):
@@ -408,6 +441,9 @@ class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
     kernel_ : Kernel
     bandwidth_ : ndarray of shape (n_features,)
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X was a pandas or dask DataFrame with string column names: they, and
+        their order, are required of X at prediction.
     n_samples_fit_ : int
     n_shards_ : int
         The shards of keys kept on the workers: one per block of training rows.
@@ -503,6 +539,9 @@ class NadarayaWatsonClassifier(ClassifierMixin, _DaskNadarayaWatson):
     kernel_ : Kernel
     bandwidth_ : ndarray of shape (n_features,)
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X was a pandas or dask DataFrame with string column names: they, and
+        their order, are required of X at prediction.
     n_samples_fit_ : int
     n_shards_ : int
     projection_ : ndarray of shape (n_features, n_components)
@@ -616,13 +655,20 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     bandwidth_ : ndarray of shape (n_features,)
     cv_results_ : dict of ndarrays
         ``mean_test_score`` (the negative leave-one-out mean squared error),
-        ``rank_test_score`` and ``bandwidth`` of every grid point.
+        ``rank_test_score`` (non-finite scores last), ``param_bandwidth`` and ``params``
+        of every grid point, as GridSearchCV's.
     best_index_ : int
     best_score_ : float
     best_params_ : dict
+        ``bandwidth``, ``kind`` ("fixed") and ``degree`` (0), as the local estimator's.
+    degree_ : int
+        0: Nadaraya-Watson.
     bandwidths_ : ndarray of shape (n_bandwidths, n_features)
     kernel_ : Kernel
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X was a pandas or dask DataFrame with string column names: they, and
+        their order, are required of X at prediction.
     n_samples_fit_ : int
     n_shards_ : int
     """
@@ -702,14 +748,18 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     classes_ : ndarray of shape (n_classes,)
     bandwidth_ : ndarray of shape (n_features,)
     cv_results_ : dict of ndarrays
-        ``mean_test_score`` (the negative leave-one-out log-loss), ``rank_test_score`` and
-        ``bandwidth`` of every grid point.
+        ``mean_test_score`` (the negative leave-one-out log-loss), ``rank_test_score``
+        (non-finite scores last), ``param_bandwidth`` and ``params`` of every grid point,
+        as GridSearchCV's.
     best_index_ : int
     best_score_ : float
     best_params_ : dict
     bandwidths_ : ndarray of shape (n_bandwidths, n_features)
     kernel_ : Kernel
     n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X was a pandas or dask DataFrame with string column names: they, and
+        their order, are required of X at prediction.
     n_samples_fit_ : int
     n_shards_ : int
     """

@@ -10,6 +10,7 @@ from sklearn.utils._optional_dependencies import check_matplotlib_support
 from sklearn.utils.validation import check_is_fitted
 
 from ._bandwidth_displays import BandwidthSearchDisplay, LossCurveDisplay
+from ._base import NadarayaWatsonBase
 
 __all__ = ["AttentionDisplay", "BandwidthSearchDisplay", "KernelDisplay", "LossCurveDisplay"]
 
@@ -159,8 +160,10 @@ class AttentionDisplay:
 
         Parameters
         ----------
-        estimator : NadarayaWatsonRegressor or NadarayaWatsonClassifier
-            Fitted estimator.
+        estimator : NadarayaWatsonRegressor, NadarayaWatsonClassifier or Pipeline
+            Fitted estimator, or a fitted :class:`~sklearn.pipeline.Pipeline` whose last
+            step is one: ``X`` then goes through the steps before it, and the attention
+            is that of the last step, on the training points as it saw them.
         X : array-like of shape (n_queries, n_features), default=None
             Queries. None shows the leave-one-out attention of the training set on itself
             (``estimator.attention_weights_``).
@@ -181,8 +184,15 @@ class AttentionDisplay:
         Returns
         -------
         display : AttentionDisplay
+
+        Raises
+        ------
+        TypeError
+            If ``estimator`` (or a pipeline's last step) is not a Nadaraya-Watson
+            estimator.
         """
         check_matplotlib_support(f"{cls.__name__}.from_estimator")
+        estimator, X = _last_step(estimator, X)
         check_is_fitted(estimator)
         if X is None:
             attention = estimator.attention_weights_
@@ -203,6 +213,30 @@ class AttentionDisplay:
         display = cls(attention, query_order=query_order, key_order=key_order,
                       query_sorted_by=sorted_by[0], key_sorted_by=sorted_by[1])
         return display.plot(ax=ax, max_queries=max_queries, max_keys=max_keys, **kwargs)
+
+
+def _last_step(estimator, X):
+    """The Nadaraya-Watson estimator whose attention is shown, and the queries in its
+    input space: a pipeline's last step, ``X`` transformed by the steps before it."""
+    from sklearn.pipeline import Pipeline
+
+    if isinstance(estimator, Pipeline):
+        check_is_fitted(estimator)
+        if X is not None:
+            for _, step in estimator.steps[:-1]:
+                if step is not None and not (isinstance(step, str) and step == "passthrough"):
+                    X = step.transform(X)
+        what, estimator = f"the last step of a Pipeline, {estimator.steps[-1][1]!r},", (
+            estimator.steps[-1][1])
+    else:
+        what = repr(estimator)
+    if not isinstance(estimator, NadarayaWatsonBase):
+        raise TypeError(
+            "AttentionDisplay.from_estimator needs a fitted NadarayaWatsonRegressor or "
+            "NadarayaWatsonClassifier (or a Pipeline ending in one), whose predictions are "
+            f"weighted averages of training points; {what} is not one."
+        )
+    return estimator, X
 
 
 def _first_target(y):
@@ -354,9 +388,10 @@ class KernelDisplay:
 
         Parameters
         ----------
-        kernels : list of str, Kernel or callable, default=None
-            The kernels, as :func:`~sklearn_nw.kernels.get_kernel` takes them, each
-            titled by its name as given (a Kernel by its ``repr``). None: every kernel of
+        kernels : str, Kernel, callable or a list of them, default=None
+            The kernels, as :func:`~sklearn_nw.kernels.get_kernel` takes them (one alone
+            is a list of one), each titled by its name as given (a Kernel by its
+            ``repr``). None: every kernel of
             :data:`~sklearn_nw.kernels.KERNELS` once, titled by its first name with its
             aliases in parentheses.
         u_max : float, default=None
@@ -374,8 +409,17 @@ class KernelDisplay:
         display : KernelDisplay
         """
         check_matplotlib_support(f"{cls.__name__}.from_kernels")
-        from .kernels import KERNELS, get_kernel
+        from .kernels import KERNELS, Kernel, get_kernel
 
+        if isinstance(kernels, (str, Kernel)) or callable(kernels):
+            kernels = [kernels]  # one kernel: a list of one
+        elif kernels is not None:
+            kernels = list(kernels)
+        if kernels == []:
+            raise ValueError(
+                "KernelDisplay.from_kernels needs at least one kernel; got an empty list. "
+                "Pass None to show every named kernel."
+            )
         if kernels is None:
             names = {}  # kernel class -> its names, first the canonical one
             for name, kernel_class in KERNELS.items():

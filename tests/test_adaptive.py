@@ -11,6 +11,7 @@ from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 
 from sklearn_nw import (
     AdaptiveBandwidth,
+    LocalFitWarning,
     NadarayaWatsonClassifier,
     NadarayaWatsonClassifierCV,
     NadarayaWatsonRegressor,
@@ -198,7 +199,7 @@ def test_cv_leave_one_out_scores_are_those_of_refits(kind):
     for i in (0, 7, len(results["kind"]) - 1):
         bandwidth = AdaptiveBandwidth(kind, n_neighbors=int(results["n_neighbors"][i]),
                                       scale=float(results["scale"][i]),
-                                      base=results["bandwidth"][i])
+                                      base=cv.bandwidths_[i])
         loo = [NadarayaWatsonRegressor(bandwidth=bandwidth).fit(
             np.delete(X, j, 0), np.delete(y, j)).predict(X[j:j + 1])[0]
             for j in range(len(y))]
@@ -244,7 +245,9 @@ def test_adaptive_candidates_reach_a_small_optimum():
 
 def test_cv_with_a_splitter_searches_adaptive_kinds_with_gridsearchcv():
     X, y = _data(60, 2)
-    reg = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed", "balloon"], cv=3).fit(X, y)
+    # The smallest bandwidths leave some degree-1 split fits singular: said once.
+    with pytest.warns(LocalFitWarning, match="such warnings from the candidates' fits"):
+        reg = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed", "balloon"], cv=3).fit(X, y)
     assert {"fixed", "balloon"} == set(reg.cv_results_["kind"])
     assert "split2_test_score" in reg.cv_results_
     reg.predict(X[:3])
@@ -267,12 +270,15 @@ def test_bad_adaptive_parameters(params, match):
 
 
 def test_too_few_neighbors_is_an_error_naming_them():
+    # n_neighbors is capped at what the training set holds, but not below one unit of
+    # weight (see test_n_neighbors_beyond_the_training_set_is_capped).
     X, y = _data(6, 2)
-    with pytest.raises(ValueError, match="n_neighbors=9 needs k units"):
-        NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(n_neighbors=9)).fit(X, y).predict(X)
-    with pytest.raises(ValueError, match="n_neighbors=6 needs k units"):
+    with pytest.raises(ValueError, match="n_neighbors=1 needs k units.* only 0.6"):
+        NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(n_neighbors=9)).fit(
+            X, y, np.full(6, 0.1))
+    with pytest.raises(ValueError, match="n_neighbors=1 needs k units.* other locations"):
         NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth("sample_point", n_neighbors=6)).fit(
-            X, y)
+            np.repeat(X[:1], 6, axis=0), y)
 
 
 @pytest.mark.parametrize("params", [
@@ -313,3 +319,81 @@ def test_compact_kernel_attention_is_sparse_and_gaussian_dense():
         _, attention = reg.predict(X[:4], return_attention=True)
         assert hasattr(attention, "toarray") is sparse
         assert hasattr(reg.attention_weights_, "toarray") is sparse
+
+
+# -- k capped at what the training set holds (issue 24, item 14) ---------------------------
+
+
+def _neighbors_held(X, sample_weight, kind):
+    """The documented cap, written out: the weight left when the heaviest location
+    (balloon), or the two heaviest (sample-point), are left out; at least 1."""
+    locations = {}
+    for x, w in zip(map(tuple, X), sample_weight):
+        locations[x] = locations.get(x, 0.0) + w
+    heaviest = sorted(locations.values(), reverse=True)
+    left_out = heaviest[0] + (heaviest[1] if kind == "sample_point" else 0.0)
+    return max(1, int(np.floor(sum(sample_weight) - left_out + 1e-9)))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_n_neighbors_beyond_the_training_set_is_capped(kind):
+    X, y = _data(10, 2, seed=3)
+    X[7] = X[2]  # one location of two rows
+    w = np.array([1, 2, 1, 1, 3, 1, 1, 1, 1, 1], dtype=float)
+    k = _neighbors_held(X, w, kind)
+    assert k == {"balloon": 10, "sample_point": 8}[kind]  # 13 units; locations of 3, 2, 2
+    bandwidth = AdaptiveBandwidth(kind, n_neighbors=50, scale=0.7, base=1.0)
+    reg = NadarayaWatsonRegressor(bandwidth=bandwidth).fit(X, y, w)
+    assert reg.bandwidth_neighbors_ == k
+    assert bandwidth.n_neighbors == 50  # the parameter is not overwritten
+    Q = np.random.default_rng(4).uniform(size=(15, 2))
+    expected = adaptive_weights(Q, X, np.ones(2), PROFILES["gaussian"], kind, k, 0.7, w) @ y
+    assert_allclose(reg.predict(Q), expected, rtol=1e-10)
+    # Leave-one-out keeps that k (a refit on fewer rows would cap it lower): each
+    # location left out, the oracle on the other rows.
+    loo = reg.attention_weights_ @ y
+    for i in range(len(y)):
+        out = ~np.all(X == X[i], axis=1)
+        if kind == "balloon":  # (the oracle would also find every key's d_k)
+            h = 0.7 * kth_distance(X[i], X[out], np.ones(2), k, w[out])
+            u = np.linalg.norm(X[out] - X[i], axis=1) / h
+            weights = w[out] * np.exp(-u * u / 2)
+            weights = weights[None] / weights.sum()
+        else:
+            weights = adaptive_weights(X[i:i + 1], X[out], np.ones(2),
+                                       PROFILES["gaussian"], kind, k, 0.7, w[out])
+        assert_allclose(loo[i], (weights @ y[out])[0], rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_n_neighbors_within_the_training_set_is_kept(kind):
+    X, y = _data(10, 2, seed=3)
+    reg = NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(kind, n_neighbors=4)).fit(X, y)
+    assert reg.bandwidth_neighbors_ == 4
+
+
+# -- Issue 24, second round: a training row whose distances overflow (item 13) ------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_leave_one_out_with_a_row_whose_distances_overflow(kind):
+    from sklearn_nw import EmptyNeighborhoodWarning
+
+    X, y = _data(100, 1, seed=5)
+    X[0] = 1e160  # its distances to the others overflow float64
+    reg = NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(kind, scale=1.0, base=0.1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        attention = reg.fit(X, y).attention_weights_
+    assert all(issubclass(w.category, EmptyNeighborhoodWarning) for w in caught)
+    assert_allclose(attention.sum(1), 1.0, rtol=1e-12)
+    if kind == "balloon":
+        # Row 0, left out: every other point is as far from it (to float64 precision).
+        assert_allclose(attention[0], np.r_[0.0, np.full(99, 1 / 99)], rtol=1e-12)
+    # The others never reach it: the oracle on the rest, each row left out.
+    for i in range(1, 100):
+        rest = np.setdiff1d(np.arange(1, 100), [i])
+        expected = adaptive_weights(X[i:i + 1], X[rest], np.full(1, 0.1),
+                                    PROFILES["gaussian"], kind, 10, 1.0)[0]
+        assert attention[i, 0] == 0.0
+        assert_allclose(attention[i, rest], expected, rtol=1e-9, atol=1e-300)

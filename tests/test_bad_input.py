@@ -408,3 +408,17 @@ def test_verbose_without_tqdm_writes_progress_to_stderr(monkeypatch, capsys):
     # Quiet by default.
     NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth()).fit(X, y)
     assert capsys.readouterr().err == ""
+
+
+# -- messages that say what is refused and what works (issue 24, item 13) ------------------
+
+
+def test_compiled_local_polynomials_say_what_is_refused_and_what_works():
+    X, y = make_data(NadarayaWatsonRegressor, n=20)
+    with pytest.raises(ValueError, match="degree=1") as info:
+        NadarayaWatsonRegressor(bandwidth=0.5, degree=1, compute="compiled").fit(X, y)
+    message = str(info.value)
+    assert "compute='compiled'" in message
+    assert "compute='auto' or 'eager'" in message  # what would work
+    # The bandwidth is not what is refused.
+    assert "bandwidth" not in message.split(".", 1)[1]

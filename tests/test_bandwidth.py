@@ -1,6 +1,7 @@
-"""Rules of thumb against their hand formulas, frequency weights, check_bandwidth, and
-the cold start of a learned bandwidth."""
+"""Rules of thumb against their hand formulas, frequency weights, check_bandwidth, the
+cold start of a learned bandwidth, and learned bandwidths against a numpy leave-one-out."""
 
+import functools
 import math
 import subprocess
 import sys
@@ -9,15 +10,23 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
+from _oracle import PROFILES, nw_weights
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import ConvergenceWarning
 
 from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor
+from sklearn_nw._leave_one_out import leave_one_out_set
+from sklearn_nw._loo_objective import Objective
+from sklearn_nw._losses import SQUARED_ERROR
 from sklearn_nw.bandwidth import (
     RULES_OF_THUMB,
+    LeaveOneOutBandwidth,
     check_bandwidth,
     scott_bandwidth,
     silverman_bandwidth,
 )
+from sklearn_nw.kernels import get_kernel
 
 
 def weighted_sigma(X, w=None):
@@ -249,3 +258,144 @@ def test_learned_bandwidth_does_not_import_dynamo():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+# -- the learned bandwidth against a numpy leave-one-out oracle ----------------------------
+#
+# Plain numpy: Gaussian weights of the other rows, refitted without each point (a weighted
+# average, or weighted least squares for local polynomials), nothing shared with sklearn_nw.
+
+
+def numpy_loo_loss(X, y, h, *, sample_weight=None, degree=0, classes=None):
+    """Sample-weighted leave-one-out loss at bandwidths ``h`` (d,), inputs all distinct:
+    the mean squared error of Nadaraya-Watson (``degree=0``) or of the intercepts of local
+    polynomial weighted least squares fits, or with ``classes`` the log-loss of the
+    weighted class frequencies."""
+    X, h = np.asarray(X, dtype=np.float64), np.asarray(h, dtype=np.float64)
+    n, d = X.shape
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    U = X / h  # the data in units of the bandwidths: no overflow at any feature unit
+    losses = np.empty(n)
+    for i in range(n):
+        others = np.arange(n) != i
+        u = U[others] - U[i]  # (n - 1, d)
+        k = w[others] * np.exp(-0.5 * (u**2).sum(1))  # (n - 1,)
+        if classes is not None:
+            p = k[y[others] == y[i]].sum() / k.sum()
+            losses[i] = -np.log(max(p, np.finfo(np.float64).eps))
+            continue
+        columns = [np.ones(n - 1)]
+        if degree >= 1:
+            columns += list(u.T)
+        if degree >= 2:
+            columns += [u[:, a] * u[:, b] for a in range(d) for b in range(a, d)]
+        Z = np.column_stack(columns)  # (n - 1, p)
+        beta = np.linalg.solve(Z.T @ (k[:, None] * Z), Z.T @ (k * y[others]))
+        losses[i] = (beta[0] - y[i]) ** 2
+    return float(np.average(losses, weights=w))
+
+
+def loo_problem(seed, n=40, d=2):
+    """A curved trend of the first two features (any others irrelevant), noisy."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, d))
+    return X, np.sin(4 * X[:, :2].sum(1)) + 0.5 * rng.standard_normal(n)
+
+
+@pytest.mark.parametrize("scale", [1e-30, 1e30])
+@pytest.mark.parametrize("case", ["degree 0", "degree 1", "classifier"])
+def test_learned_bandwidth_does_not_depend_on_the_features_unit(case, scale):
+    # The descent's parameters are relative to its start, so X * s descends as X does, to
+    # bandwidth_ * s at the same leave-one-out loss; an absolute bound on log h kept
+    # 1e-30 and 1e30 at their start, 2-12 times the loss.
+    X, y = loo_problem(seed=1)
+    if case == "classifier":
+        y = (y > np.median(y)).astype(int)
+        unit = NadarayaWatsonClassifier(bandwidth="loo").fit(X, y)
+        scaled = NadarayaWatsonClassifier(bandwidth="loo").fit(X * scale, y)
+        oracle = functools.partial(numpy_loo_loss, X, y, classes=[0, 1])
+    else:
+        degree = int(case[-1])
+        unit = NadarayaWatsonRegressor(bandwidth="loo", degree=degree).fit(X, y)
+        scaled = NadarayaWatsonRegressor(bandwidth="loo", degree=degree).fit(X * scale, y)
+        oracle = functools.partial(numpy_loo_loss, X, y, degree=degree)
+    loss = oracle(unit.bandwidth_)
+    assert oracle(scaled.bandwidth_ / scale) == pytest.approx(loss, rel=1e-6)
+    assert_allclose(scaled.bandwidth_ / scale, unit.bandwidth_, rtol=1e-5)
+    assert scaled.loss_curve_[-1] == pytest.approx(loss, rel=1e-6)
+    assert unit.loss_curve_[-1] == pytest.approx(loss, rel=1e-6)
+    assert scaled.n_iter_ == unit.n_iter_ >= 1
+
+
+@pytest.mark.parametrize("case, seed", [
+    ("gaussian", 0),  # the one-parameter reference kept by the one-standard-error rule
+    ("gaussian, selection='min'", 0),
+    ("epanechnikov, selection='min'", 4),
+    ("tophat", 0),  # exact grids, without gradient
+    ("isotropic", 0),
+    ("full", 0),
+    ("classifier", 0),
+    ("degree 1 with weights", 6),  # two starts, the first one's result kept
+    ("degree 2 with weights", 6),
+    ("minibatch", 0),
+])
+def test_last_loss_of_the_curve_is_the_loss_of_the_bandwidth(case, seed):
+    # Whichever path chose the bandwidth returned (a descent, another start, the reference,
+    # the start kept over the descent), the curve ends at its leave-one-out loss.
+    X, y = loo_problem(seed, d=3 if "degree" in case else 2)
+    w, degree, classes, kernel = None, 0, None, case.split(",")[0]
+    form = kernel if kernel in ("isotropic", "full") else "diagonal"
+    selector = LeaveOneOutBandwidth(form, selection="min" if "min" in case else "one_se")
+    if case == "minibatch":  # every other row in each batch, each against all rows
+        selector.set_params(batch_size=len(X) - 1, n_neighbors=None, max_iter=10)
+    if "degree" in case:
+        degree = int(case[7])
+        w = np.random.default_rng(seed + 1).uniform(0.5, 3.0, size=len(X))
+    kernel = kernel if kernel in ("epanechnikov", "tophat") else "gaussian"
+    if case == "classifier":
+        y, classes = (y > np.median(y)).astype(int), [0, 1]
+        est = NadarayaWatsonClassifier(kernel, bandwidth=selector)
+    else:
+        est = NadarayaWatsonRegressor(kernel, bandwidth=selector, degree=degree)
+    with warnings.catch_warnings():
+        # Ten minibatch steps need not converge; the curve is what is checked.
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, y, sample_weight=w)
+    if kernel != "gaussian":  # the textbook profile, refitted without each point
+        A = nw_weights(X, X, est.bandwidth_, PROFILES[kernel], leave_one_out=True)
+        expected = np.mean((A @ y - y) ** 2)
+    else:
+        if case == "full":  # distances ||(q - x) L||: the oracle in projected coordinates
+            X, h = X @ est.projection_, np.ones(est.projection_.shape[1])
+        else:
+            h = est.bandwidth_
+        expected = numpy_loo_loss(X, y, h, sample_weight=w, degree=degree, classes=classes)
+    assert est.loss_curve_[-1] == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_coordinate_sweep_distances_are_the_refits(kernel):
+    # The sweep keeps the distances at its bandwidths and updates them one feature at a
+    # time (d passes over them, not d over all d features): after a move, the losses of
+    # one feature's multiples are still those of refits without each point.
+    X, y = loo_problem(5, n=30, d=3)
+    w = np.random.default_rng(6).integers(1, 4, size=len(X)).astype(float)
+    loo = leave_one_out_set(X, y[:, None], w)
+    tensors = (torch.as_tensor(a, dtype=torch.float64)
+               for a in (loo.X, loo.values, loo.log_weight, loo.self_log_weight))
+    objective = Objective(*tensors, get_kernel(kernel), SQUARED_ERROR, 1024)
+    rows = torch.arange(len(loo.X))
+    h = np.array([0.8, 1.5, 2.0])
+    distances = objective.sweep_distances(h, rows)
+    distances.move(0, 1 / 3)
+    factors = (1 / 3, 3.0, 1e4)
+    pooled = distances.pool(1, factors)  # (3, m, 1)
+    losses = objective.mean_loss(SQUARED_ERROR.per_row(pooled, objective.v[rows]), rows)
+    for f, loss in zip(factors, losses):
+        h_f = h * [1 / 3, f, 1.0]
+        if kernel == "gaussian":
+            expected = numpy_loo_loss(X, y, h_f, sample_weight=w)
+        else:
+            A = nw_weights(X, X, h_f, PROFILES[kernel], w, leave_one_out=True)
+            expected = np.average((A @ y - y) ** 2, weights=w)
+        assert loss == pytest.approx(expected, rel=1e-10)

@@ -42,6 +42,11 @@ ESTIMATORS = [
     NadarayaWatsonClassifier(kernel="tophat", bandwidth=AdaptiveBandwidth(n_neighbors=1)),
     NadarayaWatsonClassifier(bandwidth=AdaptiveBandwidth("sample_point", n_neighbors=1)),
     NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(n_neighbors=1, scale=2.0), degree=1),
+    # The defaults, as a user writes them first.
+    NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth()),
+    NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth("sample_point")),
+    NadarayaWatsonClassifier(bandwidth=AdaptiveBandwidth()),
+    NadarayaWatsonClassifier(bandwidth=AdaptiveBandwidth("sample_point")),
     NadarayaWatsonRegressorCV(),
     NadarayaWatsonRegressorCV(degree=0),
     NadarayaWatsonRegressorCV(bandwidths=(0.3, 1.0, 3.0), kernel="epanechnikov", cv=3),

@@ -1,6 +1,7 @@
 """sklearn_nw.dask on a real LocalCluster (2 worker processes) against the local estimators."""
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -149,7 +150,7 @@ def test_leave_one_out_grid_goes_past_its_end(client):
     est = nw_dask.NadarayaWatsonRegressorCV(bandwidths=5).fit(X, y)
     local = NadarayaWatsonRegressorCV(bandwidths=5, bandwidth_kinds=["fixed"],
                                       degree=0, selection="min").fit(X, y)
-    assert len(est.cv_results_["bandwidth"]) > 5
+    assert len(est.cv_results_["params"]) == len(est.bandwidths_) > 5
     np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-12)
 
 
@@ -357,3 +358,165 @@ def test_same_parameters_as_the_local_estimators(ours, theirs):
         # the one-standard-error rule, the local regressor's default.
         assert (params.pop("selection"), local.pop("selection")) == ("min", "one_se")
     assert params == local
+
+
+# -- issue 24 (second round): empty and weightless blocks, feature names, best_params_,
+# 0-row queries and 2-D class labels, each against the local estimator on the same rows.
+
+
+def _block_data(n=180, d=2, seed=8):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    return X, np.sin(2 * X[:, 0]) + X[:, 1], rng.uniform(0.5, 2.0, n), rng.normal(size=(25, d))
+
+
+@pytest.mark.parametrize("case", ["filter_empties_middle", "filter_empties_first",
+                                  "zero_length_chunk"])
+def test_empty_row_blocks_equal_local(client, case):
+    X, y, w, Q = _block_data()
+    if case == "zero_length_chunk":
+        keep = np.ones(len(X), dtype=bool)
+        Xd = da.from_array(X, chunks=((90, 0, 90), (2,)))
+    else:
+        # A boolean filter leaves blocks of unknown (nan) size, one of them empty; y and
+        # the weights come as numpy arrays of the kept rows.
+        empty = slice(60, 120) if case == "filter_empties_middle" else slice(0, 60)
+        keep = np.ones(len(X), dtype=bool)
+        keep[empty] = False
+        Xd = da.from_array(X, chunks=(60, 2))[da.from_array(keep, chunks=60)]
+        assert np.isnan(Xd.chunks[0]).any()
+    est = nw_dask.NadarayaWatsonRegressor(bandwidth="scott").fit(
+        Xd, y[keep], sample_weight=w[keep])
+    local = NadarayaWatsonRegressor(bandwidth="scott").fit(X[keep], y[keep],
+                                                           sample_weight=w[keep])
+    np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-12)
+    np.testing.assert_allclose(est.predict(Q).compute(), local.predict(Q), atol=1e-10)
+    np.testing.assert_array_equal(est.to_local().X_fit_, X[keep])
+
+
+def test_no_rows_at_all_raises_as_local(client):
+    X, y, _, _ = _block_data()
+    with pytest.raises(ValueError) as theirs:
+        NadarayaWatsonRegressor().fit(X[:0], y[:0])
+    with pytest.raises(ValueError, match=re.escape(str(theirs.value))):
+        nw_dask.NadarayaWatsonRegressor().fit(da.from_array(X, chunks=60)[:0], y[:0])
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_block_without_weight_equals_local(client, kernel):
+    X, y, w, Q = _block_data()
+    w[60:120] = 0.0  # the whole middle block
+    Xd = da.from_array(X, chunks=60)
+    est = nw_dask.NadarayaWatsonRegressor(kernel, 0.5).fit(Xd, y, sample_weight=w)
+    local = NadarayaWatsonRegressor(kernel, 0.5).fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)  # the compact kernel
+        np.testing.assert_allclose(est.predict(Q).compute(), local.predict(Q), atol=1e-10)
+    labels = (X[:, 0] > 0).astype(int)
+    est = nw_dask.NadarayaWatsonClassifier(kernel, 0.8).fit(Xd, labels, sample_weight=w)
+    local = NadarayaWatsonClassifier(kernel, 0.8).fit(X, labels, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        np.testing.assert_allclose(est.predict_proba(Q).compute(), local.predict_proba(Q),
+                                   atol=1e-10)
+
+
+def test_block_without_weight_grid_equals_local(client):
+    X, y, w, _ = _block_data()
+    w[:60] = 0.0
+    est = nw_dask.NadarayaWatsonRegressorCV(bandwidths=5).fit(
+        da.from_array(X, chunks=60), y, sample_weight=w)
+    local = NadarayaWatsonRegressorCV(bandwidths=5, bandwidth_kinds=["fixed"], degree=0,
+                                      selection="min").fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(est.cv_results_["mean_test_score"],
+                               local.cv_results_["mean_test_score"], rtol=1e-9)
+    np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-12)
+
+
+def test_feature_names_as_local(client):
+    pd = pytest.importorskip("pandas")
+    X, y, _, Q = _block_data()
+    frame, queries = pd.DataFrame(X, columns=["a", "b"]), pd.DataFrame(Q, columns=["a", "b"])
+    est = nw_dask.NadarayaWatsonRegressor(bandwidth=0.5).fit(frame, y)
+    local = NadarayaWatsonRegressor(bandwidth=0.5).fit(frame, y)
+    np.testing.assert_array_equal(est.feature_names_in_, local.feature_names_in_)
+    np.testing.assert_allclose(est.predict(queries).compute(), local.predict(queries),
+                               atol=1e-10)
+    for other in (queries[["b", "a"]], queries.set_axis(["a", "c"], axis=1)):
+        with pytest.raises(ValueError) as theirs:
+            local.predict(other)
+        with pytest.raises(ValueError, match=re.escape(str(theirs.value))):
+            est.predict(other)
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        expected = local.predict(Q)
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        np.testing.assert_allclose(est.predict(Q).compute(), expected, atol=1e-10)
+    np.testing.assert_array_equal(est.to_local().feature_names_in_, local.feature_names_in_)
+    # A refit on plain arrays forgets the names, as the local estimator does.
+    assert not hasattr(est.fit(X, y), "feature_names_in_")
+
+
+def test_best_params_as_local(client):
+    X, y, _, _ = _block_data()
+    est = nw_dask.NadarayaWatsonRegressorCV(bandwidths=4).fit(X, y)
+    local = NadarayaWatsonRegressorCV(bandwidths=4, bandwidth_kinds=["fixed"], degree=0,
+                                      selection="min").fit(X, y)
+    assert est.best_params_.keys() == local.best_params_.keys()
+    assert est.best_params_["degree"] == local.best_params_["degree"] == 0
+    assert est.degree_ == local.degree_
+    labels = (X[:, 0] > 0).astype(int)
+    est = nw_dask.NadarayaWatsonClassifierCV(bandwidths=4).fit(X, labels)
+    local = NadarayaWatsonClassifierCV(bandwidths=4, bandwidth_kinds=["fixed"]).fit(X, labels)
+    assert est.best_params_.keys() == local.best_params_.keys()
+
+
+def test_zero_row_predict_raises_as_local(client):
+    X, y, _, Q = _block_data()
+    labels = (X[:, 0] > 0).astype(int)
+    for ours, theirs, target, method in (
+            (nw_dask.NadarayaWatsonRegressor, NadarayaWatsonRegressor, y, "predict"),
+            (nw_dask.NadarayaWatsonClassifier, NadarayaWatsonClassifier, labels,
+             "predict_proba")):
+        local = theirs().fit(X, target)
+        with pytest.raises(ValueError) as expected:
+            getattr(local, method)(Q[:0])
+        est = ours().fit(X, target)
+        for empty in (Q[:0], da.from_array(Q, chunks=10)[:0]):
+            with pytest.raises(ValueError, match=re.escape(str(expected.value))):
+                getattr(est, method)(empty)
+
+
+def test_classifier_two_dimensional_y_as_local(client):
+    from sklearn.exceptions import DataConversionWarning
+
+    X, _, _, Q = _block_data()
+    labels = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError) as theirs:
+        NadarayaWatsonClassifier().fit(X, np.column_stack([labels, labels]))
+    with pytest.raises(ValueError, match=re.escape(str(theirs.value))):
+        nw_dask.NadarayaWatsonClassifier().fit(X, np.column_stack([labels, labels]))
+    # A column vector: the local estimator warns and ravels it.
+    with pytest.warns(DataConversionWarning, match="column-vector y"):
+        local = NadarayaWatsonClassifier().fit(X, labels[:, None])
+    with pytest.warns(DataConversionWarning, match="column-vector y"):
+        est = nw_dask.NadarayaWatsonClassifier().fit(da.from_array(X, chunks=60),
+                                                     labels[:, None])
+    np.testing.assert_allclose(est.predict_proba(Q).compute(), local.predict_proba(Q),
+                               atol=1e-10)
+
+
+def test_cv_results_as_local_and_a_data_frame(client):
+    # cv_results_ as GridSearchCV's (1-D columns, "params"), the same as the local CV's.
+    pd = pytest.importorskip("pandas")
+    X, y, w, _ = _data(n=120, d=2, seed=5)
+    est = nw_dask.NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5, 1.0]).fit(
+        da.from_array(X, chunks=40), y, sample_weight=w)
+    local = NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5, 1.0], bandwidth_kinds=["fixed"],
+                                      degree=0, selection="min").fit(X, y, sample_weight=w)
+    frame = pd.DataFrame(est.cv_results_)
+    assert len(frame) == 3
+    for ours, theirs in zip(est.cv_results_["params"], local.cv_results_["params"]):
+        assert ours.keys() == theirs.keys()
+        np.testing.assert_array_equal(ours["bandwidth"], theirs["bandwidth"])
+        assert (ours["kind"], ours["degree"]) == (theirs["kind"], theirs["degree"])
+    assert est.best_params_.keys() == est.cv_results_["params"][est.best_index_].keys()

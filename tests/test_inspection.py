@@ -177,9 +177,9 @@ def test_bandwidth_search_of_every_kind_and_degree():
     assert len(display.lines_) == n_fixed + n_adaptive
     for line, g in zip(display.lines_, np.unique(degree[fixed])):
         rows = np.nonzero(fixed & (degree == g))[0]
-        rows = rows[np.argsort(results["bandwidth"][rows, 0])]
+        rows = rows[np.argsort(search.bandwidths_[rows, 0])]
         assert line in display.ax_.lines
-        np.testing.assert_allclose(line.get_xdata(), results["bandwidth"][rows, 0])
+        np.testing.assert_allclose(line.get_xdata(), search.bandwidths_[rows, 0])
         np.testing.assert_allclose(line.get_ydata(), loss[rows])
     # An adaptive line: the lowest loss over the scales at each k.
     line = display.lines_[n_fixed]
@@ -195,7 +195,7 @@ def test_bandwidth_search_of_every_kind_and_degree():
     marker = display.best_marker_
     if kind[best] == "fixed":
         assert marker in display.axes_[0].lines
-        assert marker.get_xdata()[0] == results["bandwidth"][best, 0]
+        assert marker.get_xdata()[0] == search.bandwidths_[best, 0]
         assert marker.get_xdata()[0] == search.best_params_["bandwidth"][0]
     else:
         assert marker in display.axes_[1].lines
@@ -214,7 +214,7 @@ def test_bandwidth_search_of_a_classifier_scored_by_accuracy():
     assert len(display.axes_) == 1 and len(display.lines_) == 1
     assert display.ax_.get_ylabel() == "leave-one-out score (accuracy)"
     assert display.lines_[0].get_label() == "fixed bandwidth"
-    order = np.argsort(search.cv_results_["bandwidth"][:, 0])
+    order = np.argsort(search.bandwidths_[:, 0])
     np.testing.assert_allclose(display.lines_[0].get_ydata(), score[order])  # not negated
     assert display.best_marker_.get_xdata()[0] == search.bandwidth_[0]
     assert display.best_marker_.get_ydata()[0] == search.best_score_
@@ -351,3 +351,66 @@ def test_attention_figure_takes_a_tight_layout_afterwards():
     display = AttentionDisplay.from_estimator(reg, X[::2])
     display.figure_.tight_layout()
     assert display.colorbar_ is not None
+
+
+# -- one kernel, no kernel, pipelines (issue 24, item 13) -----------------------------------
+
+
+@pytest.mark.parametrize("kernel, title", [
+    ("gaussian", "gaussian"), (KERNELS["gaussian"](), "Gaussian()")])
+def test_kernel_display_takes_one_kernel_as_a_list_of_one(kernel, title):
+    display = KernelDisplay.from_kernels(kernel)
+    assert display.names == [title]
+    np.testing.assert_allclose(display.profiles, np.exp(-display.u**2 / 2)[None], rtol=1e-12)
+
+
+def test_kernel_display_of_no_kernel_is_an_error():
+    with pytest.raises(ValueError, match="at least one kernel"):
+        KernelDisplay.from_kernels([])
+
+
+def _pipeline_data():
+    rng = np.random.default_rng(5)
+    X = rng.normal(loc=[3.0, -1.0], scale=[2.0, 0.5], size=(30, 2))
+    y = np.sin(X[:, 0]) + X[:, 1]
+    return X, y, rng.normal(loc=[3.0, -1.0], scale=[2.0, 0.5], size=(7, 2))
+
+
+def _gaussian_attention(Q, X, h):
+    """Nadaraya-Watson weights in plain numpy (the oracle)."""
+    d2 = ((Q[:, None, :] - X[None, :, :]) ** 2).sum(-1)
+    w = np.exp(-d2 / (2 * h * h))
+    return w / w.sum(1, keepdims=True)
+
+
+def test_attention_display_of_a_pipeline_transforms_the_queries():
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, Q = _pipeline_data()
+    pipe = make_pipeline(StandardScaler(), NadarayaWatsonRegressor(bandwidth=0.4)).fit(X, y)
+    scaled = (X - X.mean(0)) / X.std(0)
+    shown = {"sort_by": None, "max_queries": None, "max_keys": None}
+    display = AttentionDisplay.from_estimator(pipe, Q, **shown)
+    expected = _gaussian_attention((Q - X.mean(0)) / X.std(0), scaled, 0.4)
+    np.testing.assert_allclose(display.attention, expected, rtol=1e-9)
+    # No queries: the leave-one-out attention of the training set, in the scaled space.
+    loo = _gaussian_attention(scaled, scaled, 0.4) * (1 - np.eye(len(X)))
+    loo /= loo.sum(1, keepdims=True)
+    display = AttentionDisplay.from_estimator(pipe, **shown)
+    np.testing.assert_allclose(display.attention, loo, rtol=1e-9)
+    # Sorted by target: the keys in the order of the training targets.
+    display = AttentionDisplay.from_estimator(pipe, Q, max_queries=None, max_keys=None)
+    np.testing.assert_array_equal(display.key_order, np.argsort(y, kind="stable"))
+
+
+@pytest.mark.parametrize("make", ["ridge", "pipeline of ridge"])
+def test_attention_display_of_another_estimator_is_a_type_error(make):
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    X, y, Q = _pipeline_data()
+    estimator = Ridge() if make == "ridge" else make_pipeline(StandardScaler(), Ridge())
+    with pytest.raises(TypeError, match="NadarayaWatsonRegressor or NadarayaWatsonClassifier"):
+        AttentionDisplay.from_estimator(estimator.fit(X, y), Q)

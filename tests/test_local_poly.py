@@ -9,7 +9,12 @@ import torch
 from numpy.testing import assert_allclose
 from statsmodels.nonparametric.kernel_regression import KernelReg
 
-from sklearn_nw import LeaveOneOutBandwidth, LocalFitWarning, NadarayaWatsonRegressor
+from sklearn_nw import (
+    EmptyNeighborhoodWarning,
+    LeaveOneOutBandwidth,
+    LocalFitWarning,
+    NadarayaWatsonRegressor,
+)
 from sklearn_nw._leave_one_out import leave_one_out_set
 from sklearn_nw._local_poly import _intercept_rows
 from sklearn_nw._loo_objective import Objective
@@ -143,9 +148,10 @@ def test_singular_designs_fall_back_to_the_local_constant_value():
     far = np.array([[5.0, 5.0], [0.0, 0.0]])
     model = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.05, degree=1).fit(X, y)
     constant = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.05).fit(X, y)
-    with pytest.warns(LocalFitWarning, match="singular local design"):
+    # Neither query has a point in reach (nearest-point fallback); both are singular.
+    with pytest.warns(LocalFitWarning, match="singular local design"), \
+            pytest.warns(EmptyNeighborhoodWarning, match="no training point inside"):
         pred, attention = model.predict(far, return_attention=True)
-    # [5, 5] has no point in reach (nearest-point fallback); both are singular.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         expected, expected_attention = constant.predict(far, return_attention=True)
@@ -159,10 +165,14 @@ def test_collinear_training_points_are_singular_for_a_plane():
     X = np.column_stack([t, 2 * t])  # a line in the plane
     y = np.sin(3 * t)
     Q = np.array([[0.5, 1.0], [0.2, 0.1]])
-    with pytest.warns(LocalFitWarning, match="2 of 2 queries"):
+    # On the line the intercept is identified (the fit along it); off it, it is not.
+    with pytest.warns(LocalFitWarning, match="1 of 2 queries"):
         pred = NadarayaWatsonRegressor(bandwidth=0.3, degree=1).fit(X, y).predict(Q)
     expected = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y).predict(Q)
-    assert_allclose(pred, expected, rtol=1e-12)
+    assert_allclose(pred[1], expected[1], rtol=1e-12)
+    sw = np.exp(-0.25 * np.sum(((X - Q[0]) / 0.3) ** 2, axis=1))
+    beta = np.linalg.lstsq(sw[:, None] * _design(X - Q[0], 1), sw * y, rcond=None)[0]
+    assert_allclose(pred[0], beta[0], rtol=1e-9)
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
@@ -370,7 +380,99 @@ def test_the_local_fits_gradient_stays_finite_on_a_tiny_moment_diagonal():
     # A far query at a small bandwidth: its moments underflow towards 0, and the unit
     # diagonal scaling's own derivative (x^-3/2) would overflow into a NaN gradient.
     M = torch.tensor([[[1.0, 0.0], [0.0, 1e-250]]], dtype=torch.float64, requires_grad=True)
-    c, singular = _intercept_rows(M)
+    c, singular = _intercept_rows(M, torch.tensor([[1.0, 0.0]], dtype=torch.float64), 1)
     c.sum().backward()
     assert not singular.any() and torch.isfinite(M.grad).all()
     assert_allclose(c.detach().numpy(), [[1.0, 0.0]])
+
+
+# -- Issue 24, second round: identified intercepts, far points, float32 (items 3, 7, 9) ----
+
+
+def _wls_intercepts(X, y, Q, h, degree):
+    """Gaussian-weighted least squares per query, float64, by numpy's minimum-norm
+    ``lstsq`` on the sqrt(w)-scaled design centered at the query: its intercept."""
+    out = []
+    for q in Q:
+        sw = np.exp(-0.25 * np.sum(((X - q) / h) ** 2, axis=1))  # sqrt of the weights
+        Z = _design(X - q, degree)
+        beta = np.linalg.lstsq(sw[:, None] * Z, sw * y, rcond=None)[0]
+        out.append(beta[0])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_a_constant_column_keeps_the_local_fit(degree):
+    X, y, rng = _data(n=300, d=1)
+    X0 = np.column_stack([X, np.zeros(len(X))])  # the intercept is still identified
+    Q = np.column_stack([rng.uniform(-1, 1, 30), np.zeros(30)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LocalFitWarning)
+        pred = NadarayaWatsonRegressor(bandwidth=[0.3, 1.0], degree=degree).fit(
+            X0, y).predict(Q)
+    assert_allclose(pred, _wls_intercepts(X0, y, Q, np.array([0.3, 1.0]), degree),
+                    rtol=1e-9, atol=1e-12)
+
+
+def test_a_rare_indicator_keeps_the_local_fit():
+    from _oracle import PROFILES, adaptive_weights
+
+    from sklearn_nw import AdaptiveBandwidth
+
+    X, y, rng = _data(n=300, d=1)
+    indicator = np.zeros(300)
+    indicator[:3] = 1.0  # 3 ones in 300 rows: no weight near the others
+    X1 = np.column_stack([X, indicator])
+    Q = np.column_stack([rng.uniform(-1, 1, 40), np.zeros(40)])
+    base = np.array([0.2, 0.03])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LocalFitWarning)
+        pred = NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(scale=1.0, base=base),
+                                       degree=1).fit(X1, y).predict(Q)
+    A = adaptive_weights(Q, X1, base, PROFILES["gaussian"], "balloon", 10, 1.0)
+    expected = []
+    for q, a in zip(Q, A):
+        sw = np.sqrt(a)
+        beta = np.linalg.lstsq(sw[:, None] * _design(X1 - q, 1), sw * y, rcond=None)[0]
+        expected.append(beta[0])
+    assert_allclose(pred, expected, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize(("degree", "x0"), [(1, 1.5), (2, 1.2)])
+def test_float32_fits_a_few_bandwidths_beyond_the_data(degree, x0):
+    X = np.linspace(0, 1, 300)[:, None]
+    y = np.sin(4 * X[:, 0]) + X[:, 0]
+    expected = _wls_intercepts(X, y, np.array([[x0]]), 0.1, degree)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LocalFitWarning)
+        pred = NadarayaWatsonRegressor(bandwidth=0.1, degree=degree).fit(
+            X.astype(np.float32), y.astype(np.float32)).predict(np.array([[x0]], np.float32))
+    # Extrapolated ~ 5 bandwidths: float32's rounding grows with the distance.
+    assert_allclose(pred, expected, rtol=2e-3)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+@pytest.mark.parametrize("x0", [1e80, 1e155, 1e200])
+def test_a_far_query_gets_the_local_constant_value(degree, x0):
+    X, y, _ = _data(n=100, d=1)
+    model = NadarayaWatsonRegressor(bandwidth=0.1, degree=degree).fit(X, y)
+    constant = NadarayaWatsonRegressor(bandwidth=0.1).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # EmptyNeighborhoodWarning from 1e155 on
+        expected = constant.predict(np.array([[x0]]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pred = model.predict(np.array([[x0]]))
+    assert any(issubclass(w.category, LocalFitWarning) for w in caught)
+    assert np.isfinite(pred).all()
+    assert_allclose(pred, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_cv_local_fits_with_a_far_training_row(degree):
+    from sklearn_nw import NadarayaWatsonRegressorCV
+
+    X, y, _ = _data(n=100, d=1)
+    X[0] = 1e80
+    reg = NadarayaWatsonRegressorCV(bandwidths=[0.3, 0.6], degree=degree).fit(X, y)
+    assert np.isfinite(reg.best_score_)
