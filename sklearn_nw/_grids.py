@@ -354,14 +354,16 @@ def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
     # 32 rows or more) so that one stalled by another process leaves its share to the
     # others.
     n_workers = torch.get_num_threads() if coords.device.type == "cpu" else 1
-    step = chunk_rows(L, group * local_fit_row_bytes(L, r, degree),
-                      min(working_memory / n_workers, _BLOCK_MIB))
-    step = max(min(step, 32), min(step, -(-L // (2 * n_workers))))
     outs, batch = [], []
 
     def flush():
         attention = torch.stack(batch)  # (g, L, L)
         out = attention @ values  # (g, L, t)
+        # Sized to the batch at hand: a full group's step cut small batches (a family's
+        # 21 candidates) into blocks of a few rows, each paying the fits' fixed costs.
+        step = chunk_rows(L, len(batch) * local_fit_row_bytes(L, r, degree),
+                          min(working_memory / n_workers, _BLOCK_MIB))
+        step = max(min(step, 32), min(step, -(-L // (2 * n_workers))))
 
         def fit(rows, _):  # the blocks' rows are disjoint: each writes its own
             local, singular = local_fit_many(coords[rows], coords, attention[:, rows],

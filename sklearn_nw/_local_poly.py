@@ -46,6 +46,13 @@ import torch
 # 0.891-0.894).
 RANGE_SHARE = 1e-3
 
+# A local design is centered at its query while the query lies within this many weighted
+# spreads of its keys' mean, else at the mean: beyond, 1 and x - q grow collinear (a
+# condition number growing as its square, or fourth power for degree 2), which cost
+# float32 the fit a few bandwidths outside the data. Leave-one-out fits at the training
+# inputs are rarely beyond, and centered at their query share their designs.
+ORIGIN_SPREADS = 4.0
+
 
 def n_terms(n_coords, degree):
     """Columns of ``phi`` for ``n_coords`` coordinates: 1, then d, then d (d + 1) / 2."""
@@ -89,12 +96,12 @@ def _centered(qs, xs, attention):
 
 
 def _origin(qs, mean, unit):
-    """The origin of each query's design (b, r): the query itself while it lies within one
-    weighted spread ``unit`` of its keys' weighted ``mean`` in every coordinate (as
-    :func:`local_fit_many` centers every leave-one-out fit, so that the two agree to
-    rounding), else the mean (a query beyond its keys)."""
-    outside = ((qs.detach() - mean).abs() > unit).any(1, keepdim=True)  # (b, 1)
-    return torch.where(outside, mean, qs.detach())
+    """The origin of each query's design (b, r): the query itself while it lies within
+    ``ORIGIN_SPREADS`` weighted spreads ``unit`` of its keys' weighted ``mean`` in every
+    coordinate (as :func:`local_fit_many` centers the leave-one-out fits, so that the two
+    agree to rounding), else the mean (a query beyond its keys)."""
+    outside = ((qs.detach() - mean).abs() > ORIGIN_SPREADS * unit).any(1, keepdim=True)
+    return torch.where(outside, mean, qs.detach())  # (b, r)
 
 
 def _root_mean_square(d, a, top):
@@ -302,7 +309,8 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False):
         shifted = xs[None] - qs[:, None]  # (b, n, r)
         second = torch.bmm(by_query, shifted * shifted).transpose(0, 1)  # (G, b, r)
         offset = (mean - qs[None]) ** 2  # (G, b, r)
-        outside = (offset > second - offset).any(2).nonzero(as_tuple=True)
+        outside = (offset > ORIGIN_SPREADS**2 * (second - offset)).any(2).nonzero(
+            as_tuple=True)
     if len(outside[0]):
         g, i = outside
         out_i, _, singular_i = local_fit_dense(qs[i], xs, attentions[g, i], v, degree, bounded)

@@ -441,7 +441,7 @@ class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
     kernel_ : Kernel
     bandwidth_ : ndarray of shape (n_features,)
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when X was a pandas or dask DataFrame with string column names: they, and
         their order, are required of X at prediction.
     n_samples_fit_ : int
@@ -539,7 +539,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, _DaskNadarayaWatson):
     kernel_ : Kernel
     bandwidth_ : ndarray of shape (n_features,)
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when X was a pandas or dask DataFrame with string column names: they, and
         their order, are required of X at prediction.
     n_samples_fit_ : int
@@ -666,7 +666,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     bandwidths_ : ndarray of shape (n_bandwidths, n_features)
     kernel_ : Kernel
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when X was a pandas or dask DataFrame with string column names: they, and
         their order, are required of X at prediction.
     n_samples_fit_ : int
@@ -757,7 +757,7 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     bandwidths_ : ndarray of shape (n_bandwidths, n_features)
     kernel_ : Kernel
     n_features_in_ : int
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when X was a pandas or dask DataFrame with string column names: they, and
         their order, are required of X at prediction.
     n_samples_fit_ : int
