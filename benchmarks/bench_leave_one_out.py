@@ -86,7 +86,7 @@ def _problem(X, y, w, semantics):
 
 
 def learned_bandwidth(X, y, w, semantics):
-    """``LeaveOneOutBandwidth`` under one semantics (targets centred and scaled, as the
+    """``LeaveOneOutBandwidth`` under one semantics (targets centered and scaled, as the
     regressor pools them)."""
     offset = np.average(y, weights=w)
     scale = np.abs(y - offset).max() or 1.0

@@ -264,7 +264,7 @@ class CompilePolicy:
         Parameters
         ----------
         qs : Tensor (n_q, r)
-            Scaled queries (centred and divided by the bandwidths, like the keys).
+            Scaled queries (centered and divided by the bandwidths, like the keys).
         xs : Tensor (n, r)
             Scaled keys.
         key_term : Tensor (n,)

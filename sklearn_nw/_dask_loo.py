@@ -144,7 +144,7 @@ class ShardedObjective:
     blocks : list of Future
         The training blocks' :class:`~sklearn_nw._dask_tasks.Locations`.
     spec : Spec
-        The kernel (float64), the centre and the working memory.
+        The kernel (float64), the center and the working memory.
     loss : str
         "squared_error" or "log_loss".
     """

@@ -23,7 +23,7 @@ class Spec(NamedTuple):
 
     kernel: Kernel
     metric: np.ndarray  # (d,) bandwidths
-    centre: np.ndarray  # (d,) the mean of the training inputs of positive weight
+    center: np.ndarray  # (d,) the mean of the training inputs of positive weight
     dtype: np.dtype
     classes: object  # (c,) class labels, or None for a regressor
     offset: object  # (t,) the regressor's targets' weighted mean, or None
@@ -46,7 +46,7 @@ def check_block(X, y, w, dtype, classifier):
 
 
 def first_moments(X, y, w, dtype, classifier):
-    """Pass 1 over a block: the sums that the centre, the mean, the rules of thumb and
+    """Pass 1 over a block: the sums that the center, the mean, the rules of thumb and
     the classes need (and the block's validation)."""
     X, y, w = check_block(X, y, w, dtype, classifier)
     live = X[w > 0]
@@ -97,7 +97,7 @@ class WeightlessKeys(NamedTuple):
 
 
 def encode(y, spec, classifier):
-    """The values attention pools: one-hot labels, or the targets centred and scaled."""
+    """The values attention pools: one-hot labels, or the targets centered and scaled."""
     if classifier:
         return np.eye(len(spec.classes), dtype=spec.dtype)[np.searchsorted(spec.classes, y)]
     return (y.reshape(len(y), -1) - spec.offset) / spec.scale
@@ -109,7 +109,7 @@ def build_shard(X, y, w, spec, classifier):
     if not np.any(w > 0):
         return Shard(WeightlessKeys(X, w, values, spec.metric, classifier), y)
     key_set = KeySet(X, w, values, spec.metric, spec.kernel, route="dense",
-                     exact_zeros=classifier, centre=spec.centre)
+                     exact_zeros=classifier, center=spec.center)
     return Shard(key_set, y)
 
 
@@ -120,7 +120,7 @@ def with_metric(shard, spec):
         return shard._replace(key_set=ks._replace(metric=spec.metric))
     return shard._replace(key_set=KeySet(ks.X, ks.sample_weight, ks.values, spec.metric,
                                          spec.kernel, route="dense",
-                                         exact_zeros=ks.exact_zeros, centre=spec.centre))
+                                         exact_zeros=ks.exact_zeros, center=spec.center))
 
 
 def distinct_inputs(X, w):
@@ -236,7 +236,7 @@ def location_block(locations, start, stop):
 
 def location_key_set(block, metric, spec):
     X, weight, means = block
-    return KeySet(X, weight, means, metric, spec.kernel, route="dense", centre=spec.centre)
+    return KeySet(X, weight, means, metric, spec.kernel, route="dense", center=spec.center)
 
 
 def location_part(keys, queries, metric, spec):

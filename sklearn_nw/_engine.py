@@ -1,7 +1,7 @@
 """Nadaraya-Watson attention sums, chunked and in log space. Torch only.
 
 Notation: ``q`` (n_q, d) queries, ``x`` (n, d) keys (the training inputs), ``v`` (n, t)
-values, ``h`` (d,) bandwidths, ``log_w`` (n,) log sample weights. Inputs are centred on the
+values, ``h`` (d,) bandwidths, ``log_w`` (n,) log sample weights. Inputs are centered on the
 keys' mean and divided by ``h``; in those scaled coordinates the attention logit of key j
 for query i is ``log k(u_ij**2) + log_w_j`` with ``u_ij = ||q_i - x_j||``, and the output is
 
@@ -172,10 +172,10 @@ def exact_sq_dist(q, x, working_memory):
     return out
 
 
-def transform(x, centre, h):
-    """Scaled coordinates: ``(x - centre) / h`` for bandwidths ``h`` (d,), or
-    ``(x - centre) @ h`` for a projection matrix ``h`` (d, r) (a learned metric)."""
-    return (x - centre) / h if h.ndim == 1 else (x - centre) @ h
+def transform(x, center, h):
+    """Scaled coordinates: ``(x - center) / h`` for bandwidths ``h`` (d,), or
+    ``(x - center) @ h`` for a projection matrix ``h`` (d, r) (a learned metric)."""
+    return (x - center) / h if h.ndim == 1 else (x - center) @ h
 
 
 def augment_keys(xs):
@@ -209,12 +209,12 @@ def _augmented_sq_dist(qs, xs, refine=False, out=None, keys=None):
     return d2
 
 
-def key_centre(x, log_w=None):
-    """Where keys are centred: the coordinate-wise median of those that carry weight (of
-    all without ``log_w``). Translation changes no weight, and centred keys keep the
+def key_center(x, log_w=None):
+    """Where keys are centered: the coordinate-wise median of those that carry weight (of
+    all without ``log_w``). Translation changes no weight, and centered keys keep the
     expansion ``|q|^2 + |x|^2 - 2 q.x`` precise far from the origin. A median, not the
     mean: one far row (1e80) would drag the mean so far that every other key rounds to
-    the same centred coordinate."""
+    the same centered coordinate."""
     keys = x if log_w is None else x[torch.isfinite(log_w)]  # (m, d)
     if keys.shape[0] == 0:
         return x.new_zeros(x.shape[1])
@@ -241,24 +241,24 @@ class KeyTensors(NamedTuple):
     """What every call with the same keys, values, bandwidths and kernel shares
     (:func:`prepare_keys`): computed once, e.g. at fit, and handed to each call."""
 
-    centre: torch.Tensor  # (d,) the mean of the keys that carry weight
-    xs: torch.Tensor  # (n, r) scaled, centred keys
+    center: torch.Tensor  # (d,) the mean of the keys that carry weight
+    xs: torch.Tensor  # (n, r) scaled, centered keys
     log_w: torch.Tensor  # (n,) log weights (zeros for none)
     v1t: torch.Tensor  # (t + 1, n) values and a ones row
     b_fused: object  # (n, r + 2) fused Gaussian-family key side, or None
 
 
-def prepare_keys(x, v, h, kernel, log_w=None, centre=None):
+def prepare_keys(x, v, h, kernel, log_w=None, center=None):
     """The :class:`KeyTensors` of keys ``x`` (n, d), values ``v`` (n, t), bandwidths or
-    projection ``h`` and log weights ``log_w`` (n,) under ``kernel``, centred on
-    ``centre`` (d,) (by default :func:`key_centre`; the shards of one key set share
+    projection ``h`` and log weights ``log_w`` (n,) under ``kernel``, centered on
+    ``center`` (d,) (by default :func:`key_center`; the shards of one key set share
     theirs, so that their distances round alike)."""
-    centre = key_centre(x, log_w) if centre is None else centre  # (d,)
-    xs = transform(x, centre, h)  # (n, r)
+    center = key_center(x, log_w) if center is None else center  # (d,)
+    xs = transform(x, center, h)  # (n, r)
     log_w = x.new_zeros(x.shape[0]) if log_w is None else log_w  # (n,)
     c = kernel.quadratic_coef
     b_fused = None if c is None else fused_gaussian_keys(xs, log_w, c)  # (n, r + 2)
-    return KeyTensors(centre, xs, log_w, values_and_ones_t(v), b_fused)
+    return KeyTensors(center, xs, log_w, values_and_ones_t(v), b_fused)
 
 
 class _Problem:
@@ -266,7 +266,7 @@ class _Problem:
 
     def __init__(self, x, v, h, kernel, log_w, self_log_w, working_memory, keys=None):
         keys = prepare_keys(x, v, h, kernel, log_w) if keys is None else keys
-        self.centre, self.xs, self.log_w, self.v1t, self.b_fused = keys
+        self.center, self.xs, self.log_w, self.v1t, self.b_fused = keys
         self.x, self.h = x, h
         self._augmented = None
         self.kernel = kernel
@@ -281,15 +281,15 @@ class _Problem:
         return torch.isfinite(self.log_w)
 
     def scale(self, q):
-        return transform(q, self.centre, self.h)
+        return transform(q, self.center, self.h)
 
     def unit_sq_dist(self, q):
         """Squared distances (b, n) in the metric divided by its largest scale: the same
         order as the scaled distances, which overflow (to inf, or to NaN between infinite
         coordinates) at bandwidths near the smallest float."""
         unit = self.h / self.h.abs().max()  # (d,) or (d, r)
-        # From the raw differences q - x: no centre's rounding, so keys tied in distance
-        # stay tied (the nearest-key fallback keeps them all), whatever the keys' centre
+        # From the raw differences q - x: no center's rounding, so keys tied in distance
+        # stay tied (the nearest-key fallback keeps them all), whatever the keys' center
         # (weighted or repeated rows, shards); a distance is 0 exactly at q = x.
         x = self.x
         n, d = x.shape

@@ -22,7 +22,7 @@ from ._engine import (
     exact_sq_dist,
     exp_,
     fused_gaussian_keys,
-    key_centre,
+    key_center,
     transform,
     values_and_ones_t,
 )
@@ -90,7 +90,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     rows = torch.arange(n, device=x.device) if rows is None else rows
     w_rows = log_w[rows].exp()  # (m,)
     total = w_rows.sum()
-    xs_graph = transform(x, key_centre(x), h)  # (n, r)
+    xs_graph = transform(x, key_center(x), h)  # (n, r)
     # Chunks back-propagate into this detached copy; one final pass carries it to h.
     xs = xs_graph.detach().requires_grad_(backward)
     row_bytes = n * x.element_size() * 8
@@ -135,7 +135,7 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
     rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
     w_rows = log_w[rows].exp()  # (m,)
     total = w_rows.sum()
-    xs_graph = transform(x, key_centre(x), h)  # (n, r)
+    xs_graph = transform(x, key_center(x), h)  # (n, r)
     xs = xs_graph.detach().requires_grad_(backward)
     value = 0.0
     with _compute_settings(), torch.set_grad_enabled(backward):
@@ -157,7 +157,7 @@ def loo_local_per_row(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bound
     gradient."""
     loss = get_loss(loss)
     rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
-    xs = transform(x, key_centre(x), h)  # (n, r)
+    xs = transform(x, key_center(x), h)  # (n, r)
     with _compute_settings(), torch.no_grad():
         pooled = torch.cat([p for _, p in _local_chunks(
             xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory)])
@@ -189,9 +189,9 @@ def loo_loss_neighbors(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighb
     plain autograd.
     """
     loss = get_loss(loss)
-    centre = key_centre(x)
-    qs = transform(x[rows], centre, h)  # (m, r)
-    ks = transform(x[neighbors], centre, h)  # (m, k, r)
+    center = key_center(x)
+    qs = transform(x[rows], center, h)  # (m, r)
+    ks = transform(x[neighbors], center, h)  # (m, k, r)
     d2 = ((qs[:, None, :] - ks) ** 2).sum(-1)  # (m, k)
     is_self = neighbors == rows[:, None]  # (m, k)
     logits = torch.where(is_self, self_log_w[rows][:, None], log_w[neighbors])  # (m, k)
@@ -256,7 +256,7 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
         num_den = (v1_t @ e.T).T  # (b, t + 1)
         # Redone from exact differences, max-subtracted: rows whose weights all underflowed,
         # and rows where the expansion's rounding could reach 0.01 in a logit (tiny
-        # bandwidths: far from the keys' centre in units of h).
+        # bandwidths: far from the keys' center in units of h).
         unsure = 64 * eps * c * (q2[:, 0] + x2_max) > 0.01  # (b,)
         low = (num_den[:, -1] < tiny) | unsure  # (b,)
         if bool(low.any()):
@@ -318,7 +318,7 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     rows_all = torch.arange(n, device=x.device) if rows is None else rows
     ratios = hs / hs[0]  # (G, d)
     isotropic = bool(torch.allclose(ratios, ratios[:, :1], rtol=1e-12, atol=0.0))
-    xs = transform(x, key_centre(x), hs[0])  # (n, d)
+    xs = transform(x, key_center(x), hs[0])  # (n, d)
     width = 1 if isotropic else d
     row_bytes = n * x.element_size() * (_N_TEMPORARIES + width)
     m = len(rows_all)
@@ -336,10 +336,10 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     if kernel.quadratic_coef is not None:
         # The fused Gaussian logits cost a (b, r + 1) @ (r + 1, n) product per grid point,
         # less than sharing explicit distances would.
-        centre = key_centre(x)
+        center = key_center(x)
         with _compute_settings():
             for g in range(len(hs)):
-                _gaussian_loo(transform(x, centre, hs[g]), v, log_w, self_log_w, rows_all,
+                _gaussian_loo(transform(x, center, hs[g]), v, log_w, self_log_w, rows_all,
                               None, kernel.quadratic_coef, None, step, False, pooled[g])
         return pooled
     def pool_chunk(s, _):
@@ -455,7 +455,7 @@ class SweepDistances:
     def __init__(self, x, v, h, kernel, log_w, self_log_w, rows, working_memory):
         self.v, self.kernel, self.log_w, self.self_log_w = v, kernel, log_w, self_log_w
         self.rows, self.h = rows, h.clone()  # (m,), (d,)
-        self.xc = x - key_centre(x)  # (n, d)
+        self.xc = x - key_center(x)  # (n, d)
         xs = self.xc / h  # (n, d)
         self.d2 = exact_sq_dist(xs[rows], xs, working_memory)  # (m, n)
         m, n = len(rows), x.shape[0]

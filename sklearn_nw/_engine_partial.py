@@ -63,7 +63,7 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
     """The :class:`Partial` sums of keys ``x`` (n, d) with values ``v`` (n, t) and log
     weights ``log_w`` (n,) (at least one finite) at queries ``q`` (n_q, d), bandwidths or
     projection ``h``, in chunks of queries within ``working_memory`` MiB. ``keys`` is
-    :func:`~sklearn_nw._engine.prepare_keys` of them, centred where every shard is.
+    :func:`~sklearn_nw._engine.prepare_keys` of them, centered where every shard is.
     """
     problem = _Problem(x, v, h, kernel, log_w, None, working_memory, keys)
     n_q, n = q.shape[0], x.shape[0]
@@ -148,7 +148,7 @@ def _nearest(problem, q, result, rows, leave_out_equal):
     result.log_near_w[rows] = log_total
 
 
-def partial_gradient(q, x, v, h, kernel, *, log_w, centre, pooled, log_den, cotangent,
+def partial_gradient(q, x, v, h, kernel, *, log_w, center, pooled, log_den, cotangent,
                      leave_out_equal=False, working_memory=1024):
     """One shard's part of the gradient in ``h`` of ``sum_i cotangent_i . pooled_i``, the
     predictions ``pooled`` (n_q, t) at queries ``q`` (n_q, d) over every shard (their
@@ -166,8 +166,8 @@ def partial_gradient(q, x, v, h, kernel, *, log_w, centre, pooled, log_den, cota
     with torch.enable_grad(), _compute_settings():
         for s in range(0, q.shape[0], step):
             rows = slice(s, s + step)
-            qs = transform(q[rows], centre, h)  # (b, r)
-            xs = transform(x, centre, h)  # (n, r)
+            qs = transform(q[rows], center, h)  # (b, r)
+            xs = transform(x, center, h)  # (n, r)
             d2 = ((qs[:, None, :] - xs[None, :, :]) ** 2).sum(-1)  # (b, n)
             logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
             if leave_out_equal:

@@ -18,7 +18,7 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._adaptive import LeaveOneOutNeighbors
-from ._engine import candidate_pool, chunk_rows, key_centre, on_workers, serial_if_small
+from ._engine import candidate_pool, chunk_rows, key_center, on_workers, serial_if_small
 from ._engine_loo import loo_grid_pool
 from ._keys import TreeSearch
 from ._local_poly import local_fit_many, local_fit_sparse, n_terms
@@ -144,7 +144,7 @@ class LeaveOneOutGrid:
         proportional = np.allclose(grid, multiples[:, None] * grid[0], rtol=1e-12, atol=0)
         W = torch.as_tensor(loo.weight, device=device)  # (L,)
         values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
-        coords = _centred(loo, grid[0], device)  # (L, r)
+        coords = _centered(loo, grid[0], device)  # (L, r)
         n_workers = torch.get_num_threads() if device.type == "cpu" else 1
         fit = _local_blocks(L, G, coords.shape[1], self.degree, working_memory, n_workers,
                             "for local polynomials")
@@ -214,7 +214,7 @@ class LeaveOneOutGrid:
                                       return_attention=bool(self.degree))
                 pooled = part.out  # (L, t)
                 if self.degree:
-                    xs = _centred(loo, grid[g], device).to(torch_dtype)  # (L, r)
+                    xs = _centered(loo, grid[g], device).to(torch_dtype)  # (L, r)
                     local, _, singular = local_fit_sparse(
                         xs, xs, indptr, col, part.attention[2], values, self.degree,
                         self.bounded)  # (L, t)
@@ -330,12 +330,12 @@ def _neighbors_of(scaled, W, device, max_neighbors=1):
     return LeaveOneOutNeighbors(D, W, max_neighbors)
 
 
-def _centred(loo, metric, device):
-    """The distinct inputs divided by ``metric`` and centred (L, r) where the fitted
-    estimator centres its keys (:func:`~sklearn_nw._engine.key_centre`): the coordinates
+def _centered(loo, metric, device):
+    """The distinct inputs divided by ``metric`` and centered (L, r) where the fitted
+    estimator centers its keys (:func:`~sklearn_nw._engine.key_center`): the coordinates
     of the local fits (whose intercepts do not depend on a scaling of each coordinate)."""
     scaled = torch.as_tensor(loo.X / metric, device=device)
-    return scaled - key_centre(scaled[torch.as_tensor(loo.weight > 0, device=device)])
+    return scaled - key_center(scaled[torch.as_tensor(loo.weight > 0, device=device)])
 
 
 def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
@@ -459,5 +459,5 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
                 max_workers=max(1, fit)))  # (G, L, t)
         attentions = (neighbors.attention(candidate, kernel, r)[0]
                       for candidate in self.candidates)
-        return _local_fits(attentions, _centred(loo, self.grid[0], device), loo, self.degree,
+        return _local_fits(attentions, _centered(loo, self.grid[0], device), loo, self.degree,
                            working_memory, self.bounded)

@@ -59,7 +59,7 @@ from ._engine import (
     chunk_rows,
     dense_pool,
     fused_pool,
-    key_centre,
+    key_center,
     prepare_keys,
     serial_if_small,
     support_pairs_pool,
@@ -323,8 +323,8 @@ class KeySet:
         0 pools the values (Nadaraya-Watson); 1 or 2 fits a local polynomial of that
         degree to them with the attention as weights (:mod:`sklearn_nw._local_poly`) and
         returns its intercept, and the equivalent kernel as the attention.
-    centre : ndarray of shape (d,), default=None
-        Where the dense route centres the keys (by default the median of those of positive
+    center : ndarray of shape (d,), default=None
+        Where the dense route centers the keys (by default the median of those of positive
         weight): the shards of one key set share one (:meth:`partial_pool`).
     bounded : bool
         Local fits kept within the range of the values carrying their weight
@@ -350,13 +350,13 @@ class KeySet:
 
     def __init__(self, X, sample_weight, values, metric, kernel, *, route, algorithm=None,
                  n_neighbors=None, exact_zeros=False, explicit_algorithm=False, degree=0,
-                 adaptive=None, bounded=False, centre=None):
+                 adaptive=None, bounded=False, center=None):
         if route not in ROUTES:
             raise ValueError(f"Unknown route {route!r}; expected one of {ROUTES}.")
         if degree and route == "precomputed":
             raise ValueError("Local polynomials need coordinates, not precomputed distances.")
         self.degree = degree
-        self.centre = centre
+        self.center = center
         self.bounded = bounded
         self.X = X
         self.dtype = X.dtype
@@ -399,14 +399,14 @@ class KeySet:
         self._support_dense = (self._support_dense_keys()
                                if self.route == "dense" and kernel.is_compact else None)
         self._unit_weights = bool(np.all(sample_weight == 1.0))
-        # Local polynomials: the keys in the scaled metric, centred (the designs' differences
+        # Local polynomials: the keys in the scaled metric, centered (the designs' differences
         # are taken there, where the kernel's reach is about 1).
         self._poly_keys = None
         if degree:
             with np.errstate(over="ignore", invalid="ignore"):
                 keys = self.scaled(X)  # (n, r)
-            centre = key_centre(torch.from_numpy(keys[sample_weight > 0])).numpy()  # (r,)
-            self._poly_keys = (centre, (keys - centre).astype(self.dtype))
+            center = key_center(torch.from_numpy(keys[sample_weight > 0])).numpy()  # (r,)
+            self._poly_keys = (center, (keys - center).astype(self.dtype))
 
     # -- fit: the index and the compact kernels' keys ----------------------------------
 
@@ -437,9 +437,9 @@ class KeySet:
         return float(np.mean(counts)) / len(points)
 
     def _support_keys(self):
-        """The rows, key rows ``[scaled key, w v, w]`` and centre that a compact kernel's
+        """The rows, key rows ``[scaled key, w v, w]`` and center that a compact kernel's
         direct evaluation uses: the keys of positive weight (in cell order on a
-        cell list), centred on their median (the weights are translation invariant, and far
+        cell list), centered on their median (the weights are translation invariant, and far
         from the origin ``|q|^2 + |x|^2 - 2 q.x`` would lose the distances' precision
         above three dimensions)."""
         if self.route == "cell_list":
@@ -451,16 +451,16 @@ class KeySet:
         # no weight and go to the careful path, which ranks distances without them.
         with np.errstate(over="ignore", invalid="ignore"):
             keys = self.scaled(self.X[rows])  # (n', r)
-            # The centre of _engine.key_centre (rows are the keys of positive weight).
-            centre = key_centre(torch.from_numpy(keys)).numpy()  # (r,)
+            # The center of _engine.key_center (rows are the keys of positive weight).
+            center = key_center(torch.from_numpy(keys)).numpy()  # (r,)
             # One row per key: its coordinates, its weighted values and its weight,
             # computed in float64 and rounded once to the keys' dtype.
             r, t = keys.shape[1], self.values.shape[1]
             key_rows = np.empty((len(rows), r + t + 1), dtype=self.dtype)
-            np.subtract(keys, centre, out=key_rows[:, :r], casting="same_kind")
+            np.subtract(keys, center, out=key_rows[:, :r], casting="same_kind")
         np.multiply(w[:, None], self.values[rows], out=key_rows[:, r:-1], casting="same_kind")
         key_rows[:, -1] = w
-        return rows, key_rows, centre
+        return rows, key_rows, center
 
     def _dense_keys(self):
         """The engine's per-key tensors of the dense sums (:func:`_engine.prepare_keys`),
@@ -468,7 +468,7 @@ class KeySet:
         tensor = lambda a: self._tensor(a, "cpu")
         keys = prepare_keys(tensor(self.X), tensor(self.values), tensor(self.metric),
                             self.kernel, tensor(self.log_w),
-                            None if self.centre is None else tensor(self.centre))
+                            None if self.center is None else tensor(self.center))
         return KeyTensors(*(None if t is None else t.numpy() for t in keys))
 
     def _support_dense_keys(self):
@@ -493,7 +493,7 @@ class KeySet:
 
     def scaled(self, X):
         """Inputs (float64) in the kernel's metric: divided by the bandwidths, or projected
-        (the engine's :func:`~sklearn_nw._engine.transform`, not centred)."""
+        (the engine's :func:`~sklearn_nw._engine.transform`, not centered)."""
         return _transform(X, self.metric)
 
     def search_space(self, X):
@@ -574,7 +574,7 @@ class KeySet:
         tensor = lambda a: self._tensor(a, device)
         grad = engine_partial_gradient(
             tensor(queries), tensor(self.X), tensor(self.values), tensor(self.metric),
-            self.kernel, log_w=tensor(self.log_w), centre=tensor(self.centre),
+            self.kernel, log_w=tensor(self.log_w), center=tensor(self.center),
             pooled=tensor(pooled), log_den=tensor(log_den), cotangent=tensor(cotangent),
             leave_out_equal=leave_out_equal, working_memory=working_memory)
         return grad.cpu().numpy().astype(np.float64)
@@ -630,7 +630,7 @@ class KeySet:
         attention and designs fit in ``working_memory``; a query whose design is singular
         keeps its Nadaraya-Watson value and attention."""
         n_q, n = q.shape[0], self.X.shape[0]
-        centre, keys = self._poly_keys
+        center, keys = self._poly_keys
         p = n_terms(keys.shape[1], self.degree)
         # Designs (n p), the fits' products and the bound's temporaries (n each).
         step = chunk_rows(n_q, n * (2 * p + 4) * self.dtype.itemsize, call.working_memory)
@@ -639,7 +639,7 @@ class KeySet:
         for rows in gen_batches(n_q, step):
             out, attention, fallback = _POOLS[self.route](self, q[rows], with_attention)
             with np.errstate(over="ignore", invalid="ignore"):
-                qs = self.scaled(q[rows]) - centre  # (b, r)
+                qs = self.scaled(q[rows]) - center  # (b, r)
             out, attention, singular = self._local_fit(
                 qs, keys, out, _numpy_attention(attention, len(qs), n), call.device)
             outs.append(out)
@@ -746,10 +746,10 @@ class KeySet:
         cells around them; else all queries against all keys of positive weight. Queries
         with no key in reach are redone on the log-space engine, for the nearest-key
         fallback."""
-        rows, key_rows, centre = self._support
+        rows, key_rows, center = self._support
         tensor = lambda a: self._tensor(a, call.device)
         with np.errstate(over="ignore", invalid="ignore"):
-            qs_all = self.scaled(q) - centre  # (n_q, r)
+            qs_all = self.scaled(q) - center  # (n_q, r)
         key_rows = tensor(key_rows)  # (n', r + t + 1)
         r = qs_all.shape[1]  # key rows: r coordinates, t weighted values, the weight
         n_q, n_keys = q.shape[0], self.X.shape[0]
@@ -1035,7 +1035,7 @@ class KeySet:
         leave-one-out), in chunks of rows; and the number of singular rows. Bounded fits'
         kernels depend on the key set's values (:func:`~sklearn_nw._local_poly.bound`):
         those of its own values."""
-        centre, keys = self._poly_keys
+        center, keys = self._poly_keys
         n = keys.shape[0]
         p = n_terms(keys.shape[1], self.degree)
         step = chunk_rows(n, n * (2 * p + 4) * self.dtype.itemsize, call.working_memory)

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from sklearn.neighbors import KDTree
 
-from ._engine import key_centre, transform
+from ._engine import key_center, transform
 from ._engine_loo import (
     SweepDistances,
     loo_grid_pool,
@@ -127,7 +127,7 @@ class NeighborSearch:
     """k-nearest training points in the scaled metric, from scikit-learn's KDTree."""
 
     def __init__(self, x, metric):
-        self.xs = transform(x, key_centre(x), metric).cpu().numpy()  # (n, r)
+        self.xs = transform(x, key_center(x), metric).cpu().numpy()  # (n, r)
         self.tree = KDTree(self.xs)
 
     def neighbors(self, rows, k):

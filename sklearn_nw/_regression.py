@@ -56,7 +56,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
     tiny bandwidths reach the nearest-neighbor limit instead of 0/0. With a compact kernel,
     a query with no training point inside the support gets the value of its nearest
     training point(s) and an :class:`~sklearn_nw.EmptyNeighborhoodWarning`. float32 input
-    is computed in float32, anything else in float64. The targets are pooled centred on
+    is computed in float32, anything else in float64. The targets are pooled centered on
     their weighted mean and
     divided by their largest deviation from it, so their unit matters neither to float32
     (which would underflow ``1e-50`` or overflow ``1e39``) nor to the leave-one-out

@@ -164,7 +164,7 @@ RULES_OF_THUMB = {"scott": scott_bandwidth, "silverman": silverman_bandwidth}
 
 def search_reference(X, sample_weight):
     """Scott's rule with ``n`` the number of distinct inputs of positive weight: the
-    centre of the leave-one-out searches' grids (:class:`LeaveOneOutBandwidth`, the CV
+    center of the leave-one-out searches' grids (:class:`LeaveOneOutBandwidth`, the CV
     estimators' default grid). Like leave-one-out itself (a point leaves with its copies),
     it is unchanged by scaling every weight or by repeating rows, which ``n = sum(w)``
     is not."""
@@ -354,7 +354,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         kernel : Kernel
         loss : {"squared_error", "log_loss"} or a loss of :mod:`sklearn_nw._losses`
         h_start : ndarray (d,)
-            Scott's rule, the centre of the starting grid.
+            Scott's rule, the center of the starting grid.
         dtype : numpy dtype
             The data's dtype: the inputs are rounded to it, then the descent runs in
             float64.

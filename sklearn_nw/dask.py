@@ -191,7 +191,7 @@ class _DaskNadarayaWatson(BaseEstimator):
         if n_live == 0 or weight <= 0:
             raise ValueError("sample_weight must have a positive sum.")
         mean = sum(f["wx"] for f in first) / weight
-        centre = (sum(f["live_x"] for f in first) / n_live)
+        center = (sum(f["live_x"] for f in first) / n_live)
         classes = offset = None
         if classifier:
             classes = np.unique(np.concatenate([f["classes"] for f in first]))
@@ -209,11 +209,11 @@ class _DaskNadarayaWatson(BaseEstimator):
         self.kernel_ = get_kernel(self.kernel, dtype=dtype)
         self.n_features_in_ = X.shape[1]
         self.n_samples_fit_ = X.shape[0]
-        spec = Spec(self.kernel_, None, centre, np.dtype(dtype), classes, offset,
+        spec = Spec(self.kernel_, None, center, np.dtype(dtype), classes, offset,
                      scale if 0 < scale < np.inf else 1.0,
                      not classifier and y.ndim == 1, get_config()["working_memory"])
         if search is not None:
-            # The grid's centre: Scott's rule over the distinct inputs of positive weight.
+            # The grid's center: Scott's rule over the distinct inputs of positive weight.
             distinct = tree(client, [client.compute(dask.delayed(distinct_inputs)(xb, wb))
                                       for xb, _, wb in blocks], union)
             n_distinct = client.submit(len, distinct).result()

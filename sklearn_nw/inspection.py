@@ -28,7 +28,7 @@ class AttentionDisplay:
     attention : ndarray or scipy.sparse matrix of shape (n_queries, n_keys)
         Attention weights, rows summing to 1. Local polynomial fits (``degree`` 1 or 2)
         give their equivalent kernel, whose entries may be negative: it is drawn signed,
-        on a diverging colour map centred on 0.
+        on a diverging color map centered on 0.
     query_order : ndarray of shape (n_queries,), default=None
         Row permutation to display (e.g. queries sorted by target); None keeps the order.
     key_order : ndarray of shape (n_keys,), default=None

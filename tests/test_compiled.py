@@ -129,7 +129,7 @@ def test_learned_metric_and_many_outputs():
 
 
 def test_precision_far_from_the_origin():
-    # Explicit differences of centred coordinates: a shift of 1e6 costs only the rounding of
+    # Explicit differences of centered coordinates: a shift of 1e6 costs only the rounding of
     # the shifted inputs themselves.
     X, y, _, Q = _data(d=5)
     reg = NadarayaWatsonRegressor("epanechnikov", bandwidth=2.5, compute="compiled")

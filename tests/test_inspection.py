@@ -63,7 +63,7 @@ def test_nonnegative_attention_is_drawn_on_a_sequential_map():
     plt.close(display.figure_)
 
 
-def test_signed_equivalent_kernel_is_centred_on_zero():
+def test_signed_equivalent_kernel_is_centered_on_zero():
     import matplotlib.pyplot as plt
     from matplotlib.colors import CenteredNorm, LogNorm
 

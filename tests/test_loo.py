@@ -622,7 +622,7 @@ def test_cv_grid_is_not_the_users_array():
 
 @pytest.mark.parametrize("log_h", [-30.0, -40.0, -50.0])
 def test_gaussian_loo_loss_stays_exact_at_tiny_bandwidths_with_near_duplicates(log_h):
-    # The fused |q|^2 + |x|^2 - 2 q.x logits lose every digit far from the keys' centre in
+    # The fused |q|^2 + |x|^2 - 2 q.x logits lose every digit far from the keys' center in
     # units of h; the loss was NaN from h ~ e^-30 on with near-duplicate inputs.
     rng = np.random.default_rng(7)
     X = rng.uniform(5.0, 6.0, (60, 2))

@@ -188,7 +188,7 @@ def test_k_nearest_with_fractional_weights_looks_further():
 
 @pytest.mark.parametrize("algorithm", ["brute", "cell_list"])
 def test_compact_paths_keep_precision_far_from_the_origin(algorithm):
-    # Five dimensions take |q|^2 + |x|^2 - 2 q.x: centred on the keys, a shift of 1e6
+    # Five dimensions take |q|^2 + |x|^2 - 2 q.x: centered on the keys, a shift of 1e6
     # costs only the rounding of the shifted inputs themselves (~1e-10).
     X, y, _, Q = _data(n=500, d=5)
     near = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.6, algorithm=algorithm)

@@ -299,13 +299,13 @@ def test_large_offset_gives_same_predictions(kernel):
     y = 2.0 + np.sin(X[:, 0])
     Q = rng.uniform(-1.0, 1.0, size=(10, 2))
     h = np.array([1.2, 1.5])
-    centred = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, y).predict(Q)
+    centered = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, y).predict(Q)
     offset = np.array([1e5, -1e5])
     shifted = (
         NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X + offset, y).predict(Q + offset)
     )
-    assert_allclose(shifted, centred, rtol=1e-9)
-    assert_allclose(centred, nw_predict(Q, X, y, h, PROFILES[kernel]), rtol=1e-10)
+    assert_allclose(shifted, centered, rtol=1e-9)
+    assert_allclose(centered, nw_predict(Q, X, y, h, PROFILES[kernel]), rtol=1e-10)
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "exponential", "cosine"])
@@ -718,7 +718,7 @@ def test_compact_attention_weights_come_from_the_neighbor_search(monkeypatch):
 
 def test_keys_tied_for_nearest_stay_tied_under_weights_or_repeated_rows():
     # A query outside every support, exactly halfway between two keys: both are its
-    # nearest and it gets their mean, however the keys' centre rounds (repeated rows move
+    # nearest and it gets their mean, however the keys' center rounds (repeated rows move
     # it; hypothesis found this in test_properties).
     X = np.array([[0.0], [0.0], [-2.25], [0.0], [-1.0]])
     y = np.array([1.0, 1.0, 0.0, 1.0, 1.0])

@@ -108,7 +108,7 @@ fig.suptitle(
 # weighted by the kernel, and predicts its value at the query. The prediction is still a
 # weighted sum of the targets, and ``return_attention=True`` returns those weights (the
 # *equivalent kernel*): they sum to one but are signed, so the display draws them on a
-# diverging colour map centred on 0 (blue negative, red positive).
+# diverging color map centered on 0 (blue negative, red positive).
 #
 # Entries go negative because the local line extrapolates: at a query away from the
 # kernel-weighted mean of its neighbors' inputs (near the ends of the data, where all of
