@@ -75,7 +75,9 @@ def _configurations():
         est = NadarayaWatsonRegressor(bandwidth=0.4, metric="precomputed").fit(
             pairwise_distances(X), y, sample_weight=w)
         pred, attention = est.predict(pairwise_distances(Q, X), return_attention=True)
-        return {"predict": pred, "attention": np.asarray(attention)}
+        return {"predict": pred, "attention": (attention.toarray()
+                                               if hasattr(attention, "toarray")
+                                               else np.asarray(attention))}
 
     R, C = NadarayaWatsonRegressor, NadarayaWatsonClassifier
     RCV, CCV = NadarayaWatsonRegressorCV, NadarayaWatsonClassifierCV
