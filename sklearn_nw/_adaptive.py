@@ -25,7 +25,8 @@ at which its neighbors, the left-out location included, hold ``k`` plus that loc
 weight). A ``d_k`` of 0 (a query on ``k`` units of weight) attends to the keys at
 distance 0 alone: the limit as the bandwidth shrinks.
 
-Torch and numpy only; the searches are the key set's.
+Torch and numpy only; the searches are the key set's, what leaving out means
+:mod:`sklearn_nw._leave_one_out`'s.
 """
 
 import math
@@ -34,6 +35,8 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+
+from ._leave_one_out import distinct_inputs, nearest_keys, other_keys, set_self_
 
 KINDS = ("balloon", "sample_point")
 # Cumulative weights reach k when within this relative tolerance of it (fractional
@@ -94,10 +97,9 @@ def neighbors_held(X, sample_weight, kind):
     -------
     int
     """
-    # + 0.0 turns -0.0 into 0.0: the same location, but other bytes for np.unique.
-    _, inverse = np.unique(np.asarray(X) + 0.0, axis=0, return_inverse=True)
+    _, inverse = distinct_inputs(X)
     w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, np.float64)
-    location_weight = np.sort(np.bincount(inverse.reshape(-1), weights=w))[::-1]  # (L,)
+    location_weight = np.sort(np.bincount(inverse, weights=w))[::-1]  # (L,)
     left_out = location_weight[: 2 if kind == "sample_point" else 1].sum()
     # Counted as the searches count units: within the rounding of fractional weights.
     return max(1, math.floor((w.sum() - left_out) / (1 - _UNIT_RTOL)))
@@ -181,7 +183,7 @@ class LeaveOneOutNeighbors:
         # A distance that overflowed (a point at 1e160) is still a neighbor, ranked after
         # every finite one; an input itself and a location of zero weight are none.
         others = D.nan_to_num(posinf=torch.finfo(D.dtype).max)
-        others.fill_diagonal_(math.inf)
+        set_self_(others, torch.arange(L, device=D.device), math.inf)
         others[:, W <= 0] = math.inf
         m = min(L, k + math.ceil(float(W.max())) + 1)
         while True:
@@ -238,7 +240,7 @@ class LeaveOneOutNeighbors:
         # An overflowed distance over an overflowed bandwidth (inf / inf) carries no weight:
         # a row left without any falls back to its nearest inputs.
         logits.nan_to_num_(nan=-math.inf)
-        logits.fill_diagonal_(-math.inf)
+        set_self_(logits, torch.arange(len(W), device=W.device), -math.inf)
         if self.zero_weight is not None:
             logits[:, self.zero_weight] = -math.inf
         attention = torch.softmax(logits, dim=1)  # (L, L); a row of no mass is NaN
@@ -266,13 +268,8 @@ class LeaveOneOutNeighbors:
             ratio = D[rows] / H
             key_log_w = log_w - r * torch.log(H)
         # inf / inf: both overflowed; ranked after every finite ratio, tied with each other.
-        ratio = ratio.nan_to_num(nan=math.inf)
-        other = torch.ones_like(ratio, dtype=torch.bool)  # (e, L)
-        other[torch.arange(len(rows), device=rows.device), rows] = False
-        other[:, W <= 0] = False
-        ratio = torch.where(other, ratio, math.inf)
-        nearest = other & (ratio == ratio.min(1, keepdim=True).values)  # (e, L)
-        return torch.softmax(torch.where(nearest, key_log_w, -math.inf), dim=1)
+        nearest, _ = nearest_keys(ratio.nan_to_num(nan=math.inf), other_keys(W > 0, rows))
+        return torch.softmax(torch.where(nearest, key_log_w, -math.inf), dim=1)  # (e, L)
 
     def _kth(self, k):
         """Each input's distance to the nearest other inputs holding k units (L,)."""

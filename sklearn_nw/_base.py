@@ -5,22 +5,23 @@ and the route, resolved once at fit.
 (:class:`~sklearn_nw._keys.KeySet`) on the route that ``predict`` will take. Estimators hand
 numpy arrays to the key set and take numpy arrays back; they never touch a tensor.
 
-A bandwidth search (the CV estimators' grid) is a strategy handed to :meth:`_fit`: an
-object with ``select(training)``, given the training data as one :class:`Training` and
-returning a result with a ``bandwidth``.
+Every bandwidth is chosen by a strategy (:mod:`sklearn_nw._selection`): the ``bandwidth``
+parameter's, or a search handed to :meth:`_fit` (the CV estimators' grid); its
+``select(training)`` is given the training data as one
+:class:`~sklearn_nw._selection.Training` and returns a
+:class:`~sklearn_nw._selection.Choice`.
 """
 
 import warnings
-from collections.abc import Callable
 from numbers import Integral, Real
-from typing import ClassVar, NamedTuple
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
-from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils._array_api import get_namespace
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _check_sample_weight,
@@ -29,17 +30,12 @@ from sklearn.utils.validation import (
 )
 
 from ._adaptive import Adaptive
-from ._engine import resolve_device
 from ._keys import KeySet, resolve_route
-from ._leave_one_out import leave_one_out_set
 from ._losses import LOG_LOSS, SQUARED_ERROR
-from .bandwidth import (
-    RULES_OF_THUMB,
-    AdaptiveBandwidth,
-    LeaveOneOutBandwidth,
-    check_bandwidth,
-    search_reference,
-)
+from ._preconditions import resolve_device
+from ._selection import Training
+from ._validation import NumberInterval, check_combinations
+from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
 from .kernels import KERNELS, Kernel, get_kernel
 
 
@@ -127,71 +123,19 @@ def check_pooled(n_queries, out, n_fallback, n_singular=0, *, kernel, bandwidth,
         )
 
 
-class Training(NamedTuple):
-    """The training data as a bandwidth strategy sees it, built once at fit.
-
-    The estimator hands it to a strategy's ``select``; the two functions are the
-    estimator's own, passed as values, so a strategy never calls back into it.
-    """
-
-    X: np.ndarray  # (n, d) the training inputs, X_fit_
-    y: np.ndarray  # (n,) or (n, n_outputs) the targets as given: y_fit_, or class labels
-    classes: object  # (c,) classes_ of a classifier; None for a regressor
-    sample_weight: np.ndarray  # (n,)
-    values: np.ndarray  # (n, t) the values attention pools (scaled targets, one-hot labels)
-    kernel: Kernel
-    loss: object  # the loss of sklearn_nw._losses that leave-one-out minimises
-    device: str
-    working_memory: float  # MiB, scikit-learn's working_memory at fit
-    estimator_name: str  # named in errors
-    # Pooled values (n, t) of the rows -> the estimator's outputs as the user sees them
-    # (predictions shaped like y, or class probabilities).
-    outputs: Callable
-    # (a leave-one-out loss of a LeaveOneOutSet's values, that set) -> the loss of the
-    # training rows in the targets' unit.
-    loss_over_rows: Callable
-
-    @property
-    def dtype(self):
-        return self.X.dtype
-
-    def leave_one_out_set(self, what):
-        """The training set as leave-one-out sees it: its distinct inputs, each left out
-        with every copy of itself (:mod:`sklearn_nw._leave_one_out`); ``what`` names the
-        search in its error."""
-        return leave_one_out_set(self.X, self.values, self.sample_weight,
-                                 estimator_name=f"{self.estimator_name} with {what}")
-
-
-class _NumberInterval(Interval):
-    """scikit-learn's :class:`Interval` for numbers proper: a boolean is no count of
-    neighbors nor a width, and any real number (a ``Fraction``, which ``np.isnan``
-    refuses) is compared by its float value."""
-
-    def is_satisfied_by(self, val):
-        if isinstance(val, (bool, np.bool_)):
-            return False
-        if isinstance(val, Real) and not isinstance(val, (Integral, float, np.floating)):
-            try:
-                val = float(val)
-            except (OverflowError, TypeError, ValueError):
-                return False
-        return super().is_satisfied_by(val)
-
-
 class NadarayaWatsonBase(BaseEstimator):
     """Parameters, fitting and attention pooling shared by the regressor and the classifier."""
 
     _parameter_constraints: ClassVar[dict] = {
         "kernel": [StrOptions(set(KERNELS)), Kernel, callable],
         "bandwidth": [
-            _NumberInterval(Real, 0, None, closed="neither"),
+            NumberInterval(Real, 0, None, closed="neither"),
             StrOptions(set(RULES_OF_THUMB) | {"loo"}),
             LeaveOneOutBandwidth,
             AdaptiveBandwidth,
             "array-like",
         ],
-        "n_neighbors": [_NumberInterval(Integral, 1, None, closed="left"), None],
+        "n_neighbors": [NumberInterval(Integral, 1, None, closed="left"), None],
         "algorithm": [StrOptions({"auto", "brute", "kd_tree", "ball_tree", "cell_list"})],
         "compute": [StrOptions({"auto", "eager", "compiled"})],
         "metric": [StrOptions({"euclidean", "precomputed"})],
@@ -215,11 +159,10 @@ class NadarayaWatsonBase(BaseEstimator):
 
         Validates X, y and sample_weight, resolves kernel and device, stores copies of the
         training data (``X_fit_`` in float64 or float32 as X came), lets the subclass encode
-        its targets (:meth:`_fit_targets`), then resolves the bandwidth: from the
-        ``bandwidth`` parameter, or, when ``search`` is given, as
-        ``search.select(training).bandwidth`` (a strategy such as the CV estimators' grid
-        search; ``training`` is :class:`Training`). ``degree`` is the local polynomials'
-        (the regressor's parameter; 0 is Nadaraya-Watson).
+        its targets (:meth:`_fit_targets`), then resolves the bandwidth by the strategy of the
+        ``bandwidth`` parameter or, when given, by ``search`` (the CV estimators' grid
+        search; :meth:`_fit_bandwidth`). ``degree`` is the local polynomials' (the
+        regressor's parameter; 0 is Nadaraya-Watson).
         """
         self._check_parameter_combinations(degree)
         xp, _ = get_namespace(X)
@@ -249,17 +192,17 @@ class NadarayaWatsonBase(BaseEstimator):
         self._fit_keys(values, degree)
         return self
 
-    def _training(self, values, *, classifier):
-        """The training data for a bandwidth strategy, with this estimator's functions;
-        built only for a search or a learned bandwidth (a classifier's labels are a new
-        array)."""
+    def _training(self, values, *, classifier, degree=0):
+        """The training data for a bandwidth strategy, with this estimator's functions."""
         return Training(
             X=self.X_fit_, y=self._targets(), classes=self.classes_ if classifier else None,
             sample_weight=self.sample_weight_, values=values, kernel=self.kernel_,
             loss=LOG_LOSS if classifier else SQUARED_ERROR, device=self.device_,
             working_memory=get_config()["working_memory"],
             estimator_name=type(self).__name__, outputs=self._outputs,
-            loss_over_rows=self._loss_over_rows,
+            loss_over_rows=self._loss_over_rows, degree=degree,
+            # The regressor's: local fits bounded by the targets' range.
+            bounded=bool(getattr(self, "bounded", False)), precomputed=self._precomputed(),
         )
 
     def _precomputed(self):
@@ -268,53 +211,10 @@ class NadarayaWatsonBase(BaseEstimator):
         return getattr(self, "metric", "euclidean") == "precomputed"
 
     def _check_parameter_combinations(self, degree=0):
-        """Refuse parameters that cannot go together before any long work (a bandwidth
-        search, an index)."""
-        bandwidth = getattr(self, "bandwidth", None)  # the CV estimators search theirs
-        if isinstance(bandwidth, AdaptiveBandwidth):
-            refused = [what for what, on in (
-                (f"n_neighbors={self.n_neighbors!r} (the bandwidth already follows the "
-                 "k nearest)", self.n_neighbors is not None),
-                ("metric='precomputed'", self._precomputed()),
-                ("compute='compiled'", self.compute == "compiled"),
-                ("algorithm='cell_list'", self.algorithm == "cell_list")) if on]
-            if refused:
-                raise ValueError(
-                    "An AdaptiveBandwidth finds each query's nearest training points with "
-                    "a tree or a brute force search and sums over every training point; "
-                    f"it cannot be used with {' or '.join(refused)}."
-                )
-            bandwidth = bandwidth.base  # what a degree > 0 needs to know of it
-        if degree:
-            refused = [(what, instead) for what, on, instead in (
-                ("metric='precomputed' (no coordinates to fit a polynomial in)",
-                 self._precomputed(), "feature vectors instead of distances"),
-                ("compute='compiled' (the local fits need the attention, computed eagerly)",
-                 self.compute == "compiled", "compute='auto' or 'eager'")) if on]
-            if refused:
-                raise ValueError(
-                    f"degree={degree} fits local polynomials; it cannot be used with "
-                    f"{' or '.join(what for what, _ in refused)}. Use degree=0, or "
-                    f"{' and '.join(instead for _, instead in refused)}."
-                )
-        if self.n_neighbors is not None and self.algorithm == "cell_list":
-            raise ValueError(
-                "algorithm='cell_list' searches the support of a compact kernel; it cannot "
-                "find the k nearest points (n_neighbors). Use 'auto', 'kd_tree' or "
-                "'ball_tree'."
-            )
-        if self.compute == "compiled":
-            restricted = [what for what, on in (
-                (f"n_neighbors={self.n_neighbors!r}", self.n_neighbors is not None),
-                (f"algorithm={self.algorithm!r}", self.algorithm not in ("auto", "brute")),
-                ("metric='precomputed'", self._precomputed())) if on]
-            if restricted:
-                raise ValueError(
-                    "compute='compiled' computes the dense sums over every training point; "
-                    f"it cannot serve {' and '.join(restricted)}, which restrict attention "
-                    "to some of them. Use compute='auto' or 'eager', or algorithm='brute' "
-                    "without n_neighbors."
-                )
+        """Refuse parameters that cannot go together (the table of
+        :mod:`sklearn_nw._validation`) before any long work (a bandwidth search, an
+        index); ``degree`` is the one the fit is asked for."""
+        check_combinations(self, "local", degree=degree)
 
     def _fit_keys(self, values, degree=0):
         """Resolve the route (``route_``) and build the key set (``key_set_``) it pools
@@ -345,53 +245,25 @@ class NadarayaWatsonBase(BaseEstimator):
             self.key_bandwidths_ = self.key_set_.key_bandwidth / self.key_set_.search_scale
 
     def _fit_bandwidth(self, values, *, classifier, search=None, degree=0):
-        """Set ``bandwidth_`` (and, for a learned one, ``n_iter_``, ``loss_curve_`` and for
-        the full metric ``projection_``): chosen by ``search.select(training)`` when a
-        search is given, else resolved from the ``bandwidth`` parameter. Returns the
-        degree of the fit: ``degree``, or the search's choice."""
+        """Set ``bandwidth_`` and what the bandwidth's strategy reports (``n_iter_`` and
+        ``loss_curve_`` of a learned one, ``projection_`` of a full metric, a search's
+        results): the strategy is ``search`` when given (the CV estimators'), else the
+        ``bandwidth`` parameter's (:func:`~sklearn_nw.bandwidth.as_strategy`); its
+        ``select(training)`` chooses (:mod:`sklearn_nw._selection`). Returns the degree
+        of the fit: ``degree``, or the search's choice."""
         for stale in ("projection_", "n_iter_", "loss_curve_", "key_bandwidths_"):
             self.__dict__.pop(stale, None)
-        if search is not None:
-            training = self._training(values, classifier=classifier)
-            result = search.select(training)
-            self.bandwidth_ = result.bandwidth
-            self._set_adaptive(result.adaptive)
-            return result.degree
-        X, w, bandwidth = self.X_fit_, self.sample_weight_, self.bandwidth
-        adaptive = None
-        if isinstance(bandwidth, AdaptiveBandwidth):
-            adaptive, bandwidth = bandwidth.resolve(X, w, self.kernel_), bandwidth.base
-        self._set_adaptive(adaptive)
-        if self._precomputed():
-            if isinstance(bandwidth, (str, LeaveOneOutBandwidth)):
-                raise ValueError(
-                    f"metric='precomputed' needs a numeric bandwidth, in the units of the "
-                    f"distances; got bandwidth={bandwidth!r} (rules of thumb and learned "
-                    "bandwidths need feature vectors)."
-                )
-            self.bandwidth_ = check_bandwidth(bandwidth, 1)
-            return degree
-        if isinstance(bandwidth, str) and bandwidth in RULES_OF_THUMB:
-            self.bandwidth_ = RULES_OF_THUMB[bandwidth](X, w)
-            return degree
-        if not isinstance(bandwidth, (LeaveOneOutBandwidth, str)):
-            self.bandwidth_ = check_bandwidth(bandwidth, X.shape[1])
-            return degree
-        selector = LeaveOneOutBandwidth() if isinstance(bandwidth, str) else clone(bandwidth)
-        training = self._training(values, classifier=classifier)
-        loo = training.leave_one_out_set("bandwidth='loo'")
-        result = selector.select(
-            loo, training.kernel, loss=training.loss, h_start=search_reference(X, w),
-            dtype=training.dtype, device=training.device,
-            working_memory=training.working_memory, degree=degree,
-            bounded=bool(getattr(self, "bounded", False)),
-        )
-        self.bandwidth_ = result.bandwidth
-        if result.projection is not None:
-            self.projection_ = result.projection
-        self.n_iter_ = result.n_iter
-        self.loss_curve_ = training.loss_over_rows(result.loss_curve, loo)
-        return degree
+        strategy = (search if search is not None
+                    else as_strategy(self.bandwidth, precomputed=self._precomputed()))
+        choice = strategy.select(self._training(values, classifier=classifier,
+                                                degree=degree))
+        self.bandwidth_ = choice.bandwidth
+        if choice.projection is not None:
+            self.projection_ = choice.projection
+        self._set_adaptive(choice.adaptive)
+        for name, value in (choice.report or {}).items():
+            setattr(self, name, value)
+        return choice.degree
 
     def _set_adaptive(self, adaptive):
         """Record the adaptive bandwidth (an :class:`~sklearn_nw._adaptive.Adaptive` or

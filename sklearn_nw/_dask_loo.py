@@ -1,6 +1,12 @@
-"""Leave-one-out over keys sharded on a dask cluster: the CV estimators' exact grid
-(:class:`LeaveOneOutGridOverShards`) and the leave-one-out objective of the learned
-bandwidth's descent (:class:`ShardedObjective`).
+"""The Dask estimators' training set as the bandwidth strategies see it
+(:class:`ShardedTraining`), and the leave-one-out over keys sharded on the cluster behind
+it: the exact grid's scores and the learned bandwidth's objective
+(:class:`ShardedObjective`).
+
+The strategies of :mod:`sklearn_nw._selection` run on it unchanged: the rules of thumb
+take its reduced spread, the CV estimators' search
+(:class:`~sklearn_nw._selection_grid.BandwidthGridSearch`) scores its grid here, and
+:class:`~sklearn_nw.LeaveOneOutBandwidth` descends :class:`ShardedObjective`.
 
 The grid scores training rows, each shard leaving out the keys at a row's own input. The
 descent works, as on one machine (:mod:`sklearn_nw._leave_one_out`), on the distinct
@@ -10,23 +16,14 @@ then split again into shards of inputs; each evaluation of the loss pools every 
 inputs against every shard, and its gradient sums each (block, shard) pair's part
 (:func:`sklearn_nw._engine_partial.partial_gradient`)."""
 
-from numbers import Integral
-from typing import NamedTuple
-
+import dask
 import numpy as np
 import torch
 from distributed import wait as distributed_wait
 
-from ._cv import (
-    _DEFAULT_GRID,
-    _DEFAULT_N_BANDWIDTHS,
-    _EXTEND_BY,
-    _MAX_EXTENSIONS,
-    best_finite,
-    candidate_params,
-    rank_scores,
-)
 from ._dask_tasks import (
+    build_shard,
+    distinct_inputs,
     item,
     leave_one_out_block,
     location_block,
@@ -34,80 +31,121 @@ from ._dask_tasks import (
     location_gradient,
     location_losses,
     location_part,
+    location_sums,
     location_terms,
     merge_locations,
     shard_part,
     training_inputs,
     tree,
+    union,
 )
+from ._losses import get_loss
+from ._preconditions import check_two_inputs
+from ._scale import rule_of_thumb
+from ._selection import Choice
 from ._shards import merge
+from .kernels import get_kernel
 
 
-class GridChoice(NamedTuple):
-    bandwidth: np.ndarray  # (d,)
-    grid: np.ndarray  # (G, d)
-    cv_results: dict
-    best_index: int
-    best_score: float
+class ShardedTraining:
+    """The training set of a Dask estimator, sharded over a cluster, as the bandwidth
+    strategies see it: the methods of :class:`~sklearn_nw._selection.Training` they call.
 
+    Parameters
+    ----------
+    client : distributed.Client
+    blocks : list of tuple of Delayed
+        The training blocks (X, y, sample_weight or None).
+    spec : Spec
+        The kernel, the center, the targets' offset and scale, the working memory.
+    sigma : ndarray of shape (n_features,)
+        The features' weighted standard deviations, reduced from the blocks.
+    weight : float
+        The total sample weight.
+    classifier : bool
+    n_samples : int
+    name : str
+        The estimator, named in errors.
+    """
 
-class LeaveOneOutGridOverShards:
-    """The CV estimators' exact leave-one-out grid over shards (fixed bandwidths,
-    Nadaraya-Watson): for each grid point, each block of training rows is pooled against
-    every shard, each shard leaving out the keys at the rows' own locations, and the
-    blocks' weighted losses are summed. The selection is that of the local CV estimators
-    with ``bandwidth_kinds=["fixed"], degree=0``. ``bandwidths`` is the CV estimators'
-    parameter."""
+    degree = 0  # Nadaraya-Watson: the Dask estimators fit no local polynomials
+    bounded = False
+    precomputed = False
+    n_neighbors = None
 
-    def __init__(self, bandwidths):
-        self.bandwidths = bandwidths
+    def __init__(self, client, blocks, spec, sigma, weight, classifier, n_samples, name):
+        self.client, self.blocks, self.spec = client, blocks, spec
+        self.sigma, self.weight = sigma, weight
+        self.classifier, self.n_samples, self.name = classifier, n_samples, name
+        self.loss = "log_loss" if classifier else "squared_error"
+        self.shards = None  # built for the grid, at the reference bandwidth (:meth:`_shards`)
+        self._reference = None
 
+    @property
+    def n_features(self):
+        return len(self.sigma)
 
-    def select(self, client, shards, spec, classifier):
-        """The grid's choice (a :class:`GridChoice`) on the shards (futures), Scott's
-        rule over the distinct inputs in ``spec.metric``."""
-        multiples = default_multiples(self.bandwidths)
-        reference = spec.metric
-        if multiples is not None:
-            grid = multiples[:, None] * reference
-        else:
-            grid = np.array(self.bandwidths, dtype=np.float64)
-            if grid.ndim == 1:
-                grid = np.repeat(grid[:, None], len(reference), axis=1)
-        scores, reported = self._grid_scores(client, shards, spec, grid, classifier)
-        for _ in range(_MAX_EXTENSIONS):
-            best = best_finite(scores)
-            if (best is None or multiples is None or len(multiples) < 2
-                    or 0 < best < len(grid) - 1):
-                break
-            steps = (multiples[1] / multiples[0]) ** np.arange(1, _EXTEND_BY + 1)  # (E,)
-            new = multiples[0] / steps[::-1] if best == 0 else multiples[-1] * steps
-            new_scores, new_reported = self._grid_scores(
-                client, shards, spec, new[:, None] * reference, classifier)
-            ordered = (lambda a, b: (b, a)) if best == 0 else (lambda a, b: (a, b))
-            multiples = np.concatenate(ordered(multiples, new))
-            scores = np.concatenate(ordered(scores, new_scores))
-            reported = np.concatenate(ordered(reported, new_reported))
-            grid = multiples[:, None] * reference
-        best = best_finite(scores)
-        if best is None:
+    def spread(self):
+        return self.sigma, self.weight
+
+    def reference(self):
+        """Scott's rule over the distinct inputs of positive weight (counted by a tree of
+        unions on the cluster)."""
+        if self._reference is None:
+            client = self.client
+            distinct = tree(client, [client.compute(dask.delayed(distinct_inputs)(xb, wb))
+                                     for xb, _, wb in self.blocks], union)
+            n_distinct = client.submit(len, distinct).result()
+            check_two_inputs(n_distinct, self.n_samples, self.name)
+            self._reference = rule_of_thumb("scott", self.sigma, n_distinct)
+        return self._reference
+
+    def learn_bandwidth(self, learner):
+        """The :class:`~sklearn_nw._selection.Choice` of ``learner`` (a
+        :class:`~sklearn_nw.LeaveOneOutBandwidth`) by its descent on the leave-one-out
+        loss of the distinct inputs, sharded over the cluster (full batch)."""
+        client, spec = self.client, self.spec
+        kernel = get_kernel(spec.kernel, dtype=np.float64)  # the descent is in float64
+        locations = client.compute([dask.delayed(location_sums)(xb, yb, wb, spec,
+                                                                self.classifier)
+                                    for xb, yb, wb in self.blocks])
+        objective = ShardedObjective(client, locations, spec._replace(kernel=kernel),
+                                     self.loss, n_shards=len(self.blocks))
+        check_two_inputs(objective.n_inputs, self.n_samples,
+                         f"{self.name} with bandwidth='loo'")
+        result = learner.learn_on(objective, kernel, full_batch=True,
+                                  h_start=rule_of_thumb("scott", self.sigma,
+                                                        objective.n_inputs))
+        curve = np.asarray(result.loss_curve, dtype=np.float64)
+        if not self.classifier:  # the rows' loss in the targets' unit
+            curve = spec.scale**2 * (curve + objective.spread)
+        return Choice(result.bandwidth, 0, projection=result.projection,
+                      report={"n_iter_": result.n_iter, "loss_curve_": curve})
+
+    def leave_one_out_scores(self, grid, scorer=None, score_params=None):
+        """The exact leave-one-out scores of the fixed bandwidths of ``grid`` (a
+        :class:`~sklearn_nw._grids.LeaveOneOutGrid` of Nadaraya-Watson over every
+        input): to rank them by, as reported (the local CV's), and None per sample."""
+        if scorer is not None or grid.degree or grid.n_neighbors is not None:
             raise ValueError(
-                "Every candidate's leave-one-out score is non-finite; no bandwidth of the "
-                "grid can be chosen."
+                "sklearn_nw.dask scores fixed bandwidths by their leave-one-out loss, "
+                "Nadaraya-Watson over every training point; use the local estimator for "
+                "a scoring, degree or n_neighbors."
             )
-        column, params = candidate_params(grid, [None] * len(grid),
-                                          None if classifier else np.zeros(len(grid)))
-        cv_results = {
-            "mean_test_score": reported,
-            "rank_test_score": rank_scores(scores),
-            "param_bandwidth": column,
-            "params": params,
-        }
-        return GridChoice(grid[best].copy(), grid, cv_results, best, float(reported[best]))
+        scores, reported = self._grid_scores(self._shards(), np.asarray(grid.grid))
+        return scores, reported, None
 
-    def _grid_scores(self, client, shards, spec, grid, classifier):
+    def _shards(self):
+        """The training blocks' shards, built once, at the reference bandwidth."""
+        if self.shards is None:
+            self.shards = build_shards(self.client, self.blocks,
+                                       self.spec._replace(metric=self.reference()),
+                                       self.classifier)
+        return self.shards
+
+    def _grid_scores(self, shards, grid):
         """Scores to rank the grid points by, and as reported (the local CV's)."""
-        loss = "log_loss" if classifier else "squared_error"
+        client, spec, loss = self.client, self.spec, self.loss
         inputs = [client.submit(training_inputs, shard) for shard in shards]
         sums = []
         for h in grid:
@@ -119,24 +157,28 @@ class LeaveOneOutGridOverShards:
         weight = sum(client.gather([client.submit(block_weight, f) for f in shards]))
         mean_loss = np.array([sum(point) for point in sums]) / weight  # (G,)
         # The log-loss of the class frequencies is the rows' (the local CV's score).
-        return -mean_loss, -mean_loss if classifier else -spec.scale**2 * mean_loss
+        return -mean_loss, -mean_loss if self.classifier else -spec.scale**2 * mean_loss
+
+
+def build_shards(client, blocks, spec, classifier):
+    """The shards (futures of :class:`~sklearn_nw._dask_tasks.Shard`) of the training
+    blocks at ``spec.metric``; a worker's error is raised here."""
+    shards = client.compute([dask.delayed(build_shard)(xb, yb, wb, spec, classifier)
+                             for xb, yb, wb in blocks])
+    distributed_wait(shards)
+    for f in shards:
+        if f.status == "error":
+            f.result()  # raises the worker's error here
+    return shards
 
 
 def block_weight(shard):
     return float(shard.key_set.sample_weight.sum())
 
 
-def default_multiples(bandwidths):
-    """The multiples of the reference bandwidth of a default grid; None for a given one."""
-    if bandwidths is None or isinstance(bandwidths, Integral):
-        n = _DEFAULT_N_BANDWIDTHS if bandwidths is None else bandwidths
-        return np.geomspace(*_DEFAULT_GRID, n) if n > 1 else np.ones(1)
-    return None
-
-
 class ShardedObjective:
     """The leave-one-out loss of the distinct training inputs, sharded over a cluster, as
-    :meth:`sklearn_nw.LeaveOneOutBandwidth.select_on` descends it (full batch).
+    :meth:`sklearn_nw.LeaveOneOutBandwidth.learn_on` descends it (full batch).
 
     Parameters
     ----------
@@ -151,6 +193,7 @@ class ShardedObjective:
 
     def __init__(self, client, blocks, spec, loss, n_shards):
         self.client, self.spec, self.loss_name = client, spec, loss
+        self.loss_function = get_loss(loss)
         locations = tree(client, blocks, merge_locations)
         n, sum_sq = client.submit(location_count, locations).result()
         bounds = np.linspace(0, n, max(1, min(n_shards, n)) + 1).astype(int)
@@ -162,8 +205,8 @@ class ShardedObjective:
         weight = np.concatenate([w for w, _ in parts])  # (L,)
         means = np.concatenate([m for _, m in parts])  # (L, t)
         self.log_w = torch.from_numpy(np.log(weight))
-        mean = weight @ means / weight.sum()
-        self.baseline = float(weight @ ((means - mean) ** 2).sum(1) / weight.sum())
+        self.baseline = float(self.loss_function.spread(torch.from_numpy(means),
+                                                        torch.from_numpy(weight)))
         self.values_max_sq = float((means**2).sum(1).max())
         # The rows' spread around their input's mean: the loss over the rows is the loss
         # over the inputs plus this (squared error).
@@ -194,8 +237,8 @@ class ShardedObjective:
 
     def grid(self, hs, rows):
         """Weighted mean losses (G,) of bandwidth vectors ``hs`` (G, d) over ``rows``."""
-        w = self.weight[rows.cpu().numpy()]
-        return (self.per_row(hs, rows).numpy() @ w) / w.sum()
+        w = torch.from_numpy(self.weight[rows.cpu().numpy()])
+        return self.loss_function.weighted_mean(self.per_row(hs, rows), w).numpy()
 
     def loss(self, metric, rows, backward=False):
         """The weighted mean loss over ``rows`` (every input of positive weight: full

@@ -5,16 +5,12 @@ their partial sums, and the pairwise merge of futures. Numpy in, numpy out."""
 from typing import NamedTuple
 
 import numpy as np
-from sklearn.utils.validation import check_array
+from sklearn.utils.validation import _check_sample_weight, check_array, check_non_negative
 
+from . import _leave_one_out
+from ._engine_partial import PartialSums
 from ._keys import KeySet
-from ._shards import (
-    PartialSums,
-    finish,
-    leave_one_out_losses,
-    leave_one_out_sum,
-    leave_one_out_terms,
-)
+from ._shards import finish, leave_one_out_losses, leave_one_out_sum, leave_one_out_terms
 from .kernels import Kernel
 
 
@@ -33,11 +29,16 @@ class Spec(NamedTuple):
 
 
 def check_block(X, y, w, dtype, classifier):
+    """A block of training rows, validated by scikit-learn's helpers: X in ``dtype``, the
+    weights float64 and non-negative, the targets float64 for a regressor, as given for
+    a classifier."""
     X = check_array(X, dtype=dtype)
-    w = (np.ones(X.shape[0]) if w is None
-         else check_array(w, ensure_2d=False, dtype=np.float64, ensure_min_samples=0))
-    if np.any(w < 0):
-        raise ValueError("Negative values in data passed to sample_weight.")
+    # A block may weigh nothing: the fit refuses a training set that does, once, over
+    # every block.
+    w = _check_sample_weight(w, X, dtype=np.float64, allow_all_zero_weights=True)
+    # Not ensure_non_negative=True: its message quotes `sample_weight` in backticks,
+    # and sklearn_nw.dask's has always named it plainly.
+    check_non_negative(w, "sample_weight")
     if classifier:
         y = check_array(y, ensure_2d=False, dtype=None, ensure_min_samples=0)
     else:
@@ -124,13 +125,13 @@ def with_metric(shard, spec):
 
 
 def distinct_inputs(X, w):
-    X = np.asarray(X)
-    live = X if w is None else X[np.asarray(w) > 0]
-    return np.unique(live + 0.0, axis=0)  # + 0.0: -0.0 and 0.0 are one location
+    """A block's distinct inputs of positive weight (as the local estimators count them)."""
+    return _leave_one_out.distinct_inputs(X, w)[0]
 
 
 def union(a, b):
-    return np.unique(np.concatenate([a, b]), axis=0)
+    """The distinct inputs of two blocks' distinct inputs."""
+    return _leave_one_out.distinct_inputs(np.concatenate([a, b]))[0]
 
 
 def training_inputs(shard):
@@ -201,9 +202,8 @@ def location_sums(X, y, w, spec, classifier):
     X, y, w = check_block(X, y, w, spec.dtype, classifier)
     values = encode(y, spec, classifier).astype(np.float64)
     live = w > 0
-    # + 0.0: -0.0 and 0.0 are one location (as in sklearn_nw._leave_one_out).
-    inputs, inverse = np.unique(X[live] + 0.0, axis=0, return_inverse=True)
-    return _grouped(inputs, inverse.reshape(-1), w[live], w[live, None] * values[live],
+    inputs, inverse = _leave_one_out.distinct_inputs(X, w)
+    return _grouped(inputs, inverse, w[live], w[live, None] * values[live],
                     float(w @ (values**2).sum(1)))
 
 
@@ -216,8 +216,9 @@ def _grouped(inputs, inverse, weight, sums, sum_sq):
 
 
 def merge_locations(a, b):
-    inputs, inverse = np.unique(np.concatenate([a.X, b.X]), axis=0, return_inverse=True)
-    return _grouped(inputs, inverse.reshape(-1), np.concatenate([a.weight, b.weight]),
+    """The :class:`Locations` of two blocks' rows."""
+    inputs, inverse = _leave_one_out.distinct_inputs(np.concatenate([a.X, b.X]))
+    return _grouped(inputs, inverse, np.concatenate([a.weight, b.weight]),
                     np.concatenate([a.sums, b.sums]), a.sum_sq + b.sum_sq)
 
 

@@ -26,6 +26,8 @@ from typing import NamedTuple
 
 import torch
 
+from ._leave_one_out import nearest_keys, other_keys, self_logits, set_self_
+
 # (chunk, n) temporaries per query row, in units of n * itemsize: the logits block, one more
 # for a kernel's out-of-place log-profile, one for the attention copy.
 _N_TEMPORARIES = 3
@@ -41,39 +43,6 @@ class PoolResult(NamedTuple):
     out: torch.Tensor  # (n_q, t)
     attention: object  # None, a dense (n_q, n) tensor, or CSR (crow, col, val) tensors
     n_fallback: int  # rows with no key inside the kernel's support
-
-
-def resolve_device(device):
-    """Turn ``"cpu"``, ``"cuda[:i]"``, ``"mps"`` or ``"auto"`` into an available torch.device."""
-    if device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"device={device!r} is not a valid torch device: {exc}") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"device={device!r} was requested but CUDA is not available on this machine "
-                "(torch.cuda.is_available() is False). Use device='cpu' or device='auto'."
-            )
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise ValueError(
-                f"device={device!r} was requested but only {torch.cuda.device_count()} "
-                "CUDA device(s) are present."
-            )
-    elif dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(
-            f"device={device!r} was requested but MPS is not available on this machine "
-            "(torch.backends.mps.is_available() is False). Use device='cpu' or device='auto'."
-        )
-    elif dev.type not in ("cpu", "cuda", "mps"):
-        raise ValueError(f"device={device!r} is not supported; use 'cpu', 'cuda', 'mps' or 'auto'.")
-    return dev
 
 
 # The computations now inside _compute_settings, and the precision they found before.
@@ -302,12 +271,8 @@ class _Problem:
 
     def loo_adjust(self, logits, rows):
         """Give each query row its own key's leave-one-out weight (rows index the keys)."""
-        if self.self_log_w is None:
-            return
-        r = torch.arange(len(rows), device=logits.device)
-        # A zero-weight key's logit is already -inf; -inf - (-inf) would make it NaN.
-        zero = torch.isneginf(self.log_w[rows])  # (b,)
-        logits[r, rows] += torch.where(zero, 0.0, self.self_log_w[rows] - self.log_w[rows])
+        if self.self_log_w is not None:
+            set_self_(logits, rows, self_logits(self.kernel, self.self_log_w, rows))
 
     def fast_logits(self, qs, rows, out=None):
         """Logits of a chunk by matrix products; max-free for the Gaussian family (written
@@ -339,10 +304,10 @@ class _Problem:
         empty = torch.isneginf(m[:, 0])  # (b,)
         n_empty = int(empty.sum())
         if n_empty:
-            d2e = self.unit_sq_dist(q[empty]).masked_fill_(~self.positive, math.inf)  # (e, n)
-            if self.self_log_w is not None:  # leave-one-out: the nearest other key(s)
-                d2e[torch.arange(n_empty, device=d2.device), rows[empty]] = math.inf
-            nearest = d2e == d2e.amin(1, keepdim=True)  # (e, n)
+            # Leave-one-out: the nearest other key(s).
+            eligible = (self.positive if self.self_log_w is None
+                        else other_keys(self.positive, rows[empty]))  # (n,) or (e, n)
+            nearest, _ = nearest_keys(self.unit_sq_dist(q[empty]), eligible)  # (e, n)
             logits[empty] = torch.where(nearest, self.log_w, -math.inf)
             m = logits.amax(1, keepdim=True)
         return logits.sub_(m), n_empty

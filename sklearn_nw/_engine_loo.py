@@ -4,8 +4,10 @@ The loss of learned bandwidths (and its gradient, by autograd or written out for
 Gaussian), the same loss against given neighbor lists, and the leave-one-out predictions of
 a whole grid of bandwidths in one pass. Notation as in :mod:`sklearn_nw._engine`; query i is
 training point i, which keeps ``self_log_w[i]`` on itself: the estimators pose
-leave-one-out on their distinct inputs, each leaving itself out entirely (``-inf``; see
-:mod:`sklearn_nw._leave_one_out`). The losses are those of :mod:`sklearn_nw._losses`.
+leave-one-out on their distinct inputs, each leaving itself out entirely (``-inf``). Its own
+key, and the nearest other keys of a query with no kernel mass, are those of
+:mod:`sklearn_nw._leave_one_out`; the losses and their weighted mean those of
+:mod:`sklearn_nw._losses`.
 """
 
 import math
@@ -26,6 +28,7 @@ from ._engine import (
     transform,
     values_and_ones_t,
 )
+from ._leave_one_out import nearest_keys, other_keys, self_logits, set_self_
 from ._local_poly import local_fit_dense, n_terms
 from ._losses import get_loss
 
@@ -41,17 +44,14 @@ def _loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None):
     a constant in the parameters, as in :func:`attention_pool`."""
     if d2 is None:
         d2 = _augmented_sq_dist(qs, xs, refine=kernel.quadratic_coef is None)  # (b, n)
-    r = torch.arange(len(rows), device=d2.device)  # (b,)
     logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
-    # A point's distance to itself is exactly 0 (the expansion leaves rounding noise).
-    self_logits = kernel.log_profile_sq(d2.new_zeros(len(rows))) + self_log_w[rows]  # (b,)
-    logits = logits.index_put((r, rows), self_logits)
+    set_self_(logits, rows, self_logits(kernel, self_log_w, rows))
     empty = torch.isneginf(logits.detach().amax(1))  # (b,)
     if bool(empty.any()):
-        d2e = d2.detach()[empty].masked_fill(~torch.isfinite(log_w), math.inf)  # (e, n)
-        d2e[torch.arange(d2e.shape[0], device=d2.device), rows[empty]] = math.inf
+        nearest, _ = nearest_keys(d2.detach()[empty],
+                                  other_keys(torch.isfinite(log_w), rows[empty]))  # (e, n)
         fallback = torch.full_like(logits.detach(), -math.inf)  # (b, n)
-        fallback[empty] = torch.where(d2e == d2e.amin(1, keepdim=True), log_w, -math.inf)
+        fallback[empty] = torch.where(nearest, log_w, -math.inf)
         logits = torch.where(empty[:, None], fallback, logits)
     return logits
 
@@ -101,7 +101,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
         weights = w_rows / total  # (m,)
         with _compute_settings(), torch.no_grad():
             value, grad = _gaussian_loo(xs.detach(), v, log_w, self_log_w, rows, weights,
-                                        kernel.quadratic_coef, loss, step, backward)
+                                        kernel, loss, step, backward)
         if backward:
             # sum(xs_graph * grad) carries the same gradient: backward with an explicit
             # gradient tensor imports sympy (0.6 s before a fresh process's first fit).
@@ -114,7 +114,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
             log_a = torch.log_softmax(logits, dim=1)  # (b, n)
             pooled = log_a.exp() @ v  # (b, t)
             per_row = loss.per_row(pooled, v[chunk])  # (b,)
-            part = (w_rows[s : s + step] * per_row).sum() / total
+            part = loss.weighted_mean(per_row, w_rows[s : s + step], total)
             if backward:
                 part.backward()
             value += float(part.detach())
@@ -142,7 +142,7 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
         for s, pooled in _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree,
                                        bounded, working_memory):
             per_row = loss.per_row(pooled, v[rows[s : s + len(pooled)]])  # (b,)
-            part = (w_rows[s : s + len(pooled)] * per_row).sum() / total
+            part = loss.weighted_mean(per_row, w_rows[s : s + len(pooled)], total)
             if backward:
                 part.backward()
             value += float(part.detach())
@@ -194,24 +194,25 @@ def loo_loss_neighbors(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighb
     ks = transform(x[neighbors], center, h)  # (m, k, r)
     d2 = ((qs[:, None, :] - ks) ** 2).sum(-1)  # (m, k)
     is_self = neighbors == rows[:, None]  # (m, k)
-    logits = torch.where(is_self, self_log_w[rows][:, None], log_w[neighbors])  # (m, k)
-    logits = logits + kernel.log_profile_sq(torch.where(is_self, 0.0, d2))
+    # The kernel sees the constant 0 at the self entry, not d2: at a cusp at 0 (the
+    # exponential kernel) its infinite derivative would make the backward pass NaN.
+    logits = torch.where(is_self, self_logits(kernel, self_log_w, rows)[:, None],
+                         log_w[neighbors] + kernel.log_profile_sq(torch.where(is_self, 0.0, d2)))
     empty = torch.isneginf(logits.detach().amax(1))  # (m,)
     if bool(empty.any()):
-        d2e = d2.detach().masked_fill(is_self | torch.isneginf(log_w[neighbors]), math.inf)
-        nearest = torch.where(d2e == d2e.amin(1, keepdim=True), log_w[neighbors], -math.inf)
-        logits = torch.where(empty[:, None], nearest, logits)
+        nearest, _ = nearest_keys(d2.detach(), torch.isfinite(log_w[neighbors]) & ~is_self)
+        logits = torch.where(empty[:, None], torch.where(nearest, log_w[neighbors], -math.inf),
+                             logits)
     with torch.set_grad_enabled(backward):
         pooled = (torch.softmax(logits, dim=1)[:, :, None] * v[neighbors]).sum(1)  # (m, t)
         per_row = loss.per_row(pooled, v[rows])  # (m,)
-        w = log_w[rows].exp()  # (m,)
-        value = (w * per_row).sum() / w.sum()
+        value = loss.weighted_mean(per_row, log_w[rows].exp())
     if backward:
         value.backward()
     return float(value.detach())
 
 
-def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_grad,
+def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, need_grad,
                   pooled=None):
     """Leave-one-out loss of a Gaussian-family kernel and its gradient in the scaled
     coordinates ``xs`` (n, r), written out by hand: a few passes over each (b, n) block
@@ -225,6 +226,7 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
     the leave-one-out predictions into ``pooled`` (m, t).
     """
     n = xs.shape[0]
+    c = kernel.quadratic_coef
     tiny = math.sqrt(torch.finfo(xs.dtype).tiny)
     eps = torch.finfo(xs.dtype).eps
     x2 = (xs * xs).sum(1)  # (n,)
@@ -245,12 +247,12 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
     for s in range(0, len(rows), step):
         chunk = rows[s : s + step]  # (b,)
         b = len(chunk)
-        r = torch.arange(b, device=xs.device)
         qs1 = xs1[chunk]  # (b, r + 1)
         q2 = x2[chunk, None]  # (b, 1)
         logits = torch.mm(torch.cat([2.0 * c * qs1[:, :-1], -c * q2, qs1[:, -1:]], dim=1),
                           keys_t, out=blocks[0, :b])  # (b, n)
-        logits[r, chunk] = self_log_w[chunk] - shift  # (b, n)
+        own = self_logits(kernel, self_log_w, chunk) - shift  # (b,)
+        set_self_(logits, chunk, own)
         # Exact logits are <= 0; the expansion's rounding must not overflow exp.
         e = exp_(logits.clamp_(max=0.0), exact_zeros=False)  # (b, n)
         num_den = (v1_t @ e.T).T  # (b, t + 1)
@@ -261,9 +263,7 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
         low = (num_den[:, -1] < tiny) | unsure  # (b,)
         if bool(low.any()):
             again = -c * exact_sq_dist(qs1[low, :-1], xs, _EXACT_MIB) + (log_w - shift)  # (l, n)
-            again[torch.arange(len(again), device=xs.device), chunk[low]] = (
-                self_log_w[chunk[low]] - shift
-            )
+            set_self_(again, chunk[low], own[low])
             e[low] = exp_(again - again.amax(1, keepdim=True), exact_zeros=False)
             num_den[low] = (v1_t @ e[low].T).T
         z = num_den[:, -1:]  # (b, 1)
@@ -274,7 +274,7 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
             continue
         target = v[chunk]  # (b, t)
         w = weights[s : s + step, None]  # (b, 1)
-        value += float((w[:, 0] * loss.per_row(pred, target)).sum())
+        value += float(loss.weighted_sum(loss.per_row(pred, target), w[:, 0]))
         g = w * loss.gradient(pred, target)  # (b, t)
         if not need_grad:
             continue
@@ -282,7 +282,7 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, c, loss, step, need_g
         gv = (torch.mul(gz, v_t, out=blocks[1, :b]) if v.shape[1] == 1
               else torch.mm(gz, v_t, out=blocks[1, :b]))  # (b, n)
         G = e.mul_(gv.sub_((gz * pred).sum(1, keepdim=True)))  # (b, n) = dL/dS
-        G[r, chunk] = 0.0
+        set_self_(G, chunk, 0.0)  # the self entry is a constant
         gx = (xs1_t @ G.T).T  # (b, r + 1): G @ x and the row sums of G
         grad.index_add_(0, chunk, -2.0 * c * (gx[:, -1:] * qs1[:, :-1] - gx[:, :-1]))
         gq = (qs1.T @ G).T  # (n, r + 1): G.T @ q and the column sums of G
@@ -340,7 +340,7 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
         with _compute_settings():
             for g in range(len(hs)):
                 _gaussian_loo(transform(x, center, hs[g]), v, log_w, self_log_w, rows_all,
-                              None, kernel.quadratic_coef, None, step, False, pooled[g])
+                              None, kernel, None, step, False, pooled[g])
         return pooled
     def pool_chunk(s, _):
         rows = rows_all[s : s + step]  # (b,)
@@ -407,9 +407,8 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled):
 
     def pool_chunk(s, blocks):  # blocks: the distance and kernel blocks (2, step, n)
         chunk = rows[s : s + step]  # (b,)
-        r = torch.arange(len(chunk), device=xs.device)
         d2 = _augmented_sq_dist(xs[chunk], xs, out=blocks[0, : len(chunk)])  # (b, n)
-        d2[r, chunk] = math.inf
+        set_self_(d2, chunk, math.inf)  # its own weight is the self term below
         if len(no_weight):
             d2.index_fill_(1, no_weight, math.inf)
         mu = d2.amin(1, keepdim=True)  # (b, 1)

@@ -1,4 +1,5 @@
-"""Partial Nadaraya-Watson sums over one shard of the keys. Torch only.
+"""Partial Nadaraya-Watson sums over one shard of the keys. Torch only (their
+:class:`PartialSums` travel between processes as float64 numpy).
 
 When the keys are split into shards (:mod:`sklearn_nw.dask`), shard s contributes to the
 prediction at query q its normaliser and numerator
@@ -39,28 +40,31 @@ from ._engine import (
     exp_,
     transform,
 )
+from ._leave_one_out import nearest_keys
 
 
-class Partial(NamedTuple):
-    """One shard's part of the predictions at some queries."""
+class PartialSums(NamedTuple):
+    """One shard's (or a union of shards') part of the predictions at some queries:
+    tensors in the engine, float64 numpy arrays out of it (the merge of
+    :mod:`sklearn_nw._shards`)."""
 
-    out: torch.Tensor  # (n_q, t) N_s / D_s; where D_s = 0 the nearest keys' mean value
-    log_den: torch.Tensor  # (n_q,) log D_s, -inf where the shard gives no kernel weight
-    near: torch.Tensor  # (n_q,) where D_s = 0: squared distance to the nearest keys; else inf
-    log_near_w: torch.Tensor  # (n_q,) where D_s = 0: log of the nearest keys' weight
+    out: object  # (n_q, t) N / D; where D = 0, the nearest keys' mean value
+    log_den: object  # (n_q,) log D; -inf where no key gives kernel weight
+    near: object  # (n_q,) where D = 0: squared distance to the nearest keys; else inf
+    log_near_w: object  # (n_q,) where D = 0: log of the nearest keys' total weight
 
 
 def empty_partial(n_q, t, dtype, device="cpu"):
     """The part of a shard with no key of positive weight: nothing, nowhere."""
-    return Partial(torch.zeros(n_q, t, dtype=dtype, device=device),
-                   torch.full((n_q,), -math.inf, dtype=dtype, device=device),
-                   torch.full((n_q,), math.inf, dtype=dtype, device=device),
-                   torch.full((n_q,), -math.inf, dtype=dtype, device=device))
+    return PartialSums(torch.zeros(n_q, t, dtype=dtype, device=device),
+                       torch.full((n_q,), -math.inf, dtype=dtype, device=device),
+                       torch.full((n_q,), math.inf, dtype=dtype, device=device),
+                       torch.full((n_q,), -math.inf, dtype=dtype, device=device))
 
 
 def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
                  working_memory=1024):
-    """The :class:`Partial` sums of keys ``x`` (n, d) with values ``v`` (n, t) and log
+    """The :class:`PartialSums` of keys ``x`` (n, d) with values ``v`` (n, t) and log
     weights ``log_w`` (n,) (at least one finite) at queries ``q`` (n_q, d), bandwidths or
     projection ``h``, in chunks of queries within ``working_memory`` MiB. ``keys`` is
     :func:`~sklearn_nw._engine.prepare_keys` of them, centered where every shard is.
@@ -135,11 +139,12 @@ def _exact_logits(problem, q, leave_out_equal):
 def _nearest(problem, q, result, rows, leave_out_equal):
     """Write into ``result`` at ``rows`` the nearest keys of positive weight of queries
     ``q`` (e, d): their squared distance in the unit metric, log weight and mean value."""
-    d2 = problem.unit_sq_dist(q).masked_fill_(~problem.positive, math.inf)  # (e, n)
-    if leave_out_equal:
-        d2.masked_fill_(d2 == 0, math.inf)
-    near = d2.amin(1)  # (e,)
-    tied = (d2 == near[:, None]) & torch.isfinite(near)[:, None]  # (e, n)
+    d2 = problem.unit_sq_dist(q)  # (e, n)
+    eligible = problem.positive if not leave_out_equal else problem.positive & (d2 != 0)
+    nearest, near = nearest_keys(d2, eligible)  # (e, n), (e,)
+    # A shard with no eligible key at a finite distance reports none: the merge ranks
+    # the shards' nearest keys by their distance.
+    tied = nearest & torch.isfinite(near)[:, None]  # (e, n)
     log_w = torch.where(tied, problem.log_w, -math.inf)  # (e, n)
     log_total = torch.logsumexp(log_w, 1)  # (e,)
     weights = torch.exp(log_w - torch.where(torch.isfinite(log_total), log_total, 0.0)[:, None])

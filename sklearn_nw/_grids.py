@@ -6,8 +6,8 @@ strategies behind the CV estimators' ``cv=None``.
 distance blocks, :func:`~sklearn_nw._engine_loo.loo_grid_pool`; local polynomials from
 blocks of rows of the leave-one-out attention; with ``n_neighbors``, the k-nearest model
 the estimator deploys, each input's k nearest others); :class:`LeaveOneOutAdaptiveGrid`
-scores adaptive bandwidths. Both share ``select(loo_set, kernel, *, loss, ...)`` with
-:class:`~sklearn_nw.LeaveOneOutBandwidth`.
+scores adaptive bandwidths. Both ``score(loo_set, kernel, *, loss, ...)`` a grid; the
+search strategy (:mod:`sklearn_nw._selection_grid`) chooses from their scores.
 """
 
 import math
@@ -20,9 +20,11 @@ from sklearn.utils import gen_batches
 from ._adaptive import LeaveOneOutNeighbors
 from ._engine import candidate_pool, chunk_rows, key_center, on_workers, serial_if_small
 from ._engine_loo import loo_grid_pool
-from ._keys import TreeSearch
+from ._leave_one_out import nearest_keys, other_keys, set_self_
 from ._local_poly import local_fit_many, local_fit_sparse, n_terms
 from ._losses import get_loss
+from ._preconditions import check_working_memory
+from ._search import TreeSearch
 
 # MiB a worker's block of local fits takes at most, whatever working_memory allows: larger
 # blocks hold more memory and run no faster (n=1,000, d=2, 25 bandwidths at degree 1:
@@ -32,7 +34,7 @@ _BLOCK_MIB = 32
 
 
 class GridResult(NamedTuple):
-    """What :meth:`LeaveOneOutGrid.select` found."""
+    """What :meth:`LeaveOneOutGrid.score` found."""
 
     bandwidth: np.ndarray  # (d,) the best grid point (the first on ties)
     index: int  # its row in the grid
@@ -47,16 +49,16 @@ class GridResult(NamedTuple):
 class LeaveOneOutGrid:
     """Bandwidth chosen from a grid by its exact leave-one-out loss or score.
 
-    The strategy behind the CV estimators' ``cv=None``; it shares :meth:`select` with
-    :class:`LeaveOneOutBandwidth`. Every grid point is scored in one pass over the
-    distance blocks (the distances are computed once and shared by all bandwidths).
+    The scores behind the CV estimators' ``cv=None``. Every grid point is scored in one
+    pass over the distance blocks (the distances are computed once and shared by all
+    bandwidths).
 
     Parameters
     ----------
     grid : ndarray of shape (G, d)
         Bandwidth vectors.
-    score : callable, default=None
-        ``score(pooled)`` of the leave-one-out predictions (L, t) at the distinct inputs,
+    scorer : callable, default=None
+        ``scorer(pooled)`` of the leave-one-out predictions (L, t) at the distinct inputs,
         higher is better; None scores by the negative weighted mean loss.
     degree : int, default=0
         0: Nadaraya-Watson. 1 or 2: local polynomials of that degree, each grid point's
@@ -72,19 +74,29 @@ class LeaveOneOutGrid:
         (:meth:`_nearest_pool`); None: to every other input.
     """
 
-    def __init__(self, grid, score=None, degree=0, bounded=False, n_neighbors=None):
+    def __init__(self, grid, scorer=None, degree=0, bounded=False, n_neighbors=None):
         self.grid = grid
-        self.score = score
+        self.scorer = scorer
         self.degree = degree
         self.bounded = bounded
         self.n_neighbors = n_neighbors
 
-    def select(self, loo, kernel, *, loss, h_start=None, dtype=np.float64, device="cpu",
-               working_memory=1024):
+    def score(self, loo, kernel, *, loss, dtype=np.float64, device="cpu",
+              working_memory=1024):
         """Score every grid point on a training set as leave-one-out sees it.
 
-        Parameters are those of :meth:`LeaveOneOutBandwidth.select` (``h_start`` is not
-        used: the grid is given).
+        Parameters
+        ----------
+        loo : LeaveOneOutSet
+            The distinct training inputs, their weights and values
+            (:mod:`sklearn_nw._leave_one_out`).
+        kernel : Kernel
+        loss : {"squared_error", "log_loss"} or a loss of :mod:`sklearn_nw._losses`
+        dtype : numpy dtype
+            The data's dtype, in which the sums run.
+        device : str or torch.device
+        working_memory : float
+            MiB for chunked temporaries.
 
         Returns
         -------
@@ -99,11 +111,12 @@ class LeaveOneOutGrid:
                                 working_memory)  # (G, L, t) at the L distinct inputs
         per_location = loss.per_row(pooled, pooled.new_tensor(loo.values))  # (G, L)
         weight = pooled.new_tensor(loo.weight)  # (L,)
-        mean_loss = ((per_location * weight).sum(1) / weight.sum()).cpu().numpy()  # (G,)
-        if self.score is None:
+        mean_loss = loss.weighted_mean(per_location, weight).cpu().numpy()  # (G,)
+        if self.scorer is None:
             scores = -mean_loss
         else:
-            scores = np.array([self.score(p) for p in pooled.cpu().numpy()], dtype=np.float64)
+            scores = np.array([self.scorer(p) for p in pooled.cpu().numpy()],
+                              dtype=np.float64)
         best = int(np.argmax(scores))
         accuracy = None
         if loss.name == "log_loss":
@@ -179,7 +192,7 @@ class LeaveOneOutGrid:
         """Leave-one-out predictions (G, L, t) of the k-nearest model (``n_neighbors``):
         each distinct input's nearest other inputs holding k units of weight, the last
         one in part, found as :meth:`~sklearn_nw._keys.KeySet.pool` finds a query's in
-        the refit without it (:class:`~sklearn_nw._keys.TreeSearch`, in the search space
+        the refit without it (:class:`~sklearn_nw._search.TreeSearch`, in the search space
         of the grid point's metric divided by its largest bandwidth; grid points of the
         same ratios share them), then each grid point's kernel over them
         (:func:`~sklearn_nw._engine.candidate_pool`) and, for local polynomials, the
@@ -248,13 +261,9 @@ def _local_blocks(L, G, n_coords, degree, working_memory, n_workers, what):
     not fit."""
     row = local_fit_row_bytes(L, n_coords, degree)
     total = working_memory * 2**20
-    if row > total:
-        raise ValueError(
-            f"The leave-one-out grid {what} computes blocks of rows of ({L}, {L}) "
-            f"matrices; one row takes {row / 2**20:.3g} MiB, more than "
-            f"scikit-learn's working_memory of {working_memory:g} MiB. Raise the limit "
-            "with sklearn.config_context(working_memory=...), or use cv=5."
-        )
+    check_working_memory(
+        row, working_memory, f"The leave-one-out grid {what} computes blocks of rows of "
+        f"({L}, {L}) matrices; one row takes {row / 2**20:.3g} MiB", instead=", or use cv=5")
     workers = int(max(1, min(n_workers, total // row)))
     budget = min(total / workers, _BLOCK_MIB * 2**20)
     grid_points = int(max(1, min(G, budget // row)))
@@ -274,7 +283,6 @@ def _attention_rows(D, rows, W, h, kernel):
     (b, L): :meth:`~sklearn_nw._adaptive.LeaveOneOutNeighbors.fixed_attention` on a
     block of rows. A row of no kernel mass (a compact kernel) attends to its nearest
     other input(s), every tie, by weight."""
-    b = D.shape[0]
     h = torch.as_tensor(np.asarray(h, dtype=np.float64), dtype=D.dtype, device=D.device)
     h_sq = (h * h)[:, None, None]  # (g, 1, 1)
     D_sq = (D * D)[None]  # (1, b, L)
@@ -284,17 +292,13 @@ def _attention_rows(D, rows, W, h, kernel):
         logits = kernel.log_profile_sq(D_sq / h_sq)  # (g, b, L)
     log_w = torch.log(W)  # (L,)
     logits += log_w
-    itself = (torch.arange(b, device=D.device), torch.arange(rows.start, rows.stop,
-                                                             device=D.device))
-    logits[:, itself[0], itself[1]] = -math.inf
+    own = torch.arange(rows.start, rows.stop, device=D.device)  # (b,) each row's own input
+    set_self_(logits, own, -math.inf)
     logits[:, :, W <= 0] = -math.inf
     attention = torch.softmax(logits, dim=2)  # (g, b, L); a row of no mass is NaN
     empty = torch.isnan(attention[:, :, 0]) | torch.isnan(attention[:, :, -1])  # (g, b)
     if bool(empty.any()):
-        others = D.clone()  # (b, L)
-        others[itself] = math.inf
-        others[:, W <= 0] = math.inf
-        nearest = others == others.min(1, keepdim=True).values  # (b, L)
+        nearest, _ = nearest_keys(D, other_keys(W > 0, own))  # (b, L)
         fallback = torch.softmax(torch.where(nearest, log_w, -math.inf), dim=1)  # (b, L)
         attention = torch.where(empty[:, :, None], fallback, attention)
     return attention
@@ -311,15 +315,11 @@ def _check_dense_leave_one_out(L, working_memory, what):
     """Refuse the dense (L, L) matrices of an exact leave-one-out grid above
     ``working_memory``."""
     need = dense_leave_one_out_bytes(L)
-    if need > working_memory * 2**20:
-        raise ValueError(
-            f"The leave-one-out grid {what} holds dense ({L}, {L}) matrices, more than "
-            f"scikit-learn's working_memory of {working_memory:g} MiB: it needs at least "
-            f"{math.ceil(need / 2**20)} MiB, or at most "
-            f"{math.isqrt(int(working_memory * 2**20) // (6 * 8))} distinct training "
-            "inputs. Raise the limit with sklearn.config_context(working_memory=...), or "
-            "use cv=5."
-        )
+    check_working_memory(
+        need, working_memory, f"The leave-one-out grid {what} holds dense ({L}, {L}) "
+        "matrices", details=f": it needs at least {math.ceil(need / 2**20)} MiB, or at most "
+        f"{math.isqrt(int(working_memory * 2**20) // (6 * 8))} distinct training inputs",
+        instead=", or use cv=5")
 
 
 def _neighbors_of(scaled, W, device, max_neighbors=1):
@@ -403,7 +403,7 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         Kind, k and c of each candidate.
     base : ndarray of shape (d,)
         The per-feature bandwidths distances are measured in (only their ratios matter).
-    score : callable, default=None
+    scorer : callable, default=None
         As for :class:`LeaveOneOutGrid`.
     degree : int, default=0
         As for :class:`LeaveOneOutGrid`: local fits with each candidate's leave-one-out
@@ -415,9 +415,9 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         As for :class:`LeaveOneOutGrid`.
     """
 
-    def __init__(self, candidates, base, score=None, degree=0, shared=None, bounded=False):
+    def __init__(self, candidates, base, scorer=None, degree=0, shared=None, bounded=False):
         super().__init__(np.repeat(np.asarray(base, dtype=np.float64)[None], len(candidates),
-                                   axis=0), score=score, degree=degree, bounded=bounded)
+                                   axis=0), scorer=scorer, degree=degree, bounded=bounded)
         self.candidates = candidates
         self.shared = {} if shared is None else shared
 

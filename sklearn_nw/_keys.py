@@ -18,15 +18,15 @@ The routes (the ``route_`` of a fitted estimator):
 ``"radius"``
     A compact kernel's support, searched by scikit-learn's
     :class:`~sklearn.neighbors.KDTree` or :class:`~sklearn.neighbors.BallTree`
-    (:class:`TreeSearch`).
+    (:class:`~sklearn_nw._search.TreeSearch`).
 ``"k_nearest"``
     The ``n_neighbors`` nearest keys (in units of sample weight), from a tree or a brute
-    force search (:class:`TreeSearch`).
+    force search (:class:`~sklearn_nw._search.TreeSearch`).
 ``"adaptive"``
     Adaptive (nearest-neighbor) bandwidths (:mod:`sklearn_nw._adaptive`): each query's
     distance to its k-th nearest key from a tree or a brute force search
-    (:class:`TreeSearch`), then every key of positive weight, the distances divided by
-    the query's bandwidth (balloon) or by each key's (sample-point).
+    (:class:`~sklearn_nw._search.TreeSearch`), then every key of positive weight, the
+    distances divided by the query's bandwidth (balloon) or by each key's (sample-point).
 ``"precomputed"``
     Each query row's stored distances (``metric="precomputed"``), or the nearest of them
     with ``n_neighbors``.
@@ -35,11 +35,7 @@ Everything is numpy at rest, so a fitted key set pickles without torch state; th
 handed to torch without a copy where dtype and device allow.
 """
 
-import math
-import os
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
@@ -66,11 +62,11 @@ from ._engine import (
     support_pool,
     transform,
 )
-from ._engine_partial import empty_partial, partial_pool
+from ._engine_partial import PartialSums, empty_partial, partial_pool
 from ._engine_partial import partial_gradient as engine_partial_gradient
 from ._leave_one_out import leave_one_out_set
 from ._local_poly import local_fit_dense, local_fit_sparse, n_terms
-from ._shards import PartialSums
+from ._search import TreeSearch, exact_distances
 
 # Radius search for compact kernels from this many training points (algorithm="auto"): a
 # cell list up to _CELL_MAX_FEATURES dimensions, a tree up to _TREE_MAX_FEATURES.
@@ -79,13 +75,6 @@ _CELL_MAX_FEATURES = 3
 _TREE_MAX_FEATURES = 15
 # Queries are searched and pooled in chunks of this many.
 _CANDIDATE_CHUNK = 512
-# Searches of fewer queries run in the calling thread (handing a few queries to threads
-# costs more than it saves).
-_PARALLEL_SEARCH_MIN = 256
-# The trees' leaf size: scikit-learn's NearestNeighbors default.
-_LEAF_SIZE = 30
-# Bytes of a brute-force search's block of distances (queries x every point).
-_BRUTE_BYTES = 2**26
 
 # algorithm="auto" searches a compact kernel's support with a tree only when it holds at
 # most this fraction of the keys (estimated at fit on _REACH_SAMPLE keys); above, the dense
@@ -121,158 +110,6 @@ def resolve_route(kernel, *, n_neighbors, algorithm, compute, precomputed, n_sam
             return "dense", None
         algorithm = "cell_list" if n_coords <= _CELL_MAX_FEATURES else "kd_tree"
     return ("cell_list" if algorithm == "cell_list" else "radius"), algorithm
-
-
-_threads_lock = threading.Lock()
-_threads = None  # the searches' thread pool, started on first use and kept
-
-
-def _thread_pool():
-    global _threads
-    with _threads_lock:
-        if _threads is None:
-            _threads = ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
-                                          thread_name_prefix="sklearn_nw_search")
-        return _threads
-
-
-# Distances from here on square to more than the largest float.
-_SQRT_MAX = math.sqrt(np.finfo(np.float64).max)
-
-
-def exact_distances(q, x):
-    """Euclidean distances (b, n) of points ``q`` (b, r) to ``x`` (n, r), tensors, from
-    exact differences. Distances whose squares overflow (a point near 1e155) are
-    recomputed on the points divided by a power of two above their largest magnitude:
-    exact, and those distances are large enough to keep their bits there (the others
-    are not recomputed: their squares would underflow). inf is left only where the
-    distance itself passes the largest float."""
-    d = torch.cdist(q, x, compute_mode="donot_use_mm_for_euclid_dist")  # (b, n)
-    far = torch.isinf(d).any(1)  # (b,)
-    if bool(far.any()):
-        qf = q[far]  # (f, r)
-        _, e = math.frexp(float(max(qf.abs().max(), x.abs().max())))
-        # 2**-e is exact (a subnormal at e = 1024); 2**e in two factors (2**1024 is not
-        # a float): the product overflows to inf only where the distance does.
-        down = 2.0 ** -e
-        df = torch.cdist(qf * down, x * down, compute_mode="donot_use_mm_for_euclid_dist")
-        df.mul_(2.0 ** (e - e // 2)).mul_(2.0 ** (e // 2))  # (f, n)
-        d[far] = torch.where(torch.isinf(d[far]), df, d[far])
-    return d
-
-
-class TreeSearch:
-    """Nearest and within-radius searches of points (n, d): scikit-learn's
-    :class:`~sklearn.neighbors.KDTree` or :class:`~sklearn.neighbors.BallTree` queried
-    directly, or exact distances to every point (``"brute"``, in blocks of queries).
-
-    ``algorithm`` is resolved as :class:`~sklearn.neighbors.NearestNeighbors` resolves it
-    (``"auto"``: brute force above 15 dimensions or for tiny data, else a k-d tree). The
-    trees release the GIL: a search of ``_PARALLEL_SEARCH_MIN`` queries or more is split
-    over torch's number of threads, on one thread pool kept for the process (a pool set up
-    per call costs milliseconds, more than a small search).
-    """
-
-    def __init__(self, points, algorithm="auto"):
-        n, d = points.shape
-        if algorithm == "auto":
-            algorithm = "brute" if d > 15 or 5 >= n // 2 else "kd_tree"
-        self.algorithm = algorithm
-        self.points = points
-        if algorithm == "brute":
-            self.tree = None
-        else:
-            Tree = KDTree if algorithm == "kd_tree" else BallTree
-            self.tree = Tree(points, leaf_size=_LEAF_SIZE)
-
-    @staticmethod
-    def _in_parts(search, n_queries):
-        """``search(start, stop)`` over slices of the queries: in parallel when there are
-        enough of them, else at once; the results in order."""
-        n_threads = torch.get_num_threads()
-        if n_queries < _PARALLEL_SEARCH_MIN or n_threads == 1:
-            return [search(0, n_queries)]
-        bounds = np.linspace(0, n_queries, n_threads + 1).astype(int)
-        return list(_thread_pool().map(search, bounds[:-1], bounds[1:]))
-
-    def nearest(self, queries, k):
-        """Distances and indices (m, k) of each query's k nearest points, nearest first."""
-        if self.tree is None:
-            return self._brute_nearest(queries, k)
-        parts = self._in_parts(lambda a, b: self.tree.query(queries[a:b], k=k), len(queries))
-        dist, ind = np.vstack([p[0] for p in parts]), np.vstack([p[1] for p in parts])
-        # The trees square distances: past sqrt(largest float) (a query near 1e155) they
-        # overflow, tie at inf and come back in no order; those queries are redone on the
-        # overflow-safe exact distances.
-        far = np.flatnonzero(np.isinf(dist).any(axis=1))
-        if len(far):
-            dist[far], ind[far] = self._brute_nearest(queries[far], k)
-        return dist, ind
-
-    def nearest_holding(self, queries, weight, units, *, first, skip_zero=False):
-        """The nearest points of each query until their weights (``weight``, one per
-        point: sample weights count as repeated rows) add up to ``units`` for every query,
-        or all points: distances, indices, weights and cumulative weights, all (b, m).
-        Starts from the ``first`` nearest and doubles (fractional weights need more).
-        ``skip_zero``: points at distance 0 weigh nothing (the query's own location)."""
-        n = len(weight)
-        m = first
-        while True:
-            dist, ind = self.nearest(queries, m)  # (b, m)
-            w = weight[ind]  # (b, m)
-            if skip_zero:
-                w = np.where(dist == 0, 0.0, w)
-            cumulative = np.cumsum(w, axis=1)  # (b, m)
-            if m == n or np.all(cumulative[:, -1] >= units):
-                return dist, ind, w, cumulative
-            m = min(2 * m, n)
-
-    def _brute_chunk(self):
-        return max(1, _BRUTE_BYTES // (8 * len(self.points)))
-
-
-    def distances(self, queries):
-        """Exact distances (b, n) of queries to every point (:func:`exact_distances`)."""
-        q, x = (torch.from_numpy(np.ascontiguousarray(a)) for a in (queries, self.points))
-        return exact_distances(q, x).numpy()
-
-    def _brute_nearest(self, queries, k):
-        """:meth:`nearest` by brute force, in chunks of queries."""
-        dist = np.empty((len(queries), k))
-        ind = np.empty((len(queries), k), dtype=np.intp)
-        for rows in gen_batches(len(queries), self._brute_chunk()):
-            d = torch.from_numpy(self.distances(queries[rows]))  # (b, n)
-            nearest = torch.topk(d, k, dim=1, largest=False, sorted=True)
-            dist[rows], ind[rows] = nearest.values.numpy(), nearest.indices.numpy()
-        return dist, ind
-
-    def within(self, queries, radius):
-        """Distances and indices (object arrays of m arrays) of the points within
-        ``radius`` (a number, or one per query) of each query, in no particular order."""
-        radii = np.full(len(queries), radius, dtype=np.float64)  # (m,)
-        if self.tree is None:
-            return self._brute_within(queries, radii)
-        parts = self._in_parts(
-            lambda a, b: self.tree.query_radius(queries[a:b], r=radii[a:b],
-                                                return_distance=True), len(queries))
-        dist = np.concatenate([p[1] for p in parts])
-        ind = np.concatenate([p[0] for p in parts])
-        # A tree squares distances: a radius past sqrt(largest float) finds nothing (every
-        # distance in it may overflow); those queries are searched by exact distances.
-        far = np.flatnonzero(radii > _SQRT_MAX / 2)
-        if len(far):
-            dist[far], ind[far] = self._brute_within(queries[far], radii[far])
-        return dist, ind
-
-    def _brute_within(self, queries, radii):
-        """:meth:`within` by brute force, in chunks of queries."""
-        dist, ind = np.empty(len(queries), dtype=object), np.empty(len(queries), dtype=object)
-        for rows in gen_batches(len(queries), self._brute_chunk()):
-            d = self.distances(queries[rows])  # (b, n)
-            for j, (row, r) in enumerate(zip(d, radii[rows]), start=rows.start):
-                ind[j] = np.flatnonzero(row <= r)
-                dist[j] = row[ind[j]]
-        return dist, ind
 
 
 class Pooled(NamedTuple):
@@ -545,8 +382,9 @@ class KeySet:
     def partial_pool(self, queries, *, leave_out_equal=False, device="cpu",
                      working_memory=1024):
         """This key set's part of the predictions at ``queries`` (n_q, d) as one shard of
-        a larger key set (route ``"dense"``): a :class:`~sklearn_nw._shards.PartialSums`
-        in float64, merged with the other shards' by :func:`sklearn_nw._shards.merge`.
+        a larger key set (route ``"dense"``): a
+        :class:`~sklearn_nw._engine_partial.PartialSums` in float64 numpy, merged with the
+        other shards' by :func:`sklearn_nw._shards.merge`.
         ``leave_out_equal`` leaves out the keys at each query's location (leave-one-out
         of training inputs)."""
         if self.route != "dense" or self.degree:
@@ -1001,7 +839,8 @@ class KeySet:
                 self_log_w=tensor(loo.self_log_weight), return_attention=True,
                 working_memory=working_memory,
             )
-        attention = self._expand_attention(_numpy_attention(attention, G, G), loo)
+        attention = loo.expand_attention(_numpy_attention(attention, G, G),
+                                         self.sample_weight, self.dtype)
         if not self.degree:
             return attention, n_fallback, 0
         return (*self._local_attention(attention, call), n_fallback)
@@ -1050,20 +889,6 @@ class KeySet:
         if sp.issparse(attention):
             return sp.vstack(parts, format="csr"), n_singular
         return np.concatenate(parts), n_singular
-
-    def _expand_attention(self, attention, loo):
-        """Attention between distinct inputs (G, G) as attention between keys (n, n): a
-        location's weight is shared by its keys in proportion to their own."""
-        n, w = len(loo.inverse), self.sample_weight
-        location_weight = loo.weight[loo.inverse]  # (n,)
-        share = np.divide(w, location_weight, out=np.zeros(n), where=location_weight > 0)
-        if not sp.issparse(attention):
-            rows = attention[np.ix_(loo.inverse, loo.inverse)] * share  # (n, n)
-            return rows.astype(self.dtype, copy=False)
-        spread = sp.csr_array((share, (loo.inverse, np.arange(n))), shape=(len(loo.weight), n))
-        rows = sp.csr_array(attention[loo.inverse, :] @ spread).astype(self.dtype)
-        rows.eliminate_zeros()
-        return rows
 
     def _leave_one_out_candidates(self, loo, working_memory):
         """Candidates for the leave-one-out attention of the distinct inputs of ``loo``

@@ -19,6 +19,7 @@ from ._engine_loo import (
     loo_loss_neighbors,
 )
 from ._local_poly import n_terms
+from ._losses import get_loss
 
 logger = logging.getLogger("sklearn_nw.bandwidth")
 
@@ -147,12 +148,11 @@ class Objective:
     def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory, degree=0,
                  bounded=False):
         self.x, self.v, self.log_w, self.self_log_w = x, v, log_w, self_log_w
-        self.kernel, self.loss_function, self.working_memory = kernel, loss, working_memory
+        self.kernel, self.working_memory = kernel, working_memory
+        self.loss_function = get_loss(loss)
         self.degree, self.bounded = degree, bounded
-        w = log_w.exp()[:, None]  # (n, 1)
-        mean = (w * v).sum(0) / w.sum()  # (t,)
         # The weighted variance of the targets (Gini impurity for one-hot labels).
-        self.baseline = float((w * (v - mean) ** 2).sum() / w.sum())
+        self.baseline = float(self.loss_function.spread(v, log_w.exp()))
         # The largest squared value norm: the scale of the loss's rounding.
         self.values_max_sq = float((v * v).sum(1).max())
 
@@ -199,7 +199,7 @@ class Objective:
     def mean_loss(self, per_row, rows):
         """Sample-weighted means (G,) of the losses (G, m) of ``rows``, as numpy."""
         w = self.log_w[rows].double().exp()  # (m,)
-        return ((per_row * w).sum(1) / w.sum()).cpu().numpy()
+        return self.loss_function.weighted_mean(per_row, w).cpu().numpy()
 
     def sweep_distances(self, h, rows):
         """The distances of ``rows`` at bandwidths ``h`` (d,) for :func:`coordinate_sweep`

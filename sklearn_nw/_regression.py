@@ -5,11 +5,11 @@ from typing import ClassVar
 
 import numpy as np
 from sklearn.base import RegressorMixin, _fit_context
-from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase
 from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
+from ._validation import NumberInterval
 
 
 @fill_doc(parameters=entries(PARAMETERS), attributes=entries(ATTRIBUTES))
@@ -83,7 +83,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
     _parameter_constraints: ClassVar[dict] = {
         **NadarayaWatsonBase._parameter_constraints,
-        "degree": [Interval(Integral, 0, 2, closed="both")],
+        "degree": [NumberInterval(Integral, 0, 2, closed="both")],
         "bounded": ["boolean"],
     }
 

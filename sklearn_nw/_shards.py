@@ -1,7 +1,9 @@
-"""A key set split into shards: each shard's partial sums, and their exact merge. Numpy only.
+"""A key set split into shards: each shard's partial sums, and their exact merge. Numpy in,
+numpy out.
 
 Shard s reports, for each query, ``out_s = N_s / D_s`` and ``log D_s`` (its numerator and
-normaliser, :mod:`sklearn_nw._engine_partial`); the prediction over every shard is
+normaliser, a :class:`~sklearn_nw._engine_partial.PartialSums` of
+:mod:`sklearn_nw._engine_partial`); the prediction over every shard is
 
     out = sum_s exp(log D_s - log D) out_s,    log D = logsumexp_s log D_s,
 
@@ -12,24 +14,14 @@ Where no shard gives kernel weight, the merge keeps the nearest keys of all shar
 pooled by weight): the single-machine fallback. :func:`finish` turns the merged part
 into the predictions and the number of queries that fell back;
 :func:`leave_one_out_sum` scores a block of training rows' leave-one-out predictions
-with the losses of :mod:`sklearn_nw._losses`.
+with the losses of :mod:`sklearn_nw._losses` and their weighted mean.
 """
-
-from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from ._engine_partial import PartialSums
 from ._losses import get_loss
-
-
-class PartialSums(NamedTuple):
-    """One shard's (or a union of shards') part of the predictions at some queries."""
-
-    out: np.ndarray  # (n_q, t) N / D; where D = 0, the nearest keys' mean value
-    log_den: np.ndarray  # (n_q,) log D; -inf where no key gives kernel weight
-    near: np.ndarray  # (n_q,) where D = 0: squared distance to the nearest keys; else inf
-    log_near_w: np.ndarray  # (n_q,) where D = 0: log of the nearest keys' total weight
 
 
 def _shares(a, b, total):
@@ -77,7 +69,9 @@ def leave_one_out_sum(pooled, values, weight, loss):
     leave-one-out loss: ``pooled`` (n, t) are the rows' leave-one-out predictions in the
     pooled unit, ``values`` (n, t) what was pooled (scaled targets, one-hot labels),
     ``weight`` (n,)."""
-    return float(weight @ leave_one_out_losses(pooled, values, loss))
+    loss = get_loss(loss)
+    return float(loss.weighted_sum(loss.per_row(*_tensors(pooled, values)),
+                                   torch.tensor(weight)))
 
 
 def leave_one_out_terms(pooled, values, weight, loss, total):
@@ -85,15 +79,19 @@ def leave_one_out_terms(pooled, values, weight, loss, total):
     ``sum_i w_i loss_i / total`` and its gradient in the predictions (the cotangent
     (n, t) of the descent's backward pass)."""
     loss = get_loss(loss)
-    pred = torch.from_numpy(pooled)
-    target = torch.from_numpy(values.astype(np.float64))
+    pred, target = _tensors(pooled, values)
+    # torch.tensor copies: a block's weights may arrive read-only from another worker.
+    value = float(loss.weighted_mean(loss.per_row(pred, target), torch.tensor(weight), total))
     share = torch.from_numpy(weight / total)  # (n,)
-    value = float(share @ loss.per_row(pred, target))
     return value, (share[:, None] * loss.gradient(pred, target)).numpy()
 
 
 def leave_one_out_losses(pooled, values, loss):
     """The leave-one-out loss (n,) of each row of predictions ``pooled`` (n, t) of
     ``values`` (n, t)."""
-    return get_loss(loss).per_row(torch.from_numpy(pooled), torch.from_numpy(
-        values.astype(np.float64))).numpy()
+    return get_loss(loss).per_row(*_tensors(pooled, values)).numpy()
+
+
+def _tensors(pooled, values):
+    """Predictions and the pooled values as float64 tensors."""
+    return torch.from_numpy(pooled), torch.from_numpy(values.astype(np.float64))

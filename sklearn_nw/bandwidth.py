@@ -18,13 +18,14 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 import torch
 from scipy.optimize import minimize
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import ThreadpoolController
 
 from ._adaptive import KINDS, Adaptive, auto_scale, neighbors_held
+from ._leave_one_out import distinct_inputs
 from ._loo_objective import (
     LOG_LIMIT,
     LogProgress,
@@ -36,6 +37,9 @@ from ._loo_objective import (
     refine_without_gradient,
 )
 from ._losses import get_loss
+from ._preconditions import check_two_inputs
+from ._scale import rule_of_thumb, weighted_std
+from ._selection import Choice
 from .kernels import Gaussian
 
 __all__ = [
@@ -46,53 +50,6 @@ __all__ = [
     "scott_bandwidth",
     "silverman_bandwidth",
 ]
-
-
-def _weighted_std(X, sample_weight):
-    """Per-feature standard deviation with frequency weights (ddof=0).
-
-    Each feature is first divided by the power of two just above its largest magnitude:
-    squared deviations of inputs far from 0 (1e160) would overflow, and a power of two
-    divides exactly, so ordinary data get the same bits as without it.
-    """
-    w = (np.ones(X.shape[0]) if sample_weight is None
-         else np.asarray(sample_weight, dtype=np.float64))
-    X = np.asarray(X, dtype=np.float64)
-    live = X[w > 0]  # (m, d)
-    _, exponent = np.frexp(np.abs(live).max(axis=0))  # (d,) max |x_j| < 2**exponent
-    X = np.ldexp(X, -exponent)  # (n, d) in (-1, 1)
-    mean = np.average(X, axis=0, weights=w)
-    var = np.average((X - mean) ** 2, axis=0, weights=w)
-    # A constant feature is exactly 0, not the rounding error of its mean (~1e-16 |mean|).
-    var[np.all(live == live[:1], axis=0)] = 0.0
-    with np.errstate(over="ignore"):  # a spread near the largest float: inf, refused later
-        return np.ldexp(np.sqrt(var), exponent), float(w.sum())
-
-
-def _scale_term(X, sample_weight):
-    """The data-scale term sigma_j and n = sum(w)."""
-    sigma, n = _weighted_std(X, sample_weight)
-    return scale_term(sigma), n
-
-
-def scale_term(sigma):
-    """The data-scale term of weighted standard deviations ``sigma`` (d,): a constant
-    feature (``sigma_j = 0``) borrows the others' mean scale, or 1 if all are constant."""
-    positive = sigma > 0
-    fallback = sigma[positive].mean() if positive.any() else 1.0
-    return np.where(positive, sigma, fallback)
-
-
-def rule_of_thumb(rule, sigma, n):
-    """The bandwidths (d,) of ``rule`` ("scott" or "silverman") from the weighted standard
-    deviations ``sigma`` (d,) of the features and the total weight ``n``: what
-    :func:`scott_bandwidth` and :func:`silverman_bandwidth` compute from data, for
-    callers that have only these sums (:mod:`sklearn_nw.dask`)."""
-    sigma = scale_term(np.asarray(sigma, dtype=np.float64))
-    d = sigma.shape[0]
-    if rule == "scott":
-        return sigma * n ** (-1.0 / (d + 4))
-    return sigma * (n * (d + 2) / 4.0) ** (-1.0 / (d + 4))
 
 
 def scott_bandwidth(X, sample_weight=None):
@@ -127,8 +84,7 @@ def scott_bandwidth(X, sample_weight=None):
     >>> scott_bandwidth(X).round(4)
     array([0.8473])
     """
-    sigma, n = _weighted_std(X, sample_weight)
-    return rule_of_thumb("scott", sigma, n)
+    return rule_of_thumb("scott", *weighted_std(X, sample_weight))
 
 
 def silverman_bandwidth(X, sample_weight=None):
@@ -155,8 +111,7 @@ def silverman_bandwidth(X, sample_weight=None):
     B. W. Silverman, *Density Estimation for Statistics and Data Analysis*, Chapman & Hall,
     1986.
     """
-    sigma, n = _weighted_std(X, sample_weight)
-    return rule_of_thumb("silverman", sigma, n)
+    return rule_of_thumb("silverman", *weighted_std(X, sample_weight))
 
 
 RULES_OF_THUMB = {"scott": scott_bandwidth, "silverman": silverman_bandwidth}
@@ -169,9 +124,8 @@ def search_reference(X, sample_weight):
     it is unchanged by scaling every weight or by repeating rows, which ``n = sum(w)``
     is not."""
     w = np.asarray(sample_weight, dtype=np.float64)
-    sigma, _ = _scale_term(X, w)
-    n = len(np.unique(np.asarray(X)[w > 0] + 0.0, axis=0))
-    return sigma * n ** (-1.0 / (sigma.shape[0] + 4))
+    n = len(distinct_inputs(X, w)[0])
+    return rule_of_thumb("scott", weighted_std(X, w)[0], n)
 
 
 def check_bandwidth(bandwidth, n_features):
@@ -213,11 +167,56 @@ def check_bandwidth(bandwidth, n_features):
     return h
 
 
+# -- every bandwidth as a strategy: select(training) -> Choice -----------------------------
+
+
+class _GivenBandwidth:
+    """A bandwidth given as a number or one per feature (per distance unit with
+    ``metric="precomputed"``)."""
+
+    def __init__(self, bandwidth):
+        self.bandwidth = bandwidth
+
+    def select(self, training):
+        d = 1 if training.precomputed else training.n_features
+        return Choice(check_bandwidth(self.bandwidth, d), training.degree)
+
+
+class _RuleOfThumb:
+    """A rule of thumb of :data:`RULES_OF_THUMB`, by name."""
+
+    def __init__(self, rule):
+        self.rule = rule
+
+    def select(self, training):
+        return Choice(rule_of_thumb(self.rule, *training.spread()), training.degree)
+
+
+def as_strategy(bandwidth, *, precomputed=False):
+    """The strategy of an estimator's ``bandwidth`` parameter (a number or array, a rule
+    of thumb's name, ``"loo"``, :class:`LeaveOneOutBandwidth`, :class:`AdaptiveBandwidth`):
+    an object whose ``select(training)`` returns a :class:`~sklearn_nw._selection.Choice`.
+    With ``precomputed`` (distances for X) only a number is one."""
+    if precomputed and isinstance(bandwidth, (str, LeaveOneOutBandwidth)):
+        raise ValueError(
+            f"metric='precomputed' needs a numeric bandwidth, in the units of the "
+            f"distances; got bandwidth={bandwidth!r} (rules of thumb and learned "
+            "bandwidths need feature vectors)."
+        )
+    if isinstance(bandwidth, (LeaveOneOutBandwidth, AdaptiveBandwidth)):
+        return clone(bandwidth)
+    if isinstance(bandwidth, str) and bandwidth in RULES_OF_THUMB:
+        return _RuleOfThumb(bandwidth)
+    if isinstance(bandwidth, str):  # "loo"
+        return LeaveOneOutBandwidth()
+    return _GivenBandwidth(bandwidth)
+
+
 # -- learned bandwidths: the leave-one-out objective and its optimisers --------------------
 
 
 class LeaveOneOutResult(NamedTuple):
-    """What :meth:`LeaveOneOutBandwidth.select` found."""
+    """What :meth:`LeaveOneOutBandwidth.learn` found."""
 
     bandwidth: np.ndarray  # (d,) per-feature bandwidth (effective, for the full form)
     projection: object  # None, or the learned (d, r) projection of the full form
@@ -342,8 +341,15 @@ class LeaveOneOutBandwidth(BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
 
-    def select(self, loo, kernel, *, loss, h_start, dtype=np.float64, device="cpu",
-               working_memory=1024, degree=0, bounded=False):
+    def select(self, training):
+        """The bandwidth strategy's choice (:mod:`sklearn_nw._selection`): the bandwidth
+        learned on ``training`` (on one machine or sharded on a cluster), reporting
+        ``n_iter_`` and ``loss_curve_`` (the loss of the training rows, in the targets'
+        unit)."""
+        return training.learn_bandwidth(self)
+
+    def learn(self, loo, kernel, *, loss, h_start, dtype=np.float64, device="cpu",
+              working_memory=1024, degree=0, bounded=False):
         """Learn the bandwidth on a training set as leave-one-out sees it.
 
         Parameters
@@ -382,13 +388,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
             for a in (loo.X, loo.values, loo.log_weight, loo.self_log_weight))
         n, d = x.shape
         w = log_w.exp()
-        # Leave-one-out needs weight besides one unit of a point's own: two positive rows,
-        # or a row weighing more than 1 (repeated rows).
-        if int((w > 0).sum()) < 2 and float(w.max()) <= 1:
-            raise ValueError(
-                "bandwidth='loo' needs n_samples >= 2 for leave-one-out; "
-                f"got n_samples={n}."
-            )
+        check_two_inputs(int((w > 0).sum()), n, "bandwidth='loo'")
         full_batch = (n <= _FULL_BATCH_MAX) if self.batch_size == "auto" else self.batch_size >= n
         if degree and not full_batch:
             raise ValueError(
@@ -400,10 +400,10 @@ class LeaveOneOutBandwidth(BaseEstimator):
             )
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
                               degree=degree, bounded=bounded)
-        return self.select_on(objective, kernel, h_start=h_start, full_batch=full_batch)
+        return self.learn_on(objective, kernel, h_start=h_start, full_batch=full_batch)
 
-    def select_on(self, objective, kernel, *, h_start, full_batch=True):
-        """:meth:`select` on a leave-one-out objective: an
+    def learn_on(self, objective, kernel, *, h_start, full_batch=True):
+        """:meth:`learn` on a leave-one-out objective: an
         :class:`~sklearn_nw._loo_objective.Objective`, or an object with its ``loss``,
         ``grid``, ``per_row``, ``log_w``, ``baseline`` and ``values_max_sq`` (the
         objective of keys sharded over a cluster, :mod:`sklearn_nw.dask`), full batch
@@ -818,6 +818,13 @@ class AdaptiveBandwidth(BaseEstimator):
         else:
             c = float(self.scale)
         return Adaptive(self.kind, k, c)
+
+    def select(self, training):
+        """The bandwidth strategy's choice (:mod:`sklearn_nw._selection`): this adaptive
+        bandwidth resolved on ``training``, in the metric its ``base`` chooses."""
+        adaptive = self.resolve(training.X, training.sample_weight, training.kernel)
+        choice = as_strategy(self.base, precomputed=training.precomputed).select(training)
+        return choice._replace(adaptive=adaptive)
 
 
 # Full-batch L-BFGS up to this many samples; minibatches of _MINIBATCH queries above, each

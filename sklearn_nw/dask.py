@@ -17,13 +17,12 @@ Needs ``dask[array]`` and ``distributed`` (``pip install "sklearn-nw[dask]"``) a
 """
 
 import math
-from numbers import Integral, Real
 from typing import ClassVar
 
 import numpy as np
 from sklearn import get_config
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone, is_classifier
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
@@ -41,32 +40,24 @@ from ._base import check_pooled
 from ._classification import NadarayaWatsonClassifier as _LocalClassifier
 from ._cv import NadarayaWatsonClassifierCV as _LocalClassifierCV
 from ._cv import NadarayaWatsonRegressorCV as _LocalRegressorCV
-from ._dask_loo import LeaveOneOutGridOverShards, ShardedObjective
+from ._dask_loo import ShardedTraining, build_shards
 from ._dask_tasks import (
     Spec,
-    build_shard,
     check_queries,
-    distinct_inputs,
     fallback_count,
     first_moments,
-    location_sums,
     outputs,
     second_moments,
     shard_part,
     tree,
-    union,
     with_metric,
 )
 from ._regression import NadarayaWatsonRegressor as _LocalRegressor
+from ._selection_grid import BandwidthGridSearch
 from ._shards import merge
-from .bandwidth import (
-    RULES_OF_THUMB,
-    AdaptiveBandwidth,
-    LeaveOneOutBandwidth,
-    check_bandwidth,
-    rule_of_thumb,
-)
-from .kernels import KERNELS, Kernel, get_kernel
+from ._validation import check_combinations
+from .bandwidth import as_strategy
+from .kernels import get_kernel
 
 __all__ = [
     "NadarayaWatsonClassifier",
@@ -132,34 +123,10 @@ class _DaskNadarayaWatson(BaseEstimator):
         self.device = device
 
     def _fit(self, X, y, sample_weight, *, classifier, search=None):
-        """Validate, reduce the statistics, build the shards; with ``search`` (a
-        :class:`LeaveOneOutGridOverShards`) choose the bandwidth by it and return its choice."""
-        if self.n_neighbors is not None:
-            raise ValueError(
-                f"n_neighbors={self.n_neighbors!r} restricts attention to the k nearest "
-                "training points, which needs a global top-k merge across shards; "
-                "sklearn_nw.dask does not do it. Use n_neighbors=None, or the local "
-                "estimator (to_local()).")
-        bandwidth = "scott" if search is not None else self.bandwidth
-        refused = [what for what, on in (
-            ("metric='precomputed'", getattr(self, "metric", None) == "precomputed"),
-            (f"algorithm={self.algorithm!r} (each shard sums densely)",
-             self.algorithm not in ("auto", "brute")),
-            ("compute='compiled'", self.compute == "compiled"),
-            (f"degree={getattr(self, 'degree', 0)!r}",
-             getattr(self, "degree", 0) not in (0, "auto" if search else 0)),
-            (f"bandwidth={bandwidth!r}",
-             not isinstance(bandwidth, (Real, str, list, tuple, np.ndarray,
-                                        LeaveOneOutBandwidth))
-             or isinstance(bandwidth, bool)
-             or (isinstance(bandwidth, str) and bandwidth not in (*RULES_OF_THUMB, "loo"))),
-        ) if on]
-        if refused:
-            raise ValueError(
-                "sklearn_nw.dask pools Nadaraya-Watson sums over shards of keys with a rule "
-                "of thumb, a given or a learned bandwidth; it cannot use "
-                f"{', '.join(refused)}. Use the local estimator for those (to_local() "
-                "gives it).")
+        """Validate, reduce the statistics, choose the bandwidth by its strategy (that of
+        the ``bandwidth`` parameter, or ``search``: the CV estimators'), build the
+        shards."""
+        check_combinations(self, "dask")
         client = _client()
         # feature_names_in_ (and n_features_in_) from a pandas or dask DataFrame, as the
         # local estimators' validate_data sets them; the arrays are checked on the workers.
@@ -212,81 +179,27 @@ class _DaskNadarayaWatson(BaseEstimator):
         spec = Spec(self.kernel_, None, center, np.dtype(dtype), classes, offset,
                      scale if 0 < scale < np.inf else 1.0,
                      not classifier and y.ndim == 1, get_config()["working_memory"])
-        if search is not None:
-            # The grid's center: Scott's rule over the distinct inputs of positive weight.
-            distinct = tree(client, [client.compute(dask.delayed(distinct_inputs)(xb, wb))
-                                      for xb, _, wb in blocks], union)
-            n_distinct = client.submit(len, distinct).result()
-            if n_distinct < 2:
-                raise ValueError(
-                    f"{type(self).__name__} needs at least 2 distinct training inputs with "
-                    f"positive sample weight; got {n_distinct}.")
-            spec = spec._replace(metric=rule_of_thumb("scott", sigma, n_distinct))
-        elif self.bandwidth == "loo" or isinstance(self.bandwidth, LeaveOneOutBandwidth):
-            spec = spec._replace(metric=self._learn(client, blocks, spec, sigma, classifier))
-        elif isinstance(self.bandwidth, str):
-            spec = spec._replace(metric=rule_of_thumb(self.bandwidth, sigma, weight))
-        else:
-            spec = spec._replace(metric=check_bandwidth(self.bandwidth, len(sigma)))
-        self._shards = client.compute(
-            [dask.delayed(build_shard)(xb, yb, wb, spec, classifier)
-             for xb, yb, wb in blocks])
-        distributed.wait(self._shards)
-        for f in self._shards:
-            if f.status == "error":
-                f.result()  # raises the worker's error here
-        if spec.metric.ndim == 1:
-            self.bandwidth_ = spec.metric
-        choice = None
-        if search is not None:
-            choice = search.select(client, self._shards, spec, classifier)
-            spec = spec._replace(metric=choice.bandwidth)
-            self._shards = [client.submit(with_metric, f, spec) for f in self._shards]
-            self.bandwidth_ = spec.metric
-        self._spec = spec
-        self.n_shards_ = len(self._shards)
-        return choice
-
-    def _learn(self, client, blocks, spec, sigma, classifier):
-        """The metric learned by :class:`~sklearn_nw.LeaveOneOutBandwidth`'s descent on
-        the leave-one-out loss of the distinct inputs, sharded over the cluster (full
-        batch); sets ``n_iter_``, ``loss_curve_`` and, for the full metric,
-        ``projection_`` and ``bandwidth_``."""
+        # The bandwidth's strategy, as the local estimators resolve it, run on the
+        # training set sharded over the cluster.
+        training = ShardedTraining(client, blocks, spec, sigma, weight, classifier,
+                                   X.shape[0], type(self).__name__)
+        strategy = search if search is not None else as_strategy(self.bandwidth)
         for stale in ("projection_", "n_iter_", "loss_curve_"):
             self.__dict__.pop(stale, None)
-        selector = (LeaveOneOutBandwidth() if isinstance(self.bandwidth, str)
-                    else clone(self.bandwidth))
-        kernel = get_kernel(self.kernel, dtype=np.float64)  # the descent is in float64
-        locations = client.compute([dask.delayed(location_sums)(xb, yb, wb, spec, classifier)
-                                    for xb, yb, wb in blocks])
-        loss = "log_loss" if classifier else "squared_error"
-        objective = ShardedObjective(client, locations, spec._replace(kernel=kernel), loss,
-                                     n_shards=len(blocks))
-        if objective.n_inputs < 2:
-            raise ValueError(
-                f"{type(self).__name__} with bandwidth='loo' needs at least 2 distinct "
-                f"training inputs with positive sample weight; got {objective.n_inputs}.")
-        result = selector.select_on(objective, kernel, full_batch=True,
-                                    h_start=rule_of_thumb("scott", sigma, objective.n_inputs))
-        self.n_iter_ = result.n_iter
-        curve = np.asarray(result.loss_curve, dtype=np.float64)
-        self.loss_curve_ = curve if classifier else spec.scale**2 * (curve + objective.spread)
-        if result.projection is None:
-            return result.bandwidth
-        self.projection_ = result.projection
-        self.bandwidth_ = result.bandwidth
-        return result.projection
-
-    def _set_choice(self, choice):
-        self.cv_results_ = choice.cv_results
-        self.best_index_ = choice.best_index
-        self.best_score_ = choice.best_score
-        self.bandwidths_ = choice.grid
-        self.best_params_ = {"bandwidth": choice.bandwidth, "kind": "fixed"}
-        if "degree" in self.get_params(deep=False):
-            # Nadaraya-Watson, reported as the local regressor CV reports its degree.
-            self.degree_ = 0
-            self.best_params_["degree"] = self.degree_
+        choice = strategy.select(training)
+        spec = spec._replace(
+            metric=choice.bandwidth if choice.projection is None else choice.projection)
+        if training.shards is None:
+            self._shards = build_shards(client, blocks, spec, classifier)
+        else:  # the grid's shards, at the chosen bandwidth
+            self._shards = [client.submit(with_metric, f, spec) for f in training.shards]
+        self.bandwidth_ = choice.bandwidth
+        if choice.projection is not None:
+            self.projection_ = choice.projection
+        for name, value in (choice.report or {}).items():
+            setattr(self, name, value)
+        self._spec = spec
+        self.n_shards_ = len(self._shards)
         return self
 
     def _rows_like(self, a, name, X):
@@ -380,36 +293,34 @@ def _check_some_rows(X, estimator):
         check_array(np.empty(X.shape, dtype=X.dtype), estimator=estimator)
 
 
+def _grid_search(est):
+    """The CV estimators' search, as the local ones run it, on the sharded training set:
+    fixed bandwidths, Nadaraya-Watson, the best leave-one-out score (the only rule
+    without per-sample scores)."""
+    return BandwidthGridSearch(est.bandwidths, estimator=est, kinds=("fixed",), degree=0,
+                               selection="min")
+
+
 def _check_search_params(est):
-    refused = [what for what, on in (
-        (f"cv={est.cv!r}", est.cv is not None),
-        (f"scoring={est.scoring!r}", est.scoring is not None),
-        (f"bandwidth_kinds={est.bandwidth_kinds!r}",
-         est.bandwidth_kinds != "auto" and list(est.bandwidth_kinds) != ["fixed"]),
-        (f"degree={getattr(est, 'degree', 0)!r}", getattr(est, "degree", 0) not in ("auto", 0)),
-        # The classifier's leave-one-out log-loss has no per-sample scores: both rules
-        # take the best grid point, locally as here.
-        ("selection='one_se' (the regressor's per-sample one-standard-error rule)",
-         est.selection == "one_se" and not is_classifier(est)),
-    ) if on]
-    if refused:
-        raise ValueError(
-            "sklearn_nw.dask's CV estimators choose a fixed bandwidth by the exact "
-            "leave-one-out loss (Nadaraya-Watson, degree 0); they cannot use "
-            f"{', '.join(refused)}. Use the local estimator for the others.")
+    """Refuse what the Dask CV estimators' search does not do (the table of
+    :mod:`sklearn_nw._validation`)."""
+    check_combinations(est, "dask search")
 
 
-_CONSTRAINTS = {
-    "kernel": [StrOptions(set(KERNELS)), Kernel, callable],
-    "bandwidth": [Interval(Real, 0, None, closed="neither"),
-                  StrOptions(set(RULES_OF_THUMB) | {"loo"}), LeaveOneOutBandwidth,
-                  AdaptiveBandwidth, "array-like"],
-    "n_neighbors": [None, Interval(Integral, 1, None, closed="left")],
-    "algorithm": [StrOptions({"auto", "brute"})],
-    "compute": [StrOptions({"auto", "eager"})],
-    "metric": [StrOptions({"euclidean"})],
-    "device": [str],
-}
+# What a shard computes: dense sums, eagerly, over feature vectors.
+_SERVED_OPTIONS = {"algorithm": {"auto", "brute"}, "compute": {"auto", "eager"},
+                   "metric": {"euclidean"}}
+
+
+def _constraints_on_shards(local_class):
+    """The local estimator's parameter constraints, the string options of ``algorithm``,
+    ``compute`` and ``metric`` cut to those a shard computes."""
+    return {
+        name: [StrOptions(c.options & _SERVED_OPTIONS[name])
+               if name in _SERVED_OPTIONS and isinstance(c, StrOptions) else c
+               for c in allowed]
+        for name, allowed in local_class._parameter_constraints.items()
+    }
 
 
 class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
@@ -467,9 +378,7 @@ class NadarayaWatsonRegressor(RegressorMixin, _DaskNadarayaWatson):
     >>> client.close()
     """
 
-    _parameter_constraints: ClassVar[dict] = {
-        **_CONSTRAINTS, "degree": [Interval(Integral, 0, 2, closed="both")],
-        "bounded": ["boolean"]}
+    _parameter_constraints: ClassVar[dict] = _constraints_on_shards(_LocalRegressor)
     _local_class = _LocalRegressor
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
@@ -552,7 +461,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, _DaskNadarayaWatson):
         Only with a learned bandwidth.
     """
 
-    _parameter_constraints: ClassVar[dict] = dict(_CONSTRAINTS)
+    _parameter_constraints: ClassVar[dict] = _constraints_on_shards(_LocalClassifier)
     _local_class = _LocalClassifier
 
     def fit(self, X, y, sample_weight=None):
@@ -600,20 +509,6 @@ class NadarayaWatsonClassifier(ClassifierMixin, _DaskNadarayaWatson):
         classes = self.classes_
         return proba.map_blocks(lambda p: classes[np.argmax(p, axis=1)], drop_axis=1,
                                 dtype=classes.dtype)
-
-
-_CV_CONSTRAINTS = {
-    "bandwidths": [None, Interval(Integral, 1, None, closed="left"), "array-like"],
-    "kernel": _CONSTRAINTS["kernel"],
-    "bandwidth_kinds": [StrOptions({"auto"}), list, tuple],
-    "cv": [None, "cv_object"],
-    "scoring": [None, str, callable],
-    "n_neighbors": _CONSTRAINTS["n_neighbors"],
-    "algorithm": _CONSTRAINTS["algorithm"],
-    "compute": _CONSTRAINTS["compute"],
-    "device": [str],
-    "selection": [StrOptions({"one_se", "min"})],
-}
 
 
 class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
@@ -673,10 +568,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     n_shards_ : int
     """
 
-    _parameter_constraints: ClassVar[dict] = {
-        **_CV_CONSTRAINTS, "degree": [StrOptions({"auto"}), Interval(Integral, 0, 2,
-                                                                      closed="both")],
-        "bounded": ["boolean"]}
+    _parameter_constraints: ClassVar[dict] = _constraints_on_shards(_LocalRegressorCV)
     _local_class = _LocalRegressorCV
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
@@ -710,8 +602,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         """
         self._validate_params()
         _check_search_params(self)
-        return self._set_choice(self._fit(X, y, sample_weight, classifier=False,
-                                          search=LeaveOneOutGridOverShards(self.bandwidths)))
+        return self._fit(X, y, sample_weight, classifier=False, search=_grid_search(self))
 
     def _local_params(self):
         return {**self.get_params(), "bandwidths": [self.bandwidth_.copy()],
@@ -764,7 +655,7 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     n_shards_ : int
     """
 
-    _parameter_constraints: ClassVar[dict] = dict(_CV_CONSTRAINTS)
+    _parameter_constraints: ClassVar[dict] = _constraints_on_shards(_LocalClassifierCV)
     _local_class = _LocalClassifierCV
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
@@ -796,8 +687,7 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
         """
         self._validate_params()
         _check_search_params(self)
-        return self._set_choice(self._fit(X, y, sample_weight, classifier=True,
-                                          search=LeaveOneOutGridOverShards(self.bandwidths)))
+        return self._fit(X, y, sample_weight, classifier=True, search=_grid_search(self))
 
     def _local_params(self):
         return {**self.get_params(), "bandwidths": [self.bandwidth_.copy()],

@@ -21,8 +21,8 @@ from sklearn_nw import (
     NadarayaWatsonRegressorCV,
     _cv,
 )
-from sklearn_nw._base import Training
-from sklearn_nw._cv import _BandwidthGridSearch
+from sklearn_nw._selection import Training
+from sklearn_nw._selection_grid import BandwidthGridSearch
 
 BANDWIDTHS = (0.1, 0.3, 1.0, 3.0)
 N_SPLITS = 3
@@ -238,13 +238,13 @@ def test_search_is_a_strategy_used_through_select(classifier, cv, monkeypatch):
     assert not any(isinstance(value, ContextVar) for value in vars(_cv).values())
 
     trainings = []
-    select = _BandwidthGridSearch.select
+    select = BandwidthGridSearch.select
 
     def spy(search, training):
         trainings.append(training)
         return select(search, training)
 
-    monkeypatch.setattr(_BandwidthGridSearch, "select", spy)
+    monkeypatch.setattr(BandwidthGridSearch, "select", spy)
     X, y, sample_weight, _ = make_data()
     y = targets(y, classifier)
     est = cv_estimator(classifier, cv=cv).fit(X, y, sample_weight=sample_weight)
@@ -254,12 +254,12 @@ def test_search_is_a_strategy_used_through_select(classifier, cv, monkeypatch):
     np.testing.assert_array_equal(training.y, y)
     assert_allclose(training.sample_weight, sample_weight)
 
-    search = _BandwidthGridSearch(BANDWIDTHS, cv=cv, estimator=Plain(),
+    search = BandwidthGridSearch(BANDWIDTHS, cv=cv, estimator=Plain(),
                                   params={"sample_weight": sample_weight})
-    result = search.select(training)
-    np.testing.assert_array_equal(result.bandwidth, est.bandwidth_)
-    np.testing.assert_array_equal(result.grid, est.bandwidths_)
-    assert result.best_index == est.best_index_
-    assert result.best_score == est.best_score_
-    np.testing.assert_array_equal(result.cv_results["mean_test_score"],
+    choice = search.select(training)
+    np.testing.assert_array_equal(choice.bandwidth, est.bandwidth_)
+    np.testing.assert_array_equal(choice.report["bandwidths_"], est.bandwidths_)
+    assert choice.report["best_index_"] == est.best_index_
+    assert choice.report["best_score_"] == est.best_score_
+    np.testing.assert_array_equal(choice.report["cv_results_"]["mean_test_score"],
                                   est.cv_results_["mean_test_score"])

@@ -716,7 +716,7 @@ def test_auto_degree_keeps_the_best_candidate_of_every_degree(cv):
 
 
 def test_auto_degree_keeps_a_higher_degree_only_past_one_standard_error():
-    from sklearn_nw._cv import _FamilySearch, _one_standard_error
+    from sklearn_nw._selection import Family, one_standard_error
 
     w = np.ones(100)
     rng = np.random.default_rng(0)
@@ -724,18 +724,18 @@ def test_auto_degree_keeps_a_higher_degree_only_past_one_standard_error():
 
     def run(shift, noise):  # one grid point: scores per sample, and their mean
         per_sample = (base + shift + noise * rng.normal(size=100))[None, :]
-        return _FamilySearch(per_sample.mean(1), {}, np.ones((1, 1)), (per_sample, w), [None])
+        return Family(per_sample.mean(1), {}, np.ones((1, 1)), (per_sample, w), [None])
 
     # A small mean gain, much noisier than itself: not taken; a clear gain is.
-    assert _one_standard_error([run(0.0, 0.0), run(0.01, 1.0)]) == 0
-    assert _one_standard_error([run(0.0, 0.0), run(0.5, 0.1)]) == 1
+    assert one_standard_error([run(0.0, 0.0), run(0.01, 1.0)]) == 0
+    assert one_standard_error([run(0.0, 0.0), run(0.5, 0.1)]) == 1
     # Compared with the degree kept so far, not only with degree 0.
-    assert _one_standard_error([run(0.0, 0.0), run(0.5, 0.1), run(0.52, 1.0)]) == 1
+    assert one_standard_error([run(0.0, 0.0), run(0.5, 0.1), run(0.52, 1.0)]) == 1
 
 
 def test_one_se_orders_adaptive_candidates_by_k_times_c():
     from sklearn_nw._adaptive import Adaptive
-    from sklearn_nw._cv import _FamilySearch, _smoothest_within_one_se
+    from sklearn_nw._selection import Family, smoothest_within_one_se
 
     rng = np.random.default_rng(0)
     base = rng.normal(size=200)
@@ -745,15 +745,15 @@ def test_one_se_orders_adaptive_candidates_by_k_times_c():
     def family(*shifts):  # per-sample scores: the best, then noisy or clearly worse
         per_sample = np.stack([base + s + (0.5 * rng.normal(size=200) if s > -1 else 0)
                                for s in shifts])
-        return _FamilySearch(per_sample.mean(1), {}, np.ones((4, 1)),
-                             (per_sample, np.ones(200)), candidates)
+        return Family(per_sample.mean(1), {}, np.ones((4, 1)),
+                      (per_sample, np.ones(200)), candidates)
 
     # k c = 4, 4, 8, 16: the largest within one standard error of the best is taken.
-    assert _smoothest_within_one_se(family(0.0, -0.01, -0.01, -5.0)) == 2
+    assert smoothest_within_one_se(family(0.0, -0.01, -0.01, -5.0)) == 2
     # k c ties go to the larger k.
-    assert _smoothest_within_one_se(family(0.0, -0.01, -5.0, -5.0)) == 1
+    assert smoothest_within_one_se(family(0.0, -0.01, -5.0, -5.0)) == 1
     # A clear loss is never within one standard error.
-    assert _smoothest_within_one_se(family(0.0, -5.0, -5.0, -5.0)) == 0
+    assert smoothest_within_one_se(family(0.0, -5.0, -5.0, -5.0)) == 0
     # Without per-sample scores, the best.
     run = family(0.0, -0.01, -0.01, -5.0)._replace(samples=None)
-    assert _smoothest_within_one_se(run) == int(np.argmax(run.scores))
+    assert smoothest_within_one_se(run) == int(np.argmax(run.scores))

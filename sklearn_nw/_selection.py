@@ -1,0 +1,436 @@
+"""How a bandwidth is chosen, once: the protocol every bandwidth specification follows
+and the rules every search shares.
+
+Every ``bandwidth`` (a number, an array, a rule of thumb, ``"loo"``,
+:class:`~sklearn_nw.LeaveOneOutBandwidth`, :class:`~sklearn_nw.AdaptiveBandwidth`) and the
+CV estimators' search, on one machine or sharded on Dask, resolves at fit to a strategy
+with one method, ``select(training) -> Choice``: :class:`Training` is what the estimator
+knows at fit, :class:`Choice` what the strategy chose.
+
+The searches over a grid share what follows here: the default grid (multiples of the
+reference bandwidth), its extension past an end that holds the best point, the ranking of
+the scores (non-finite ones last, as GridSearchCV ranks them), the one-standard-error rule
+and the candidates' ``params``.
+"""
+
+from collections.abc import Callable
+from numbers import Integral
+from typing import NamedTuple
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+
+from ._leave_one_out import distinct_inputs, leave_one_out_set
+from ._scale import rule_of_thumb, weighted_std
+
+# Multiples of the reference bandwidth (Scott's rule) in the default grid.
+DEFAULT_GRID = (1 / 8, 8)
+DEFAULT_N_BANDWIDTHS = 25
+# A default grid whose best point is at an end is extended past it by this many points, at
+# most this many times (8 points of the default grid's ratio 2**(1/4) halve or double h
+# twice: four extensions reach 1/2048 or 2048 times Scott's rule).
+EXTEND_BY = 8
+MAX_EXTENSIONS = 4
+
+
+class Training(NamedTuple):
+    """The training data as a bandwidth strategy sees it, built once at fit.
+
+    The estimator hands it to a strategy's ``select``; the two functions are the
+    estimator's own, passed as values, so a strategy never calls back into it.
+
+    What a strategy asks of the data goes through the methods below (:meth:`spread`,
+    :meth:`reference`, :meth:`learn_bandwidth`, :meth:`leave_one_out_scores`), which the
+    Dask estimators' training set sharded over a cluster
+    (:class:`~sklearn_nw._dask_loo.ShardedTraining`) answers too: the strategies run
+    unchanged on either.
+    """
+
+    X: object  # (n, d) the training inputs, X_fit_ (distances with metric="precomputed")
+    y: np.ndarray  # (n,) or (n, n_outputs) the targets as given: y_fit_, or class labels
+    classes: object  # (c,) classes_ of a classifier; None for a regressor
+    sample_weight: np.ndarray  # (n,)
+    values: np.ndarray  # (n, t) the values attention pools (scaled targets, one-hot labels)
+    kernel: object  # the resolved Kernel
+    loss: object  # the loss of sklearn_nw._losses that leave-one-out minimises
+    device: str
+    working_memory: float  # MiB, scikit-learn's working_memory at fit
+    estimator_name: str  # named in errors
+    # Pooled values (n, t) of the rows -> the estimator's outputs as the user sees them
+    # (predictions shaped like y, or class probabilities).
+    outputs: Callable
+    # (a leave-one-out loss of a LeaveOneOutSet's values, that set) -> the loss of the
+    # training rows in the targets' unit.
+    loss_over_rows: Callable
+    degree: int = 0  # the local polynomials' degree asked for (0: Nadaraya-Watson)
+    bounded: bool = False  # local fits bounded by their targets' range (the regressor's)
+    precomputed: bool = False  # X holds distances (metric="precomputed")
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    @property
+    def n_features(self):
+        return self.X.shape[1]
+
+    def spread(self):
+        """The features' weighted standard deviations (d,) and the total weight: what the
+        rules of thumb take."""
+        return weighted_std(self.X, self.sample_weight)
+
+    def reference(self):
+        """Scott's rule with ``n`` the number of distinct inputs of positive weight: the
+        center of the leave-one-out searches' grids. Like leave-one-out itself (a point
+        leaves with its copies), it is unchanged by scaling every weight or by repeating
+        rows, which ``n = sum(w)`` is not."""
+        n = len(distinct_inputs(self.X, self.sample_weight)[0])
+        return rule_of_thumb("scott", self.spread()[0], n)
+
+    def learn_bandwidth(self, learner):
+        """The :class:`Choice` of ``learner`` (a :class:`~sklearn_nw.LeaveOneOutBandwidth`)
+        on these rows' leave-one-out loss, reporting ``n_iter_`` and ``loss_curve_`` (the
+        loss of the training rows, in the targets' unit)."""
+        loo = self.leave_one_out_set("bandwidth='loo'")
+        result = learner.learn(
+            loo, self.kernel, loss=self.loss, h_start=self.reference(), dtype=self.dtype,
+            device=self.device, working_memory=self.working_memory, degree=self.degree,
+            bounded=self.bounded,
+        )
+        report = {"n_iter_": result.n_iter,
+                  "loss_curve_": self.loss_over_rows(result.loss_curve, loo)}
+        return Choice(result.bandwidth, self.degree, projection=result.projection,
+                      report=report)
+
+    def leave_one_out_scores(self, grid, scorer=None, score_params=None):
+        """Exact leave-one-out scores of every point of ``grid`` (a
+        :class:`~sklearn_nw._grids.LeaveOneOutGrid` or its adaptive kind), in one pass
+        over the data: to rank them by, as reported (the default loss in the targets'
+        unit, or ``scorer``'s score of the leave-one-out predictions) and per sample
+        (``((G, L) scores, (L,) weights)`` of the distinct inputs; None without them).
+        Ranked in the pooled values' unit: squared errors in the targets' unit can
+        underflow or overflow (targets of 1e-200 or 1e250)."""
+        loo = self.leave_one_out_set("cv=None")
+        score = None
+        if scorer is not None:
+
+            def score(pooled):  # (L, t) at the distinct inputs
+                predictions = _as_fitted(self, self.outputs(loo.expand(pooled)))
+                return scorer(predictions, self.X, self.y, **score_params)
+
+        grid.scorer = score
+        result = grid.score(loo, self.kernel, loss=self.loss, dtype=self.dtype,
+                            device=self.device, working_memory=self.working_memory)
+        if scorer is not None:
+            return result.scores, result.scores, None
+        # The classifier's candidates are all ranked by their log-loss, without
+        # per-sample scores: its families are not held to one standard error. On the
+        # benchmarks' classification sets (bench_accuracy) the one-standard-error rule
+        # on per-sample log-loss kept fixed bandwidths where adaptive ones classify
+        # better, and the accuracy (a step function of the bandwidth) chose noisily
+        # between near-equal candidates.
+        samples = (None if self.classes is not None
+                   else (-result.location_loss, loo.weight))
+        return result.scores, -self.loss_over_rows(result.loss, loo), samples
+
+    def leave_one_out_set(self, what):
+        """The training set as leave-one-out sees it: its distinct inputs, each left out
+        with every copy of itself (:mod:`sklearn_nw._leave_one_out`); ``what`` names the
+        search in its error."""
+        return leave_one_out_set(self.X, self.values, self.sample_weight,
+                                 estimator_name=f"{self.estimator_name} with {what}")
+
+
+class Choice(NamedTuple):
+    """What a strategy's ``select`` chose: the fit's bandwidth, and what it reports."""
+
+    bandwidth: np.ndarray  # (d,) bandwidth_; for an adaptive one the metric of its distances
+    degree: int  # the local polynomials' degree of the fit (chosen, or the one asked for)
+    adaptive: object = None  # the Adaptive bandwidth (kind, k, scale), or None (fixed)
+    projection: object = None  # (r, d) the learned full metric (projection_), or None
+    # The strategy's fitted attributes by name: n_iter_ and loss_curve_ of a learned
+    # bandwidth, cv_results_, best_index_, ... of a search; None for none.
+    report: object = None
+
+
+# -- the grid of a search ------------------------------------------------------------------
+
+
+def default_multiples(bandwidths):
+    """The multiples of the reference bandwidth of a default grid (``bandwidths`` None or
+    an int, the CV estimators' parameter); None for a given grid."""
+    if bandwidths is None or isinstance(bandwidths, Integral):
+        n = DEFAULT_N_BANDWIDTHS if bandwidths is None else bandwidths
+        return np.geomspace(*DEFAULT_GRID, n) if n > 1 else np.ones(1)
+    return None
+
+
+def bandwidth_grid(bandwidths, multiples, reference):
+    """The grid as an array (G, d) of bandwidth vectors: ``multiples`` of ``reference``
+    (d,), or, when ``multiples`` is None, the given ``bandwidths`` checked (scalars or
+    per-feature vectors, positive and finite; a copy, never the user's array)."""
+    d = len(reference)
+    if multiples is not None:
+        return multiples[:, None] * reference
+    grid = np.array(bandwidths, dtype=np.float64)
+    if grid.size == 0:
+        raise ValueError("bandwidths must not be empty.")
+    if grid.ndim == 1:
+        grid = np.repeat(grid[:, None], d, axis=1)
+    elif grid.ndim != 2 or grid.shape[1] != d:
+        raise ValueError(
+            "bandwidths must be a sequence of scalars or of per-feature vectors of length "
+            f"n_features={d}; got an array of shape {grid.shape}."
+        )
+    if not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+        raise ValueError(f"bandwidths must be positive and finite; got {grid.tolist()}.")
+    return grid
+
+
+class Family(NamedTuple):
+    """The search of one family of candidates (a degree and a kind of bandwidth): its
+    scores, results and grid, and the per-sample scores with their weights (None for a
+    scorer without them)."""
+
+    scores: np.ndarray  # (G,) higher is better
+    cv_results: dict
+    grid: np.ndarray  # (G, d) bandwidths (for an adaptive kind, the base metric's)
+    samples: object  # ((G, m), (m,)) or None
+    adaptive: list  # (G,) the Adaptive of each point; None for fixed bandwidths
+
+
+def search_fixed(score, bandwidths, reference):
+    """A family of fixed bandwidths: the grid of ``bandwidths`` (default multiples of
+    ``reference``, or as given), scored by ``score(grid) -> (scores (G,), cv_results,
+    samples or None)``, a default grid extended past an end that holds its best point,
+    ``EXTEND_BY`` points at a time at the grid's ratio, up to ``MAX_EXTENSIONS`` times
+    (the optimum can lie far from Scott's rule: a series with a short period, or no
+    signal at all). Only the new points are scored: every point's score is its own."""
+    multiples = default_multiples(bandwidths)
+    grid = bandwidth_grid(bandwidths, multiples, reference)
+    scores, cv_results, samples = score(grid)
+    for _ in range(MAX_EXTENSIONS):
+        # Failed candidates (non-finite scores) rank last: an end of them is no optimum.
+        best = best_finite(scores)
+        if (best is None or multiples is None or len(multiples) < 2
+                or 0 < best < len(grid) - 1):
+            break
+        ratio = multiples[1] / multiples[0]
+        steps = ratio ** np.arange(1, EXTEND_BY + 1)  # (E,)
+        new = multiples[0] / steps[::-1] if best == 0 else multiples[-1] * steps
+        new_scores, new_results, new_samples = score(bandwidth_grid(None, new, reference))
+        ordered = (lambda a, b: (b, a)) if best == 0 else (lambda a, b: (a, b))
+        multiples = np.concatenate(ordered(multiples, new))
+        scores = np.concatenate(ordered(scores, new_scores))
+        cv_results = concatenate_results(ordered(cv_results, new_results))
+        if samples is not None:
+            samples = (np.concatenate(ordered(samples[0], new_samples[0])), samples[1])
+        grid = bandwidth_grid(None, multiples, reference)
+    return Family(scores, cv_results, grid, samples, [None] * len(grid))
+
+
+def concatenate_results(results):
+    """cv_results dicts of the same keys, one after the other."""
+    if len(results) == 1:
+        return results[0]
+    joined = {}
+    for key, first in results[0].items():
+        parts = [r[key] for r in results]
+        joined[key] = (np.ma.concatenate(parts) if isinstance(first, np.ma.MaskedArray)
+                       else np.concatenate(parts))
+    return joined
+
+
+# -- ranking and choosing ------------------------------------------------------------------
+
+
+def ranked(scores):
+    """Scores as they rank (G,): a non-finite one (a failed fit or score: NaN, or
+    infinite) below every finite one, as GridSearchCV ranks them."""
+    scores = np.asarray(scores, dtype=np.float64)
+    return np.where(np.isfinite(scores), scores, -np.inf)
+
+
+def best_finite(scores):
+    """Index of the best finite score (the first on ties); None when none is finite."""
+    order = ranked(scores)
+    return int(np.argmax(order)) if np.isfinite(order).any() else None
+
+
+def rank_scores(scores):
+    """``rank_test_score`` (G,): 1 for the best, ties in the grid's order; every
+    non-finite score tied last, as GridSearchCV ranks them."""
+    finite = np.isfinite(scores)
+    rank = np.argsort(np.argsort(-ranked(scores), kind="stable"), kind="stable") + 1
+    rank[~finite] = finite.sum() + 1
+    return rank
+
+
+def within_one_se(samples, a, b):
+    """Whether candidate ``b``'s per-sample scores fall short of ``a``'s by at most one
+    standard error of their per-sample differences (weights count as repeated samples);
+    ``samples`` is ``((G, m) scores, (m,) weights)``."""
+    scores, w = samples
+    gain = scores[a] - scores[b]  # (m,)
+    mean = float(np.sum(w * gain) / np.sum(w))
+    se = float(np.sqrt(np.sum(w * (gain - mean) ** 2) / np.sum(w) / np.sum(w)))
+    return mean <= se
+
+
+def _smoothest_first(family):
+    """A family's candidates, smoothest first (G,): by the geometric mean of a fixed
+    bandwidth vector; by k c for an adaptive bandwidth (its bandwidth c d_k grows with
+    both), ties going to the larger k."""
+    if family.adaptive[0] is None:
+        return np.argsort(-np.log(family.grid).mean(1), kind="stable")
+    k = np.array([a.n_neighbors for a in family.adaptive], dtype=np.float64)
+    c = np.array([a.scale for a in family.adaptive])
+    return np.lexsort((-k, -k * c))
+
+
+def smoothest_within_one_se(family):
+    """A family's choice (an index into its grid): its smoothest candidate whose score is
+    within one standard error of the best one's (Breiman's rule: among candidates the
+    data cannot tell apart, the one that varies least with the training sample); the
+    best one without per-sample scores."""
+    best = best_finite(family.scores)
+    if best is None or family.samples is None:
+        return best
+    for g in _smoothest_first(family):
+        if np.isfinite(family.scores[g]) and within_one_se(family.samples, best, int(g)):
+            return int(g)
+    return best
+
+
+def one_standard_error(families, picks=None):
+    """Which of the ``families`` to keep, each represented by its candidate ``picks`` (by
+    default its best finite one): the
+    first (the simplest), unless a later one's beats the one kept by more than one
+    standard error of their per-sample differences (weights count as repeated samples);
+    by the score when there are no per-sample scores (a scorer of the leave-one-out
+    predictions, and the classifier's default log-loss). A family without a pick (None:
+    none of its candidates has a finite score) is never kept; at least one must have
+    one."""
+    if picks is None:
+        picks = [best_finite(family.scores) for family in families]
+    candidates = [d for d, pick in enumerate(picks) if pick is not None]
+    chosen = candidates[0]
+    for d in candidates[1:]:
+        kept, other = families[chosen], families[d]
+        if other.samples is None or kept.samples is None:
+            if other.scores[picks[d]] > kept.scores[picks[chosen]]:
+                chosen = d
+            continue
+        # Both families' per-sample scores side by side: row 0 the other's choice.
+        pair = (np.stack([other.samples[0][picks[d]], kept.samples[0][picks[chosen]]]),
+                kept.samples[1])
+        if not within_one_se(pair, 0, 1):
+            chosen = d
+    return chosen
+
+
+def choose(families, selection):
+    """The chosen candidate of the ``families`` searched one after the other: its index
+    among all their candidates, and the index of its family. ``"min"``: the best of all
+    (the first on ties); ``"one_se"``: each family's :func:`smoothest_within_one_se`,
+    one kept over another by :func:`one_standard_error`. Raises a ValueError when no
+    candidate has a finite score."""
+    scores = np.concatenate([family.scores for family in families])
+    if not np.isfinite(scores).any():
+        raise ValueError(
+            f"Every candidate's score is non-finite ({len(scores)} candidates: NaN or "
+            "infinite); there is none to choose. With a splitter their fits or scores "
+            "failed on every split (see the warnings above), or the scoring returned "
+            "NaN or infinity."
+        )
+    sizes = np.cumsum([len(family.grid) for family in families])
+    if selection == "min":
+        best = int(np.argmax(ranked(scores)))
+        return best, int(np.searchsorted(sizes, best, side="right"))
+    picks = [smoothest_within_one_se(family) for family in families]
+    chosen = one_standard_error(families, picks)
+    return int(sizes[chosen] - len(families[chosen].grid)) + picks[chosen], chosen
+
+
+def candidate_params(grid, adaptive, degree):
+    """GridSearchCV's ``param_bandwidth`` (a masked object array of the (d,) bandwidth
+    vectors) and ``params`` (one dict per candidate, as ``best_params_``) of the
+    candidates: ``grid`` (G, d), their Adaptive or None, their degree (G,) or None (the
+    classifier)."""
+    column = np.ma.MaskedArray(np.empty(len(grid), dtype=object), mask=False)
+    params = []
+    for g, (h, a) in enumerate(zip(grid, adaptive)):
+        column[g] = h.copy()
+        p = {"bandwidth": h.copy(), "kind": "fixed" if a is None else a.kind}
+        if a is not None:
+            p.update(n_neighbors=a.n_neighbors, scale=a.scale)
+        if degree is not None:
+            p["degree"] = int(degree[g])
+        params.append(p)
+    return column, params
+
+
+def search_choice(grid, cv_results, best, degree, adaptive=None, with_degree=True):
+    """The :class:`Choice` of a search: candidate ``best`` of ``grid`` (G, d) with its
+    ``cv_results`` (``params`` and ``rank_test_score`` among them), and the attributes a
+    CV estimator reports, as GridSearchCV's (``best_params_`` is the chosen candidate's
+    entry of ``params``, its bandwidth the very array of ``bandwidth_``); ``degree_``
+    when ``with_degree`` (the regressor's)."""
+    bandwidth = grid[best]
+    report = {
+        "cv_results_": cv_results,
+        "best_index_": best,
+        "best_score_": float(cv_results["mean_test_score"][best]),
+        "bandwidths_": grid,
+        "best_params_": {**cv_results["params"][best], "bandwidth": bandwidth},
+    }
+    if with_degree:
+        report["degree_"] = degree
+    return Choice(bandwidth, degree, adaptive, report=report)
+
+
+# -- leave-one-out predictions as scikit-learn's scorers take them --------------------------
+
+
+def _as_fitted(training, outputs):
+    """Leave-one-out outputs posing as a fitted estimator, for scikit-learn's scorers."""
+    if training.classes is None:
+        return _LeaveOneOutRegression(outputs)
+    return _LeaveOneOutClassification(outputs, training.classes)
+
+
+class _LeaveOneOutRegression(RegressorMixin, BaseEstimator):
+    """Leave-one-out predictions posing as a fitted regressor, for scikit-learn's scorers."""
+
+    def __init__(self, predictions):
+        self.predictions = predictions
+
+    def predict(self, X):
+        return self.predictions
+
+    def __sklearn_is_fitted__(self):
+        return True
+
+
+class _LeaveOneOutClassification(ClassifierMixin, BaseEstimator):
+    """Leave-one-out probabilities posing as a fitted classifier, for scikit-learn's
+    scorers."""
+
+    def __init__(self, proba, classes):
+        self.proba = proba
+        self.classes = classes
+
+    @property
+    def classes_(self):
+        return self.classes
+
+    def predict_proba(self, X):
+        # Pooled sums can round a probability to 1 + eps, which scikit-learn's
+        # probabilistic scorers (log-loss, Brier) refuse.
+        return np.clip(self.proba, 0.0, 1.0)
+
+    def predict(self, X):
+        return self.classes[np.argmax(self.proba, axis=1)]
+
+    def __sklearn_is_fitted__(self):
+        return True
