@@ -8,6 +8,8 @@ from sklearn.base import is_classifier
 from sklearn.utils._optional_dependencies import check_matplotlib_support
 from sklearn.utils.validation import check_is_fitted
 
+from ._selection import ranked
+
 # -- the bandwidth search of the CV estimators ------------------------------------------
 
 _DEGREE_NAMES = {0: "Nadaraya-Watson", 1: "local linear", 2: "local quadratic"}
@@ -125,40 +127,9 @@ class BandwidthSearchDisplay:
         self.lines_ = []
         where = {}
         for panel, axis in zip(panels, axes):
-            if panel == "fixed":
-                x = bandwidth[:, 0]
-                for g in np.unique(degree[fixed]):
-                    (rows,) = np.nonzero(fixed & (degree == g))
-                    rows = rows[np.argsort(x[rows], kind="stable")]
-                    label = (f"degree {g} ({_DEGREE_NAMES.get(int(g), '')})" if several
-                             else "fixed bandwidth")
-                    self.lines_ += axis.plot(x[rows], value[rows], marker="o", markersize=3,
-                                             color=f"C{int(g)}", label=label, **line_kwargs)
-                axis.set_xscale("log")
-                axis.set_xlabel(xlabel or _bandwidth_label(bandwidth[fixed]))
-                axis.set_title("fixed bandwidths")
-                where["fixed"] = (axis, x)
-            else:
-                k = np.ma.getdata(results["n_neighbors"]).astype(np.float64)  # (G,)
-                for g in np.unique(degree[~fixed]):
-                    for name in [n for n in _KIND_STYLES if np.any((kind == n) & (degree == g))]:
-                        rows = _best_per_k(np.nonzero((kind == name) & (degree == g))[0],
-                                           k, score)
-                        style, marker = _KIND_STYLES[name]
-                        label = name.replace("_", "-") + (f", degree {g}" if several else "")
-                        self.lines_ += axis.plot(k[rows], value[rows], linestyle=style,
-                                                 marker=marker, markersize=4,
-                                                 color=f"C{int(g)}", label=label,
-                                                 **line_kwargs)
-                if fixed.any():
-                    # Failed candidates (non-finite scores) rank last.
-                    best_fixed = np.nonzero(fixed)[0][np.argmax(_ranked(score[fixed]))]
-                    axis.axhline(value[best_fixed], color="0.5", linestyle=":",
-                                 label="best fixed bandwidth")
-                axis.set_xscale("log", base=2)
-                axis.set_xlabel("k nearest neighbors (best scale c at each k)")
-                axis.set_title("adaptive bandwidths")
-                where["adaptive"] = (axis, k)
+            draw = self._draw_fixed if panel == "fixed" else self._draw_adaptive
+            where[panel] = draw(axis, results, value, score, bandwidth, kind, degree,
+                                several, xlabel, line_kwargs)
         b = int(self.best_index)
         axis, x = where["fixed" if fixed[b] else "adaptive"]
         label = (f"chosen: h = {bandwidth[b, 0]:.3g}" if fixed[b] else
@@ -177,6 +148,49 @@ class BandwidthSearchDisplay:
         self.ax_ = axes[0]
         self.figure_ = axes[0].figure
         return self
+
+    def _draw_fixed(self, axis, results, value, score, bandwidth, kind, degree, several,
+                    xlabel, line_kwargs):
+        """The fixed bandwidths' panel: one line per degree, against the first feature's
+        bandwidth; returns the axis and the candidates' x."""
+        fixed = kind == "fixed"
+        x = bandwidth[:, 0]
+        for g in np.unique(degree[fixed]):
+            (rows,) = np.nonzero(fixed & (degree == g))
+            rows = rows[np.argsort(x[rows], kind="stable")]
+            label = (f"degree {g} ({_DEGREE_NAMES.get(int(g), '')})" if several
+                     else "fixed bandwidth")
+            self.lines_ += axis.plot(x[rows], value[rows], marker="o", markersize=3,
+                                     color=f"C{int(g)}", label=label, **line_kwargs)
+        axis.set_xscale("log")
+        axis.set_xlabel(xlabel or _bandwidth_label(bandwidth[fixed]))
+        axis.set_title("fixed bandwidths")
+        return axis, x
+
+    def _draw_adaptive(self, axis, results, value, score, bandwidth, kind, degree, several,
+                       xlabel, line_kwargs):
+        """The adaptive bandwidths' panel: one line per kind and degree, the best scale at
+        each k, and the best fixed bandwidth's level; returns the axis and the
+        candidates' x (k)."""
+        fixed = kind == "fixed"
+        k = np.ma.getdata(results["n_neighbors"]).astype(np.float64)  # (G,)
+        for g in np.unique(degree[~fixed]):
+            for name in [n for n in _KIND_STYLES if np.any((kind == n) & (degree == g))]:
+                rows = _best_per_k(np.nonzero((kind == name) & (degree == g))[0], k, score)
+                style, marker = _KIND_STYLES[name]
+                label = name.replace("_", "-") + (f", degree {g}" if several else "")
+                self.lines_ += axis.plot(k[rows], value[rows], linestyle=style,
+                                         marker=marker, markersize=4, color=f"C{int(g)}",
+                                         label=label, **line_kwargs)
+        if fixed.any():
+            # Failed candidates (non-finite scores) rank last.
+            best_fixed = np.nonzero(fixed)[0][np.argmax(ranked(score[fixed]))]
+            axis.axhline(value[best_fixed], color="0.5", linestyle=":",
+                         label="best fixed bandwidth")
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("k nearest neighbors (best scale c at each k)")
+        axis.set_title("adaptive bandwidths")
+        return axis, k
 
     @classmethod
     def from_estimator(cls, cv_estimator, *, ax=None, **kwargs):
@@ -241,18 +255,13 @@ def _bandwidths(results):
                      for h in np.ma.getdata(results["param_bandwidth"])])
 
 
-def _ranked(score):
-    """Scores as they rank: non-finite ones (failed candidates) below every other."""
-    return np.where(np.isfinite(score), score, -np.inf)
-
-
 def _best_per_k(rows, k, score):
     """Of the candidates ``rows``, the best-scoring at each k (a failed one only where
     all at that k failed), in increasing k."""
-    ranked = _ranked(score)
+    order = ranked(score)
     best = {}
     for i in rows:
-        if k[i] not in best or ranked[i] > ranked[best[k[i]]]:
+        if k[i] not in best or order[i] > order[best[k[i]]]:
             best[k[i]] = i
     return np.array([best[key] for key in sorted(best)], dtype=int)
 

@@ -9,27 +9,21 @@ same bandwidth as repeating each row that many times, so the effective sample si
 ``n = sum(w)``.
 """
 
-import functools
-import math
 import warnings
 from numbers import Integral, Real
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 import torch
-from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from threadpoolctl import ThreadpoolController
 
 from ._adaptive import KINDS, Adaptive, auto_scale, neighbors_held
 from ._leave_one_out import distinct_inputs
+from ._loo_descent import EVAL_ROWS, FULL_BATCH_MAX, NEGLIGIBLE, descent
 from ._loo_objective import (
-    LOG_LIMIT,
-    LogProgress,
-    NeighborSearch,
     Objective,
     coordinate_sweep,
     has_gradient,
@@ -39,7 +33,7 @@ from ._loo_objective import (
 from ._losses import get_loss
 from ._preconditions import check_two_inputs
 from ._scale import rule_of_thumb, weighted_std
-from ._selection import Choice
+from ._selection import Choice, within_one_se
 from .kernels import Gaussian
 
 __all__ = [
@@ -227,6 +221,17 @@ class LeaveOneOutResult(NamedTuple):
     grid_loss: np.ndarray  # (G,) their leave-one-out losses
 
 
+class _Start(NamedTuple):
+    """Where the learned bandwidth's descent starts (:meth:`LeaveOneOutBandwidth._start`)."""
+
+    grid: np.ndarray  # (G,) multipliers of the starting bandwidth tried first
+    grid_loss: np.ndarray  # (G,) their leave-one-out losses
+    h_best: np.ndarray  # (d,) the start: the grid's best point, swept per feature
+    best_loss: float  # its loss
+    h_reference: object  # (d,) the one-parameter reference per-feature ones must beat, or None
+    other_starts: list  # further starts of the descent (local polynomials: the grid's best)
+
+
 class LeaveOneOutBandwidth(BaseEstimator):
     """Bandwidth learned by gradient descent on the leave-one-out loss.
 
@@ -389,11 +394,11 @@ class LeaveOneOutBandwidth(BaseEstimator):
         n, d = x.shape
         w = log_w.exp()
         check_two_inputs(int((w > 0).sum()), n, "bandwidth='loo'")
-        full_batch = (n <= _FULL_BATCH_MAX) if self.batch_size == "auto" else self.batch_size >= n
+        full_batch = (n <= FULL_BATCH_MAX) if self.batch_size == "auto" else self.batch_size >= n
         if degree and not full_batch:
             raise ValueError(
                 f"A learned bandwidth for local polynomials (degree={degree}) descends on "
-                f"the full leave-one-out loss, up to {_FULL_BATCH_MAX} distinct training "
+                f"the full leave-one-out loss, up to {FULL_BATCH_MAX} distinct training "
                 f"inputs (batch_size='auto' or >= their number); got {n} distinct inputs "
                 f"with batch_size={self.batch_size!r}. Use NadarayaWatsonRegressorCV("
                 f"degree={degree}) (an exact grid), or degree=0."
@@ -426,13 +431,27 @@ class LeaveOneOutBandwidth(BaseEstimator):
         rng = check_random_state(self.random_state)
         generator = torch.Generator(device=w.device).manual_seed(int(rng.randint(2**31 - 1)))
         positive = torch.nonzero(w > 0)[:, 0]
-        if full_batch or len(positive) <= _EVAL_ROWS:
+        if full_batch or len(positive) <= EVAL_ROWS:
             eval_rows = positive
         else:
             eval_rows = positive[torch.randperm(len(positive), generator=generator,
-                                                device=w.device)[:_EVAL_ROWS]]
+                                                device=w.device)[:EVAL_ROWS]]
+        start = self._start(objective, h_start, eval_rows)
+        if isinstance(start, LeaveOneOutResult):  # a flat loss: Scott's rule kept
+            return start
+        if not gradient:
+            return self._refine(objective, start, eval_rows)
+        return self._descend(objective, start,
+                             descent(self, objective, positive, full_batch, generator),
+                             eval_rows)
 
-        # 1. The starting point: the best of a coarse exact leave-one-out grid.
+    def _start(self, objective, h_start, eval_rows):
+        """1. The starting point: the best of a coarse exact leave-one-out grid, then (per
+        feature) a coordinate sweep from it, with the one-parameter reference the
+        per-feature bandwidths must beat. A :class:`LeaveOneOutResult` keeping Scott's rule
+        when the loss does not depend on the bandwidth."""
+        log_w = objective.log_w
+        d = len(h_start)
         h_start = np.asarray(h_start, dtype=np.float64)
         if self.form == "isotropic":
             h_start = np.full(d, np.exp(np.log(h_start).mean()))
@@ -453,8 +472,8 @@ class LeaveOneOutBandwidth(BaseEstimator):
             loss_scott = float(objective.grid(h_scott[None], eval_rows)[0])
             return LeaveOneOutResult(h_scott, None, loss_scott, np.array([loss_scott]), 1,
                                      grid, grid_loss)
-
         best_loss = float(grid_loss[best])
+        h_reference = None
         if self.form != "isotropic" and d > 1:
             # The one-parameter reference the per-feature bandwidths must beat.
             fine = grid[best] * np.geomspace(1 / 2, 2, 17)
@@ -469,36 +488,42 @@ class LeaveOneOutBandwidth(BaseEstimator):
         # bandwidth that fits it better.
         other_starts = ([h_grid] if getattr(objective, "degree", 0)
                         and not np.array_equal(h_best, h_grid) else [])
-        if not gradient:
-            # A piecewise-constant profile (the top-hat, a step function) has no gradient in
-            # the bandwidth: refine on exact grids instead of descending.
-            h, curve = refine_without_gradient(objective, h_best, best_loss, eval_rows,
-                                               per_feature=self.form == "diagonal")
-            best_loss = float(curve[-1])
-            h = torch.as_tensor(h, dtype=log_w.dtype, device=log_w.device)
-            if self.form == "diagonal" and d > 1:
-                h, best_loss = self._against_reference(objective, h, h_reference, eval_rows)
-            curve = np.append(curve, best_loss)
-            return LeaveOneOutResult(h.cpu().numpy().astype(np.float64), None, best_loss,
-                                     curve, len(curve) - 1, grid, grid_loss)
+        return _Start(grid, grid_loss, h_best, best_loss, h_reference, other_starts)
 
-        # 2. Gradient descent from there; the full metric starts from the learned diagonal.
-        descend = self._descent(objective, positive, full_batch, generator)
+    def _refine(self, objective, start, eval_rows):
+        """2'. A piecewise-constant profile (the top-hat, a step function) has no gradient
+        in the bandwidth: refined on exact grids instead of descending."""
+        log_w = objective.log_w
+        h, curve = refine_without_gradient(objective, start.h_best, start.best_loss,
+                                           eval_rows, per_feature=self.form == "diagonal")
+        best_loss = float(curve[-1])
+        h = torch.as_tensor(h, dtype=log_w.dtype, device=log_w.device)
+        if start.h_reference is not None and self.form == "diagonal":
+            h, best_loss = self._against_reference(objective, h, start.h_reference, eval_rows)
+        curve = np.append(curve, best_loss)
+        return LeaveOneOutResult(h.cpu().numpy().astype(np.float64), None, best_loss,
+                                 curve, len(curve) - 1, start.grid, start.grid_loss)
+
+    def _descend(self, objective, start, descend, eval_rows):
+        """2. Gradient descent (``descend``) from the start; the full metric starts from
+        the learned diagonal. 3. Never worse than the start: the grid's best point, or
+        the learned diagonal."""
+        log_w = objective.log_w
         forms = ["diagonal", "full"] if self.form == "full" else [self.form]
-        metric = torch.as_tensor(h_best, dtype=log_w.dtype, device=log_w.device)
+        metric = torch.as_tensor(start.h_best, dtype=log_w.dtype, device=log_w.device)
+        best_loss = start.best_loss
         curves, n_iter = [], 0
         for form in forms:
             theta, to_metric = parametrise(form, metric, self.n_components)
-            start = to_metric(theta).detach().clone()
+            first = to_metric(theta).detach().clone()
             if form == "full":  # the diagonal result, as a (possibly low-rank) projection
-                best_loss = objective.loss(start, eval_rows)
+                best_loss = objective.loss(first, eval_rows)
             curve, iterations = descend(theta, to_metric)
             curves.append(curve)
             n_iter += iterations
-            # 3. Never worse than the start: the grid's best point, or the learned diagonal.
             candidate = to_metric(theta).detach()
             final = objective.loss(candidate, eval_rows)
-            for other in other_starts if form != "full" else ():
+            for other in start.other_starts if form != "full" else ():
                 # Parameters relative to this start, and their own map to the metric.
                 theta, to_other = parametrise(form, metric.new_tensor(other),
                                               self.n_components)
@@ -511,18 +536,20 @@ class LeaveOneOutBandwidth(BaseEstimator):
             if np.isfinite(final) and final <= best_loss:
                 metric, best_loss = candidate, final
             else:
-                metric = start
-            if form == "diagonal" and d > 1:
-                metric, best_loss = self._against_reference(objective, metric, h_reference,
-                                                            eval_rows)
+                metric = first
+            if form == "diagonal" and start.h_reference is not None:
+                metric, best_loss = self._against_reference(objective, metric,
+                                                            start.h_reference, eval_rows)
         # The curve ends at the loss of the result, whichever start, descent or reference
         # it came from (the last evaluation need not be the best one).
         curve = np.append(np.concatenate(curves), best_loss)
         metric = metric.cpu().numpy().astype(np.float64)
         if metric.ndim == 1:
-            return LeaveOneOutResult(metric, None, best_loss, curve, n_iter, grid, grid_loss)
+            return LeaveOneOutResult(metric, None, best_loss, curve, n_iter, start.grid,
+                                     start.grid_loss)
         bandwidth = 1.0 / np.linalg.norm(metric, axis=1).clip(min=np.finfo(np.float64).tiny)
-        return LeaveOneOutResult(bandwidth, metric, best_loss, curve, n_iter, grid, grid_loss)
+        return LeaveOneOutResult(bandwidth, metric, best_loss, curve, n_iter, start.grid,
+                                 start.grid_loss)
 
     def _against_reference(self, objective, h, h_reference, rows):
         """Per-feature bandwidths ``h`` or the one-parameter reference, by ``selection``;
@@ -533,170 +560,15 @@ class LeaveOneOutBandwidth(BaseEstimator):
         if self.selection == "min":
             keep = loss <= loss_reference
         else:
-            # Weights count as repeated rows, so the sample size is their sum.
-            gain = per_row[1] - per_row[0]  # (m,)
-            mean = float((w * gain).sum() / w.sum())
-            se = math.sqrt(float((w * (gain - mean) ** 2).sum() / w.sum() / w.sum()))
-            perfect = _NEGLIGIBLE * objective.baseline
-            keep = mean > se and not (loss <= perfect < loss_reference)
+            # The reference unless h beats it by more than one standard error of their
+            # per-sample differences (the rule every search shares), or fits perfectly.
+            scores = (-per_row.cpu().numpy(), w.cpu().numpy())  # ((2, m), (m,))
+            perfect = NEGLIGIBLE * objective.baseline
+            keep = (not within_one_se(scores, 0, 1)
+                    and not (loss <= perfect < loss_reference))
         if keep:
             return h, loss
         return h.new_tensor(h_reference), loss_reference
-
-    def _descent(self, objective, positive, full_batch, generator):
-        """The optimiser that fits the size, as a function of (theta, to_metric)."""
-
-        def descend(theta, to_metric):
-            if full_batch:
-                curve, n_iter, converged = self._lbfgs(objective, theta, to_metric, positive)
-            else:
-                batch = _MINIBATCH if self.batch_size == "auto" else self.batch_size
-                curve, converged = self._adam(objective, theta, to_metric, positive, batch,
-                                              generator)
-                n_iter = len(curve)
-            if not converged:
-                warnings.warn(
-                    "The leave-one-out bandwidth search stopped after max_iter="
-                    f"{self.max_iter} iterations without converging; increase max_iter or tol.",
-                    ConvergenceWarning,
-                )
-            return curve, n_iter
-
-        return descend
-
-    def _progress(self):
-        """Progress of a verbose descent: a tqdm bar, or without tqdm a line per update on
-        stderr (:class:`LogProgress`, which also logs it); None when quiet."""
-        if not self.verbose:
-            return None
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            return LogProgress(self.max_iter)
-        return tqdm(total=self.max_iter, desc="leave-one-out bandwidth")
-
-    def _lbfgs(self, objective, theta, to_metric, rows):
-        """Full-batch L-BFGS-B (scipy's) on the parameters ``theta``, with the loss and its
-        gradient from torch autograd. Leaves ``theta`` at the lowest loss evaluated and
-        returns the loss at each evaluation, the iterations run and whether it converged.
-
-        scipy's optimiser rather than ``torch.optim.LBFGS``, whose construction imports
-        ``torch._dynamo``: about a second before the first fit of a fresh process.
-        """
-        shape, curve, progress = theta.shape, [], self._progress()
-        best = {"loss": np.inf, "theta": theta.detach().clone()}
-
-        def loss_and_gradient(z):
-            """The loss at parameters z (flat), divided by the starting loss (so tol,
-            scipy's ftol on max(|f|, 1) = 1, is relative to it), and its gradient."""
-            with torch.no_grad():
-                theta.copy_(theta.new_tensor(z.reshape(shape)))
-            theta.grad = None
-            value = objective.loss(to_metric(theta), rows, backward=True)
-            grad = (np.zeros(z.shape) if theta.grad is None
-                    else theta.grad.detach().cpu().numpy().astype(np.float64).ravel())
-            if not (np.isfinite(value) and np.all(np.isfinite(grad))):
-                # A line search cannot go on from a NaN; the result is the best point.
-                raise _NonFinite
-            curve.append(value)
-            if value < best["loss"]:
-                best["loss"], best["theta"] = value, theta.detach().clone()
-            if progress is not None:
-                progress.update(1)
-                progress.set_postfix(loss=f"{value:.6g}")
-            if value <= _NEGLIGIBLE * objective.baseline:
-                # A perfect leave-one-out fit: going on would only chase rounding, and
-                # equivalent data (weights or repeated rows) would end in different places.
-                raise _Converged
-            scale = max(curve[0], np.finfo(np.float64).tiny)
-            return value / scale, grad / scale
-
-        n_iter = [0]
-
-        def count(*_):
-            n_iter[0] += 1
-
-        try:
-            z0 = theta.detach().cpu().numpy().astype(np.float64).ravel()
-            start = loss_and_gradient(z0)
-            # L-BFGS-B's first trial step has unit length in the parameters, a factor e on
-            # the bandwidths: past the minimum next to a start the grids put within a
-            # factor ~1.4 of it, often into another basin. In units of `step` it is the
-            # gradient step, at most of unit L1 length (torch's L-BFGS's first step);
-            # L-BFGS is scale-free after its first iteration.
-            norm_1 = float(np.abs(start[1]).sum())
-            step = float(np.linalg.norm(start[1])) * min(1.0, 1.0 / norm_1) if norm_1 else 1.0
-            u0 = z0 / step
-
-            def in_steps(u):
-                if np.array_equal(u, u0):
-                    return start[0], step * start[1]
-                value, grad = loss_and_gradient(step * u)
-                return value, step * grad
-
-            # L-BFGS-B's algebra is on (n_parameters, 10) matrices: with more than one
-            # BLAS thread, scipy's idle OpenBLAS threads spin and take the cores from
-            # torch's (fits 2-3x slower on 2 cores). scikit-learn's KMeans limits BLAS
-            # likewise. Only OpenBLAS (scipy's and numpy's): torch's own BLAS keeps its
-            # threads for the objective.
-            with _threadpools().select(internal_api="openblas").limit(limits=1):
-                result = minimize(
-                    in_steps, u0, jac=True, method="L-BFGS-B", callback=count,
-                    options={"maxiter": self.max_iter, "ftol": self.tol, "gtol": 1e-10,
-                             "maxcor": 10},
-                )
-            # Status 1: max_iter ran out. Status 2, a line search that cannot lower the
-            # loss any more (at most 20 evaluations each), is the end of the descent.
-            converged = result.status != 1
-        except _Converged:
-            converged = True
-        except _NonFinite:
-            warnings.warn(
-                "The leave-one-out loss was not finite at a bandwidth the search tried; it "
-                "stopped there and keeps the best bandwidth found before.",
-                ConvergenceWarning,
-            )
-            converged = True
-        if progress is not None:
-            progress.close()
-        with torch.no_grad():
-            theta.copy_(best["theta"])
-        return np.asarray(curve), n_iter[0], converged
-
-    def _adam(self, objective, theta, to_metric, positive, batch, generator):
-        optimizer = torch.optim.Adam([theta], lr=self.learning_rate)
-        window = max(5, min(20, self.max_iter // 5))
-        curve, progress, converged = [], self._progress(), False
-        k = _NEIGHBORS if self.n_neighbors == "auto" else self.n_neighbors
-        k = None if k is None or k >= objective.x.shape[0] else k
-        for step in range(self.max_iter):
-            pick = torch.randint(len(positive), (min(batch, len(positive)),),
-                                 generator=generator, device=positive.device)
-            rows = positive[pick]
-            optimizer.zero_grad()
-            if k is None:
-                curve.append(objective.loss(to_metric(theta), rows, backward=True))
-            else:
-                if step % _REFRESH == 0:  # the neighbor search follows the moving metric
-                    search = NeighborSearch(objective.x, to_metric(theta).detach())
-                curve.append(objective.loss_neighbors(
-                    to_metric(theta), rows, search.neighbors(rows, k), backward=True))
-            optimizer.step()
-            with torch.no_grad():
-                theta.clamp_(min=-LOG_LIMIT, max=LOG_LIMIT)
-            if progress is not None:
-                progress.update(1)
-                progress.set_postfix(loss=f"{curve[-1]:.6g}")
-            if (step + 1) % window == 0 and step + 1 >= 2 * window:
-                recent = np.mean(curve[-window:])
-                before = np.mean(curve[-2 * window : -window])
-                if before - recent <= self.tol * abs(before):
-                    converged = True
-                    break
-        if progress is not None:
-            progress.close()
-        return np.asarray(curve), converged
-
 
 class AdaptiveBandwidth(BaseEstimator):
     r"""Nearest-neighbor (adaptive) bandwidth: each query's own, or each training point's.
@@ -825,31 +697,3 @@ class AdaptiveBandwidth(BaseEstimator):
         adaptive = self.resolve(training.X, training.sample_weight, training.kernel)
         choice = as_strategy(self.base, precomputed=training.precomputed).select(training)
         return choice._replace(adaptive=adaptive)
-
-
-# Full-batch L-BFGS up to this many samples; minibatches of _MINIBATCH queries above, each
-# against its _NEIGHBORS nearest keys (the tree rebuilt every _REFRESH steps), with the grid
-# and the final comparisons exact on _EVAL_ROWS random queries.
-_FULL_BATCH_MAX = 4096
-_MINIBATCH = 256
-_NEIGHBORS = 256
-_REFRESH = 10
-_EVAL_ROWS = 512
-
-
-# A loss below this fraction of the targets' variance is a perfect fit (the descent stops).
-_NEGLIGIBLE = 1e-9
-
-
-@functools.cache
-def _threadpools():
-    """threadpoolctl's controller of the loaded thread pools (finding them takes ~4 ms)."""
-    return ThreadpoolController()
-
-
-class _Converged(Exception):
-    """Raised from the L-BFGS-B objective to stop at a perfect fit."""
-
-
-class _NonFinite(Exception):
-    """Raised from the L-BFGS-B objective when the loss or its gradient is not finite."""
