@@ -35,6 +35,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
+from ._preconditions import check_two_inputs
+
 
 def distinct_inputs(X, sample_weight=None):
     """The distinct rows of ``X`` and the distinct input of each row.
@@ -124,13 +126,7 @@ def leave_one_out_set(X, values, sample_weight, *, estimator_name="leave-one-out
     X_distinct, inverse = distinct_inputs(X)
     w = np.asarray(sample_weight, dtype=np.float64)
     weight = np.bincount(inverse, weights=w, minlength=len(X_distinct))  # (G,)
-    n_positive = int(np.count_nonzero(weight > 0))
-    if n_positive < 2:
-        raise ValueError(
-            f"{estimator_name} needs at least 2 distinct training inputs with positive "
-            f"sample weight (each point is left out with every copy of it); got "
-            f"n_samples={n} with {n_positive} such input(s)."
-        )
+    check_two_inputs(int(np.count_nonzero(weight > 0)), n, estimator_name)
     values = np.asarray(values, dtype=np.float64)
     # (G, n) sums over each location's rows, weighted.
     rows = sp.csr_array((w, (inverse, np.arange(n))), shape=(len(weight), n))
