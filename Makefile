@@ -22,7 +22,7 @@ $(VENV)/.%: $(VENV)/.torch setup.cfg pyproject.toml
 # array-API common checks instead of skipping them.
 test: $(VENV)/.test
 	$(PY) -m ruff check .
-	SCIPY_ARRAY_API=1 MPLBACKEND=Agg $(PY) -m pytest
+	SCIPY_ARRAY_API=1 MPLBACKEND=Agg $(PY) -m pytest --durations=15
 
 demo: $(VENV)/.demo
 	MPLBACKEND=Agg $(PY) -m sklearn_nw

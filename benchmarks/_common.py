@@ -1,12 +1,16 @@
 """What the benchmarks share: timing, reports, the machine, the problem, fresh-process peers.
 
 Not a benchmark (``run.py`` runs only ``bench_*.py``): the ``bench_*.py`` scripts import from
-here, and no script imports another. It holds
+here (and bench_accuracy, bench_load reuse a few named pieces of the benchmark whose data or
+peer they share). It holds
 
-- ``timed``, ``verdict``, ``section_markdown``, ``load_average``, ``machine_info`` and
-  ``machine_line``: wall times, target verdicts, markdown sections and the machine the run
-  was on;
-- ``make_problem``: standard normal float32 inputs and queries with a smooth noisy target;
+- ``timed`` (the one timing helper: repeated calls, an optional first call timed apart, their
+  best and median), ``recording``, ``warning_lines``, ``verdict``, ``section_markdown``,
+  ``load_average``, ``machine_info`` and ``machine_line``: wall times, the warnings raised,
+  target verdicts, markdown sections and the machine the run was on;
+- ``make_problem`` (the one problem builder: standard normal or uniform inputs and queries,
+  a target function with Gaussian noise, a dtype, a seed), its target functions and
+  ``radius_holding``, the radius that holds a number of uniform points;
 - ``PREPARE``: the peers computing the same Gaussian Nadaraya-Watson prediction (the package
   by its compute paths, dense and chunked torch, ``torch.compile``, statsmodels, scikit-learn's
   k-nearest neighbors, pykeops), by name, each returning the call to time (bench_predict
@@ -15,21 +19,26 @@ here, and no script imports another. It holds
   memory, in a fresh process.
 """
 
+import contextlib
 import inspect
 import json
+import math
 import multiprocessing
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
 from importlib import metadata
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import psutil
@@ -39,14 +48,87 @@ from sklearn_nw import NadarayaWatsonRegressor
 
 
 # -- timing and reports --------------------------------------------------------------------
-def timed(call, repeats):
-    """Wall times of ``repeats`` calls, and the last call's result."""
+class Timing(NamedTuple):
+    """What :func:`timed` measured.
+
+    Attributes
+    ----------
+    times : list of float
+        Wall seconds of each repeated call.
+    result : object
+        The last call's result (None when nothing was called).
+    first : float or None
+        Wall seconds of the first call, made before the repeats and not one of them (None
+        unless asked for).
+    """
+
+    times: list
+    result: object
+    first: float = None
+
+    @property
+    def best(self):
+        """The least time of the repeated calls (the first call's without repeats)."""
+        return min(self.times) if self.times else self.first
+
+    @property
+    def median(self):
+        """The median time of the repeated calls (the first call's without repeats): a stall
+        shows in the median, not in the best call."""
+        return statistics.median(self.times) if self.times else self.first
+
+
+def _wall_time(call):
+    start = time.perf_counter()
+    result = call()
+    return time.perf_counter() - start, result
+
+
+def timed(call, repeats=1, *, first_call=False):
+    """Wall times of ``repeats`` calls of ``call`` and the last one's result.
+
+    With ``first_call``, one call before them is timed apart: a compile, lazily built state
+    or first-touch allocations are not what a repeated call costs.
+
+    Parameters
+    ----------
+    call : callable
+        Called without arguments.
+    repeats : int, default=1
+        The calls timed in ``times`` (0: none).
+    first_call : bool, default=False
+        Whether one call before them is made and timed as ``first``.
+
+    Returns
+    -------
+    timing : Timing
+        ``times``, ``result``, ``first`` and their ``best`` and ``median``.
+    """
+    first = result = None
+    if first_call:
+        first, result = _wall_time(call)
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-    return times, result
+        seconds, result = _wall_time(call)
+        times.append(seconds)
+    return Timing(times, result, first)
+
+
+@contextlib.contextmanager
+def recording(into):
+    """Collect the distinct warnings of the block into the set ``into`` instead of raising."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    into.update(f"{w.category.__name__}: {str(w.message)[:200]}" for w in caught)
+
+
+def warning_lines(warned):
+    """Markdown lines listing the warnings recorded per label, if any."""
+    warned = {label: w for label, w in warned.items() if w}
+    if not warned:
+        return []
+    return ["", "Warnings raised:", *(f"- {label}: {'; '.join(w)}" for label, w in warned.items())]
 
 
 def verdict(target):
@@ -94,13 +176,71 @@ def machine_line(m):
 
 
 # -- the problem -----------------------------------------------------------------------------
-def make_problem(n_train, n_queries, d, seed=0):
-    """Standard normal inputs and queries, a smooth target with noise, all float32."""
+def sum_of_sines(X):
+    """``sin(x0) + ... + sin(x_{d-1})``: smooth in every feature."""
+    return np.sin(X).sum(1)
+
+
+def sine_wave_on_slope(X):
+    """``sin(6 x0) + x1``: a fast wave along x0 on a slope along x1 (two features or more)."""
+    return np.sin(6 * X[:, 0]) + X[:, 1]
+
+
+def make_problem(n_train, n_queries, d, *, seed=0, dtype=np.float32, span=None,
+                 target=sum_of_sines, noise=0.1, queries_last=False):
+    """Inputs, targets and queries of a synthetic regression problem: every benchmark's.
+
+    The inputs (n_train, d) and the queries (n_queries, d) are drawn from one generator:
+    standard normal, or uniform on ``span``. The targets are ``target(X)`` of the inputs in
+    ``dtype``, plus ``noise`` times standard normal draws. The draws come in the order
+    inputs, queries, noise (inputs, noise, queries with ``queries_last``): a benchmark's
+    arrays are bit-identical from one run, and one version, to the next.
+
+    Parameters
+    ----------
+    n_train, n_queries, d : int
+        The rows of the inputs and of the queries (0: an empty (0, d) array), the features.
+    seed : int, default=0
+        The seed of ``numpy.random.default_rng``.
+    dtype : numpy dtype or str, default=np.float32
+        Of the inputs, the queries and the targets (the draws are float64, then cast).
+    span : (float, float) or None, default=None
+        Uniform inputs and queries on ``[low, high]^d``; None: standard normal.
+    target : callable, default=sum_of_sines
+        The noise-free function of the inputs, an (n,) array from an (n, d) one.
+    noise : float, default=0.1
+        The scale of the Gaussian noise on the targets; 0 draws none.
+    queries_last : bool, default=False
+        Draw the queries after the noise instead of before it.
+
+    Returns
+    -------
+    X : ndarray of shape (n_train, d)
+    y : ndarray of shape (n_train,)
+    Q : ndarray of shape (n_queries, d)
+    """
     rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n_train, d)).astype(np.float32)
-    Q = rng.standard_normal((n_queries, d)).astype(np.float32)
-    y = np.sin(X).sum(1) + 0.1 * rng.standard_normal(n_train)
-    return X, y.astype(np.float32), Q
+
+    def draw(n):
+        if span is None:
+            return rng.standard_normal((n, d)).astype(dtype)
+        return rng.uniform(span[0], span[1], (n, d)).astype(dtype)
+
+    X = draw(n_train)
+    Q = None if queries_last else draw(n_queries)
+    y = target(X)
+    if noise:
+        y = y + noise * rng.standard_normal(n_train)
+    if queries_last:
+        Q = draw(n_queries)
+    return X, y.astype(dtype), Q
+
+
+def radius_holding(reach, n, d):
+    """The radius of the ball that holds about ``reach`` of ``n`` points uniform in the unit
+    cube [0, 1]^d (away from its faces)."""
+    ball = math.pi ** (d / 2) / math.gamma(d / 2 + 1)  # volume of the unit d-ball
+    return (reach / (n * ball)) ** (1 / d)
 
 
 # -- the peers: each imports what it needs and returns the call to time ---------------------
@@ -111,13 +251,12 @@ def _sklearn_nw(X, y, Q, h, keops_cold, compute="auto"):
 
 def _sklearn_nw_compiled(X, y, Q, h, keops_cold):
     model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h, compute="compiled")
-    start = time.perf_counter()
-    model.fit(X, y).predict(Q[:256])
+    compile_s = timed(lambda: model.fit(X, y).predict(Q[:256])).best
 
     def call():
         return model.fit(X, y).predict(Q)
 
-    call.compile_s = time.perf_counter() - start
+    call.compile_s = compile_s
     return call
 
 
@@ -159,9 +298,7 @@ def _compiled(X, y, Q, h, keops_cold):
     """``_chunk`` through ``torch.compile``; one full chunk compiles it (timed apart). A last
     chunk of another size may recompile once inside the timed calls (dynamic shapes)."""
     call = _chunked(X, y, Q, h, keops_cold, chunk=torch.compile(_chunk))
-    start = time.perf_counter()
-    call(Q[:1024])
-    call.compile_s = time.perf_counter() - start
+    call.compile_s = timed(lambda: call(Q[:1024])).best
     return call
 
 
@@ -207,9 +344,7 @@ def _pykeops(X, y, Q, h, keops_cold):
         logits = -0.5 * ((q - x) ** 2).sum(-1)  # (n_q, n), symbolic
         return logits.sumsoftmaxweight(v, dim=1)[:, 0].numpy()  # (n_q,)
 
-    start = time.perf_counter()
-    call(Q[:8])
-    call.compile_s = time.perf_counter() - start
+    call.compile_s = timed(lambda: call(Q[:8])).best
     if keops_cold:
         shutil.rmtree(build, ignore_errors=True)
     return call
@@ -271,16 +406,11 @@ def measure(peer, X, y, Q, h, repeats, keops_cold=True):
         return {"peer": peer, "status": "skipped", "reason": str(exc)}
     # Time first, then measure memory in a run of its own: the 2 ms RSS sampler competes
     # for the CPU and would slow the timed calls (the slow peers, run once, do both at once).
-    times = []
-    for _ in range(repeats if repeats > 1 else 0):
-        start = time.perf_counter()
-        pred = call()
-        times.append(time.perf_counter() - start)
+    times = timed(call, repeats if repeats > 1 else 0).times
     with PeakRSS() as memory:
-        start = time.perf_counter()
-        pred = call()
-        if not times:
-            times.append(time.perf_counter() - start)
+        last = timed(call)
+    times = times or last.times
+    pred = last.result
     return {"peer": peer, "status": "ok", "n_train": X.shape[0], "n_queries": Q.shape[0],
             "repeats": repeats, "times_s": times, "time_s": min(times),
             "peak_extra_mb": memory.extra_mb, "compile_s": getattr(call, "compile_s", None),

@@ -57,21 +57,27 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from _common import load_average, machine_info, machine_line, run_sections
+from _common import (
+    load_average,
+    machine_info,
+    machine_line,
+    make_problem,
+    recording,
+    run_sections,
+    timed,
+    warning_lines,
+)
 from bench_bandwidth import (
     N_FOLDS,
+    PROBLEM,
     KernelRegCV,
     _progress,
     _statsmodels_missing,
     _target,
-    _warning_lines,
-    make_problem,
-    recording,
 )
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold, cross_validate
@@ -442,7 +448,7 @@ def markdown_accuracy(report):
     lines += ["", "Data sets: " + "; ".join(f"{r['dataset']}: {r['description']}" for r in ok)
               + ".", "", ("NW CV chose: the kind of bandwidth (fixed, balloon k/c, "
                           "sample-point k/c) and for the regressor the degree (d0, d1, d2).")]
-    return lines + _warning_lines({f"{r['dataset']} {method}": m["warnings"]
+    return lines + warning_lines({f"{r['dataset']} {method}": m["warnings"]
                                    for r in ok for method, m in r["methods"].items()})
 
 
@@ -549,8 +555,8 @@ def section_large(n_synthetic=20_000, randhie_rows=8000, seeds=range(5), seed=0)
         problems[f"randhie, first {randhie_rows:,} rows"] = (X[:randhie_rows], y[:randhie_rows])
     except (ImportError, OSError, ValueError) as exc:
         problems[f"randhie, first {randhie_rows:,} rows"] = exc
-    problems[f"synthetic, {n_synthetic:,} × 4 (2 irrelevant)"] = make_problem(n_synthetic, 4,
-                                                                             seed)
+    problems[f"synthetic, {n_synthetic:,} × 4 (2 irrelevant)"] = make_problem(
+        n_synthetic, 0, 4, seed=seed, **PROBLEM)[:2]
     results, caught = [], set()
     outer = KFold(N_FOLDS, shuffle=True, random_state=seed)
     for name, data in problems.items():
@@ -562,10 +568,10 @@ def section_large(n_synthetic=20_000, randhie_rows=8000, seeds=range(5), seed=0)
         n_distinct = len(np.unique(X, axis=0))
 
         def score(estimator, X=X, y=y):
-            start = time.perf_counter()
             with recording(caught):
-                cv = cross_validate(make_pipeline(StandardScaler(), estimator), X, y, cv=outer)
-            return float(cv["test_score"].mean()), time.perf_counter() - start
+                cv = timed(lambda: cross_validate(make_pipeline(StandardScaler(), estimator),
+                                                  X, y, cv=outer))
+            return float(cv.result["test_score"].mean()), cv.best
 
         grid, grid_s = score(NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0))
         learned = [score(NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(random_state=s)))
@@ -610,7 +616,7 @@ def markdown_large(report):
                      f"| {r['grid_time_s']:.1f} / {np.mean(r['learned_times_s']):.1f} |")
     return lines + ["", ("The descent runs full-batch L-BFGS on the distinct inputs up to 4,096 "
                          "of them (randhie's inputs repeat: 8,000 rows hold about 1,100), and "
-                         "minibatch Adam above (the synthetic problem).")] + _warning_lines(
+                         "minibatch Adam above (the synthetic problem).")] + warning_lines(
         {"large": report["warnings"]})
 
 
@@ -708,7 +714,7 @@ def markdown_local(report):
                          "package's leave-one-out local fits (the CV regressor's exact grid at "
                          "each bandwidth), *statsmodels'*: its `cv_loo`. They differ only where "
                          "a left-out point's local design is singular: ours then keeps the "
-                         "Nadaraya-Watson value, statsmodels solves.")] + _warning_lines(
+                         "Nadaraya-Watson value, statsmodels solves.")] + warning_lines(
         {r["dataset"]: r["warnings"] for r in report["results"] if r.get("warnings")})
 
 

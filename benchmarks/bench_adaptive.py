@@ -44,7 +44,7 @@ def section_predict(sizes=(2000, 20_000), dims=(2, 8), n_queries=2000, k=16, rep
             times = {}
             for name, model in models.items():
                 model.predict(Q[:10])  # first call: lazily built state, thread pools
-                times[name] = min(timed(lambda model=model, Q=Q: model.predict(Q), repeats)[0])
+                times[name] = timed(lambda model=model, Q=Q: model.predict(Q), repeats).best
             row = {"n": n, "d": d, "n_queries": n_queries, "k": k, "times_s": times}
             for kind in KINDS:
                 row[f"{kind}_ns_per_pair"] = times[kind] / (n * n_queries) * 1e9

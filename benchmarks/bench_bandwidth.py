@@ -47,11 +47,8 @@ Usage: ``python benchmarks/bench_bandwidth.py [--sections S ...] [--n-loo N] [--
 """
 
 import argparse
-import contextlib
 import inspect
 import sys
-import time
-import warnings
 from functools import partial
 from itertools import product
 from pathlib import Path
@@ -62,8 +59,11 @@ from _common import (
     load_average,
     machine_info,
     machine_line,
+    make_problem,
+    recording,
     run_sections,
     timed,
+    warning_lines,
 )
 from sklearn import config_context, get_config
 from sklearn.base import BaseEstimator, RegressorMixin, is_classifier
@@ -100,20 +100,9 @@ def truth(X):
     return np.sin(2 * X[:, 0]) + X[:, 1] ** 2
 
 
-def make_problem(n, d, seed=0):
-    """X uniform on [-2, 2]^d and ``truth(X)`` plus Gaussian noise of scale ``NOISE``."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-2, 2, (n, d))
-    return X, truth(X) + NOISE * rng.standard_normal(n)
-
-
-@contextlib.contextmanager
-def recording(into):
-    """Collect the distinct warnings of the block into the set ``into`` instead of raising."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    into.update(f"{w.category.__name__}: {str(w.message)[:200]}" for w in caught)
+# X uniform on [-2, 2]^d and ``truth(X)`` plus Gaussian noise of scale ``NOISE``, float64:
+# ``make_problem(n, 0, d, seed=seed, **PROBLEM)``.
+PROBLEM = {"span": (-2.0, 2.0), "target": truth, "noise": NOISE, "dtype": np.float64}
 
 
 def _progress(message):
@@ -175,7 +164,7 @@ def _statsmodels_missing():
 def warm_up(sections):
     """One small fit through each path the sections time, so that one-time imports and
     first calls are not timed."""
-    X, y = make_problem(600, 3, seed=99)
+    X, y, _ = make_problem(600, 0, 3, seed=99, **PROBLEM)
     labels = (y > np.median(y)).astype(int)
     NadarayaWatsonRegressor(bandwidth="loo").fit(X[:100], y[:100])  # full-batch L-BFGS
     minibatch = LeaveOneOutBandwidth(batch_size=64, n_neighbors=32, max_iter=3, random_state=0)
@@ -194,10 +183,11 @@ def _target(section, name, met, detail):
 def section_loo(n=1000, d=2, repeats=3, seed=0):
     """The learned bandwidth and statsmodels' cv_ls on one problem: times, bandwidths and the
     exact leave-one-out MSE of each."""
-    X, y = make_problem(n, d, seed)
+    X, y, _ = make_problem(n, 0, d, seed=seed, **PROBLEM)
     caught = set()
     with recording(caught):
-        times, nw = timed(lambda: NadarayaWatsonRegressor(bandwidth="loo").fit(X, y), repeats)
+        times, nw, _ = timed(lambda: NadarayaWatsonRegressor(bandwidth="loo").fit(X, y),
+                             repeats)
         results = [{"method": "sklearn_nw", "status": "ok", "repeats": repeats,
                     "times_s": times, "time_s": min(times), "n_iter": int(nw.n_iter_),
                     "bandwidth": nw.bandwidth_.tolist(), "loo_mse": loo_loss(nw, y)}]
@@ -205,7 +195,7 @@ def section_loo(n=1000, d=2, repeats=3, seed=0):
         if missing:
             results.append({"method": "statsmodels", "status": "skipped", "reason": missing})
         else:
-            times, sm = timed(lambda: KernelRegCV().fit(X, y), 1)
+            times, sm, _ = timed(lambda: KernelRegCV().fit(X, y))
             h = sm.bandwidth_
             results.append({"method": "statsmodels", "status": "ok", "repeats": 1,
                             "times_s": times, "time_s": times[0], "bandwidth": h.tolist(),
@@ -249,32 +239,36 @@ def markdown_loo(report):
         lines += ["", (f"Speed ratio statsmodels / sklearn_nw: {report['speed_ratio']:.0f}x; "
                        "leave-one-out MSE, sklearn_nw relative to statsmodels: "
                        f"{report['loo_mse_rel_diff']:+.1e}.")]
-    return lines + _warning_lines({"section 1": report["warnings"]})
+    return lines + warning_lines({"section 1": report["warnings"]})
 
 
 # -- 2. irrelevant features at n=100,000 ------------------------------------------------------
 def section_irrelevant(n=100_000, d=4, n_queries=5000, seed=0, statsmodels_s=None):
     """The learned diagonal bandwidth with irrelevant features, against the best fixed
     bandwidth of an oracle grid, on fresh queries scored against the noise-free function."""
-    X, y = make_problem(n, d, seed)
-    Q = np.random.default_rng(seed + 1).uniform(-2, 2, (n_queries, d))
+    X, y, _ = make_problem(n, 0, d, seed=seed, **PROBLEM)
+    Q = make_problem(n_queries, 0, d, seed=seed + 1, **PROBLEM)[0]  # fresh inputs
     f = truth(Q)
     caught = set()
     with recording(caught):
         selector = LeaveOneOutBandwidth(random_state=0)
-        times, model = timed(lambda: NadarayaWatsonRegressor(bandwidth=selector).fit(X, y), 1)
-        predict_times, pred = timed(lambda: model.predict(Q), 1)
+        times, model, _ = timed(lambda: NadarayaWatsonRegressor(bandwidth=selector).fit(X, y))
+        predict_times, pred, _ = timed(lambda: model.predict(Q))
         h = model.bandwidth_
         relevant, irrelevant = h[:N_RELEVANT], h[N_RELEVANT:]
         a_grid = np.geomspace(relevant.min() / 2, relevant.max() * 2, ORACLE_A)
-        start = time.perf_counter()
-        oracle = []
-        for a in a_grid:
-            for b in ORACLE_B:
-                hab = np.r_[np.full(N_RELEVANT, a), np.full(d - N_RELEVANT, b)]
-                fixed = NadarayaWatsonRegressor(bandwidth=hab).fit(X, y)
-                oracle.append({"a": float(a), "b": b, "rmse": rmse(fixed.predict(Q), f)})
-        oracle_s = time.perf_counter() - start
+
+        def oracle_search():
+            oracle = []
+            for a in a_grid:
+                for b in ORACLE_B:
+                    hab = np.r_[np.full(N_RELEVANT, a), np.full(d - N_RELEVANT, b)]
+                    fixed = NadarayaWatsonRegressor(bandwidth=hab).fit(X, y)
+                    oracle.append({"a": float(a), "b": b, "rmse": rmse(fixed.predict(Q), f)})
+            return oracle
+
+        search = timed(oracle_search)
+        oracle, oracle_s = search.result, search.best
     best = min(oracle, key=lambda r: r["rmse"])
     learned = {"time_s": times[0], "predict_time_s": predict_times[0], "n_iter": int(model.n_iter_),
                "bandwidth": h.tolist(), "ratio": float(irrelevant.min() / relevant.max()),
@@ -323,7 +317,7 @@ def markdown_irrelevant(report):
         (f"RMSE learned / best fixed: {report['rmse_ratio']:.3f}. Prediction of the learned "
          f"model took {r['predict_time_s']:.2f} s; the oracle search "
          f"{report['oracle_search_s']:.0f} s."),
-        *_warning_lines({"section 2": report["warnings"]})]
+        *warning_lines({"section 2": report["warnings"]})]
 
 
 # -- 3. CV estimators against GridSearchCV ------------------------------------------------------
@@ -332,7 +326,7 @@ def section_cv(sizes=(2000, 5000), d=3, n_grid=20, repeats=3, seed=0):
     whether they chose the grid point of least leave-one-out loss."""
     results, caught = [], set()
     for n in sizes:
-        X, y = make_problem(n, d, seed)
+        X, y, _ = make_problem(n, 0, d, seed=seed, **PROBLEM)
         labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))  # three balanced classes
         grids = {"default": None,
                  f"{n_grid} points": np.geomspace(1 / 8, 8, n_grid)[:, None] * scott_bandwidth(X)}
@@ -347,10 +341,10 @@ def section_cv(sizes=(2000, 5000), d=3, n_grid=20, repeats=3, seed=0):
                 if task == "regression":
                     fixed["degree"] = 0
                 est = cv_class(bandwidths=bandwidths, **fixed)
-                cv_times, _ = timed(partial(est.fit, X, target), repeats)
+                cv_times = timed(partial(est.fit, X, target), repeats).times
                 grid = est.bandwidths_  # (G, d)
                 gs = GridSearchCV(plain(), {"bandwidth": list(grid)}, cv=N_FOLDS)
-                gs_times, _ = timed(partial(gs.fit, X, target), repeats)
+                gs_times = timed(partial(gs.fit, X, target), repeats).times
                 models = [plain(bandwidth=h).fit(X, target) for h in grid]
                 loss = np.array([loo_loss(model, target) for model in models])
                 score = -loss  # the default scores: squared error, log-loss
@@ -404,15 +398,7 @@ def markdown_cv(report):
     return lines + ["", ("The default grid (25 multiples from 1/8 to 8) doubles the Gaussian "
                          "coefficient every second point, so most of its kernel blocks are "
                          "squares of earlier ones; a grid without that structure pays one "
-                         "`exp` per point.")] + _warning_lines({"section 3": report["warnings"]})
-
-
-def _warning_lines(warned):
-    """Markdown lines listing the warnings recorded per label, if any."""
-    warned = {label: w for label, w in warned.items() if w}
-    if not warned:
-        return []
-    return ["", "Warnings raised:", *(f"- {label}: {'; '.join(w)}" for label, w in warned.items())]
+                         "`exp` per point.")] + warning_lines({"section 3": report["warnings"]})
 
 
 # -- the whole run ---------------------------------------------------------------------------

@@ -27,7 +27,14 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import load_average, machine_info, timed, write_report
+from _common import (
+    load_average,
+    machine_info,
+    make_problem,
+    sine_wave_on_slope,
+    timed,
+    write_report,
+)
 from sklearn.neighbors import RadiusNeighborsRegressor
 
 from sklearn_nw import NadarayaWatsonRegressor
@@ -38,6 +45,8 @@ SPANS = (1.0, 1.5, 2.5, 5.0, 10.0)
 TARGET_REACH = (8000, 300)  # the neighborhood sizes the speed target is measured at
 SPEED_TARGET = 2.0
 DIFF_TARGET = 1e-6
+# With ``span=(0, s)``: inputs and queries uniform in [0, s]^2, y = sin(6 x0) + x1, float64.
+PROBLEM = {"target": sine_wave_on_slope, "noise": 0.0, "dtype": np.float64}
 
 
 def epanechnikov_weights(dist):
@@ -50,14 +59,6 @@ def epanechnikov_weights(dist):
     for i, row in enumerate(dist):
         weights[i] = 1.0 - (np.asarray(row, dtype=np.float64) / RADIUS) ** 2
     return weights
-
-
-def make_problem(n, n_queries, span, seed=0):
-    """Uniform inputs and queries in [0, span]^2, ``y = sin(6 x0) + x1``, float64."""
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(0, span, size=(n, 2))
-    Q = rng.uniform(0, span, size=(n_queries, 2))
-    return X, np.sin(6 * X[:, 0]) + X[:, 1], Q
 
 
 def _search(model):
@@ -84,7 +85,7 @@ def _methods(first):
 
 def measure_span(n, n_queries, span, repeats, first):
     """Every method at one span: times, the search used, differences to scikit-learn."""
-    X, y, Q = make_problem(n, n_queries, span)
+    X, y, Q = make_problem(n, n_queries, 2, span=(0.0, span), **PROBLEM)
     results, preds = [], {}
     for name, make in _methods(first).items():
         fitted = {}
@@ -95,7 +96,7 @@ def measure_span(n, n_queries, span, repeats, first):
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            times, pred = timed(call, repeats)
+            times, pred, _ = timed(call, repeats)
         preds[name] = np.asarray(pred, dtype=np.float64)
         results.append({"method": name, "search": _search(fitted["model"]),
                         "times_s": times, "time_s": min(times),

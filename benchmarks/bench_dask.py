@@ -27,44 +27,38 @@ Usage: ``python benchmarks/bench_dask.py [--sizes N ...] [--d D] [--repeats R]
 """
 
 import argparse
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import load_average, machine_info, machine_line, run_sections
+from _common import load_average, machine_info, machine_line, make_problem, run_sections, timed
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 CLUSTERS = {"dask_1x2": (1, 2), "dask_2x1": (2, 1)}  # name -> (workers, threads each)
 
 
-def _problem(n, d, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d))
-    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(n)
-    return X, y, rng.standard_normal((n, d))
+def sine_of_first(X):
+    """``sin(x0)``: the target depends on the first feature only."""
+    return np.sin(X[:, 0])
 
 
-def _best_of(call, repeats):
-    first_start = time.perf_counter()
-    result = call()
-    first = time.perf_counter() - first_start
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - start)
-    return first, min(times) if times else first, result
+# Standard normal inputs and queries, sin(x0) plus noise of scale 0.1, float64, the queries
+# drawn after the noise: ``make_problem(n, n, d, **PROBLEM)``.
+PROBLEM = {"target": sine_of_first, "noise": 0.1, "dtype": np.float64, "queries_last": True}
+
+
+def _times(fitted, predicted):
+    """The fit's time, the first predict's after it and the best of the repeated ones."""
+    return {"fit_s": fitted.best, "first_predict_s": predicted.first,
+            "predict_s": predicted.best}
 
 
 def _local(X, y, Q, repeats):
     from sklearn_nw import NadarayaWatsonRegressor
 
-    start = time.perf_counter()
-    est = NadarayaWatsonRegressor().fit(X, y)
-    fit = time.perf_counter() - start
-    first, best, pred = _best_of(lambda: est.predict(Q), repeats)
-    return {"fit_s": fit, "first_predict_s": first, "predict_s": best}, pred
+    fitted = timed(lambda: NadarayaWatsonRegressor().fit(X, y))
+    predicted = timed(lambda: fitted.result.predict(Q), repeats, first_call=True)
+    return _times(fitted, predicted), predicted.result
 
 
 def _dask(X, y, Q, repeats, workers, threads, expected):
@@ -80,16 +74,15 @@ def _dask(X, y, Q, repeats, workers, threads, expected):
         chunks = -(-len(X) // blocks)
         Xd = da.from_array(X, chunks=(chunks, X.shape[1])).persist()
         Qd = da.from_array(Q, chunks=(-(-len(Q) // blocks), Q.shape[1])).persist()
-        start = time.perf_counter()
-        est = NadarayaWatsonRegressor().fit(Xd, y)
-        fit = time.perf_counter() - start
+        fitted = timed(lambda: NadarayaWatsonRegressor().fit(Xd, y))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # dask's notes on graph sizes
-            first, best, pred = _best_of(lambda: est.predict(Qd).compute(), repeats)
+            predicted = timed(lambda: fitted.result.predict(Qd).compute(), repeats,
+                              first_call=True)
         b = -(-len(Q) // blocks)
-        return {"fit_s": fit, "first_predict_s": first, "predict_s": best,
-                "shards": est.n_shards_, "query_blocks": blocks,
-                "max_abs_diff": float(np.abs(pred - expected).max()),
+        return {**_times(fitted, predicted), "shards": fitted.result.n_shards_,
+                "query_blocks": blocks,
+                "max_abs_diff": float(np.abs(predicted.result - expected).max()),
                 "bytes_to_shard_per_task": b * X.shape[1] * 8,
                 "bytes_back_per_task": b * (1 + 3) * 8}
 
@@ -97,7 +90,7 @@ def _dask(X, y, Q, repeats, workers, threads, expected):
 def run_overhead(sizes, d, repeats):
     rows = []
     for n in sizes:
-        X, y, Q = _problem(n, d)
+        X, y, Q = make_problem(n, n, d, **PROBLEM)
         local, expected = _local(X, y, Q, repeats)
         row = {"n": n, "d": d, "local": local}
         for name, (workers, threads) in CLUSTERS.items():

@@ -22,7 +22,7 @@ What it measures
    (``NadarayaWatsonRegressorCV(cv=KFold(5, shuffle=True))``, which holds out rows, not
    locations); ``KNeighborsRegressor`` tuned by the same inner grid search, and the
    training mean. Scores: mean test R^2 over the folds, and the share of test rows whose
-   input appears in the training fold.
+   input appears in the training fold; the distinct warnings of each method are recorded.
 2. ``bootstrap``: n=300, d=2, ``y = sin(2 x0) + 0.3 noise``, X uniform on [-2, 2]^2;
    ``--draws`` bootstrap resamples. The learned bandwidth of x0 and the test MSE on 2,000
    fresh queries against the noise-free function, under each semantics, against the fit on
@@ -36,14 +36,22 @@ Usage: ``python benchmarks/bench_leave_one_out.py [--sections S ...] [--n N] [--
 
 import argparse
 import json
-import time
 import warnings
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import torch
-from _common import load_average, machine_info, machine_line
+from _common import (
+    load_average,
+    machine_info,
+    machine_line,
+    make_problem,
+    recording,
+    timed,
+    warning_lines,
+)
 from sklearn.metrics import mean_squared_error, r2_score
 from sklearn.model_selection import GridSearchCV, GroupKFold, KFold
 from sklearn.neighbors import KNeighborsRegressor
@@ -77,7 +85,7 @@ def _leave_one_out(X, y, w, semantics):
                                self_log_weight=np.log(np.maximum(w - 1.0, 0.0)))
 
 
-def _problem(X, y, w, semantics):
+def _loo_tensors(X, y, w, semantics):
     """Keys, values, log weights and self log weights of leave-one-out, as float64
     tensors."""
     loo = _leave_one_out(X, y, w, semantics)
@@ -93,7 +101,7 @@ def learned_bandwidth(X, y, w, semantics):
     loo = _leave_one_out(X, (y - offset) / scale, w, semantics)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = LeaveOneOutBandwidth(random_state=0).select(
+        result = LeaveOneOutBandwidth(random_state=0).learn(
             loo, Gaussian(), loss="squared_error", h_start=search_reference(X, w))
     return result.bandwidth
 
@@ -101,7 +109,7 @@ def learned_bandwidth(X, y, w, semantics):
 def grid_bandwidth(X, y, w, semantics):
     """The CV estimators' default grid, scored under one semantics."""
     grid = GRID[:, None] * search_reference(X, w)
-    x, v, log_w, self_log_w = _problem(X, y, w, semantics)
+    x, v, log_w, self_log_w = _loo_tensors(X, y, w, semantics)
     pooled = loo_grid_pool(x, v, torch.tensor(grid), Gaussian(), log_w, self_log_w)
     weight = log_w.exp()
     loss = (((pooled - v) ** 2).sum(2) * weight).sum(1)  # (G,)
@@ -116,39 +124,44 @@ def fit_predict(X, y, w, X_test, semantics, search):
     return model.predict(scaler.transform(X_test)), h
 
 
+def _fit_predict_model(model, X, y, X_test):
+    return model.fit(X, y).predict(X_test)
+
+
 def _randhie_scores(X, y, splits):
-    """Mean test R^2 of each method over ``splits``, its per-fold scores, seconds, and the
-    share of test rows whose input appears in the training fold."""
+    """Mean test R^2 of each method over ``splits``, its per-fold scores, seconds, the
+    distinct warnings it raised, and the share of test rows whose input appears in the
+    training fold."""
     rows = {f"{kind} {s}": [] for kind in ("descent", "grid") for s in SEMANTICS}
     rows.update({"grid, shuffled 5-fold CV": [], "KNN tuned": [], "training mean": []})
     repeated, seconds = [], dict.fromkeys(rows, 0.0)
+    warned = {k: set() for k in rows}
     for train, test in splits:
+        X_train, y_train, X_test, y_test = X[train], y[train], X[test], y[test]
         w = np.ones(len(train))
-        seen = {r.tobytes() for r in X[train]}
-        repeated.append(np.mean([r.tobytes() in seen for r in X[test]]))
+        seen = {r.tobytes() for r in X_train}
+        repeated.append(np.mean([r.tobytes() in seen for r in X_test]))
         for kind, search in (("descent", learned_bandwidth), ("grid", grid_bandwidth)):
             for s in SEMANTICS:
-                start = time.perf_counter()
-                pred, _ = fit_predict(X[train], y[train], w, X[test], s, search)
-                seconds[f"{kind} {s}"] += time.perf_counter() - start
-                rows[f"{kind} {s}"].append(r2_score(y[test], pred))
-        start = time.perf_counter()
+                with recording(warned[f"{kind} {s}"]):
+                    run = timed(partial(fit_predict, X_train, y_train, w, X_test, s, search))
+                seconds[f"{kind} {s}"] += run.best
+                rows[f"{kind} {s}"].append(r2_score(y_test, run.result[0]))
         inner = KFold(5, shuffle=True, random_state=0)
         kfold = make_pipeline(StandardScaler(), NadarayaWatsonRegressorCV(cv=inner))
-        rows["grid, shuffled 5-fold CV"].append(
-            r2_score(y[test], kfold.fit(X[train], y[train]).predict(X[test])))
-        seconds["grid, shuffled 5-fold CV"] += time.perf_counter() - start
-        start = time.perf_counter()
         knn = GridSearchCV(make_pipeline(StandardScaler(), KNeighborsRegressor()),
                            {"kneighborsregressor__n_neighbors": KNN_NEIGHBORS,
                             "kneighborsregressor__weights": ["uniform", "distance"]}, cv=inner)
-        rows["KNN tuned"].append(r2_score(y[test], knn.fit(X[train], y[train]).predict(X[test])))
-        seconds["KNN tuned"] += time.perf_counter() - start
-        rows["training mean"].append(r2_score(y[test], np.full(len(test), y[train].mean())))
+        for name, model in (("grid, shuffled 5-fold CV", kfold), ("KNN tuned", knn)):
+            with recording(warned[name]):
+                run = timed(partial(_fit_predict_model, model, X_train, y_train, X_test))
+            seconds[name] += run.best
+            rows[name].append(r2_score(y_test, run.result))
+        rows["training mean"].append(r2_score(y_test, np.full(len(test), y_train.mean())))
     return {"repeated_test_share": float(np.mean(repeated)),
             "r2": {k: float(np.mean(v)) for k, v in rows.items()},
             "r2_folds": {k: [float(x) for x in v] for k, v in rows.items()},
-            "seconds": seconds}
+            "seconds": seconds, "warnings": {k: sorted(v) for k, v in warned.items()}}
 
 
 def section_randhie(args):
@@ -167,12 +180,16 @@ def section_randhie(args):
     }
 
 
+def _truth(X):
+    return np.sin(2 * X[:, 0])
+
+
 def _synthetic(n=300, seed=100):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-2, 2, (n, 2))
-    y = np.sin(2 * X[:, 0]) + 0.3 * rng.standard_normal(n)
-    X_test = rng.uniform(-2, 2, (2000, 2))
-    return X, y, X_test, np.sin(2 * X_test[:, 0])
+    """Inputs uniform on [-2, 2]^2, ``sin(2 x0)`` plus noise of scale 0.3, 2,000 test inputs
+    drawn after the noise, and the noise-free function there."""
+    X, y, X_test = make_problem(n, 2000, 2, seed=seed, span=(-2.0, 2.0), target=_truth,
+                                noise=0.3, dtype=np.float64, queries_last=True)
+    return X, y, X_test, _truth(X_test)
 
 
 def _score(X, y, w, X_test, truth, semantics):
@@ -219,6 +236,9 @@ def markdown(report):
                   "|---|---|---|---|"]
         lines += [f"| {k} | {a['r2'][k]:.4f} | {b['r2'][k]:.4f} | "
                   f"{a['seconds'][k] + b['seconds'][k]:.1f} |" for k in a["r2"]]
+        lines += warning_lines({f"{split}, {k}": w for split, scores in
+                                (("shuffled KFold", a), ("GroupKFold by input", b))
+                                for k, w in scores["warnings"].items()})
         lines.append("")
     if "bootstrap" in sections:
         b = sections["bootstrap"]

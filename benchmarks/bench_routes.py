@@ -28,13 +28,19 @@ Usage: ``python benchmarks/bench_routes.py [--sizes N ...] [--dims D ...] [--cal
 """
 
 import argparse
-import math
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import load_average, machine_info, write_report
+from _common import (
+    load_average,
+    machine_info,
+    make_problem,
+    radius_holding,
+    sine_wave_on_slope,
+    timed,
+    write_report,
+)
 from sklearn.metrics import pairwise_distances
 from sklearn.neighbors import KNeighborsRegressor
 
@@ -47,6 +53,9 @@ DIMS = (2, 5)
 CALLS = 200
 REACH = 100  # training points within reach of a query, for the compact kernel
 RATIO_TARGET = 2.0
+# Inputs and the query uniform in [0, 1]^d, y = sin(6 x0) + x1, no noise; with the dtype:
+# ``make_problem(n, 1, d, dtype=dtype, **PROBLEM)``.
+PROBLEM = {"span": (0.0, 1.0), "target": sine_wave_on_slope, "noise": 0.0}
 
 
 def _median_calls(call, peer, n_calls):
@@ -56,20 +65,12 @@ def _median_calls(call, peer, n_calls):
     times = np.empty((n_calls, 2))
     for i in range(n_calls):
         for j, f in enumerate((call, peer)):
-            start = time.perf_counter()
-            f()
-            times[i, j] = time.perf_counter() - start
+            times[i, j] = timed(f).best
     return tuple(float(t) for t in np.median(times, axis=0))
 
 
-def _compact_bandwidth(n, d):
-    """The radius holding about REACH of n points uniform in the unit cube."""
-    ball = math.pi ** (d / 2) / math.gamma(d / 2 + 1)  # volume of the unit d-ball
-    return (REACH / (n * ball)) ** (1 / d)
-
-
 def _models(X, d, n):
-    h, r = scott_bandwidth(X), _compact_bandwidth(n, d)
+    h, r = scott_bandwidth(X), radius_holding(REACH, n, d)
     return {
         "dense, Gaussian": NadarayaWatsonRegressor(bandwidth=h),
         "dense, Epanechnikov (brute)": NadarayaWatsonRegressor(
@@ -89,10 +90,7 @@ def _models(X, d, n):
 
 
 def measure(n, d, n_calls, with_precomputed, dtype="float64"):
-    rng = np.random.default_rng(0)
-    X = rng.uniform(size=(n, d)).astype(dtype)
-    y = np.sin(6 * X[:, 0]) + X[:, 1]
-    q = rng.uniform(size=(1, d)).astype(dtype)
+    X, y, q = make_problem(n, 1, d, dtype=dtype, **PROBLEM)
     labels = np.digitize(y, [0.3, 1.0])
     knn = KNeighborsRegressor().fit(X, y)
     rows = []

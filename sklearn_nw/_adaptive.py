@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from ._leave_one_out import distinct_inputs, nearest_keys, other_keys, set_self_
+from ._workers import CACHE_BYTES, chunk_rows, n_workers, on_workers
 
 KINDS = ("balloon", "sample_point")
 # Cumulative weights reach k when within this relative tolerance of it (fractional
@@ -217,37 +218,59 @@ class LeaveOneOutNeighbors:
     def _attention(self, h, sample_point, kernel, out=None):
         """The attention of query bandwidths ``h`` (L,) per row, or with ``sample_point``
         (k, c, r) key bandwidths per column, corrected where a left-out input changes
-        them."""
-        W = self.W
+        them; computed in ``out`` (L, L) when given. In blocks of rows on the workers (see
+        :mod:`sklearn_nw._workers`): each row's operations are those of the whole matrix,
+        as are its values."""
+        W, D = self.W, self.D
+        L = len(W)
         log_w = torch.log(W)  # (L,)
         if sample_point is None:
             h_sq = (h * h)[:, None]  # (L, 1)
             key_log_w = log_w
+            changed = None
         else:
             k, c, r = sample_point
             h_sq = h * h  # (L,)
             key_log_w = log_w - r * torch.log(h)  # (L,)
-        if kernel.quadratic_coef is not None:  # the Gaussian family: one pass
-            logits = torch.mul(self.D_sq, -kernel.quadratic_coef / h_sq, out=out)  # (L, L)
-        else:
-            logits = kernel.log_profile_sq(torch.div(self.D_sq, h_sq, out=out))  # (L, L)
-        logits += key_log_w
-        if sample_point is not None:
             rows, cols, h_left = self._left_out_bandwidths(k, c)
-            logits[rows, cols] = (log_w[cols] - r * torch.log(h_left)
-                                  + kernel.log_profile_sq(self.D_sq[rows, cols]
-                                                          / (h_left * h_left)))
-        # An overflowed distance over an overflowed bandwidth (inf / inf) carries no weight:
-        # a row left without any falls back to its nearest inputs.
-        logits.nan_to_num_(nan=-math.inf)
-        set_self_(logits, torch.arange(len(W), device=W.device), -math.inf)
-        if self.zero_weight is not None:
-            logits[:, self.zero_weight] = -math.inf
-        attention = torch.softmax(logits, dim=1)  # (L, L); a row of no mass is NaN
-        empty = torch.isnan(attention[:, 0]) | torch.isnan(attention[:, -1])  # (L,)
-        n_fallback = int(empty.sum())
-        if n_fallback:
-            attention[empty] = self._nearest(torch.nonzero(empty)[:, 0], h, sample_point)
+            changed = (rows, cols, log_w[cols] - r * torch.log(h_left)
+                       + kernel.log_profile_sq(self.D_sq[rows, cols] / (h_left * h_left)))
+        gaussian = kernel.quadratic_coef is not None  # the Gaussian family: one pass
+        factor = -kernel.quadratic_coef / h_sq if gaussian else None  # (L, 1) or (L,)
+        attention = torch.empty_like(D) if out is None else out  # (L, L)
+        # The logits of a block and their softmax.
+        step = chunk_rows(L, 2 * L * D.element_size(), workers=n_workers(D.device),
+                          cap_bytes=2 * CACHE_BYTES)
+
+        def block(a, _):
+            b = min(a + step, L)
+            per_row = sample_point is None  # the query's bandwidth, else the keys'
+            if gaussian:
+                logits = self.D_sq[a:b] * (factor[a:b] if per_row else factor)  # (b, L)
+            else:
+                logits = kernel.log_profile_sq(
+                    self.D_sq[a:b] / (h_sq[a:b] if per_row else h_sq))  # (b, L)
+            logits += key_log_w
+            if changed is not None:
+                pick = (changed[0] >= a) & (changed[0] < b)
+                logits[changed[0][pick] - a, changed[1][pick]] = changed[2][pick]
+            # An overflowed distance over an overflowed bandwidth (inf / inf) carries no
+            # weight: a row left without any falls back to its nearest inputs.
+            logits.nan_to_num_(nan=-math.inf)
+            set_self_(logits, torch.arange(a, b, device=W.device), -math.inf)
+            if self.zero_weight is not None:
+                logits[:, self.zero_weight] = -math.inf
+            rows_attention = torch.softmax(logits, dim=1)  # (b, L); a row of no mass is NaN
+            empty = (torch.isnan(rows_attention[:, 0])
+                     | torch.isnan(rows_attention[:, -1]))  # (b,)
+            n_empty = int(empty.sum())
+            if n_empty:
+                rows_attention[empty] = self._nearest(torch.nonzero(empty)[:, 0] + a, h,
+                                                      sample_point)
+            attention[a:b] = rows_attention
+            return n_empty
+
+        n_fallback = sum(on_workers(range(0, L, step), block, D.device))
         return attention, n_fallback
 
     def _nearest(self, rows, h, sample_point):

@@ -1,9 +1,10 @@
 """The shared base of the Nadaraya-Watson estimators: parameters, the one validation path
 and the route, resolved once at fit.
 
-``fit`` validates, resolves the kernel and the bandwidth, then builds the fitted key set
-(:class:`~sklearn_nw._keys.KeySet`) on the route that ``predict`` will take. Estimators hand
-numpy arrays to the key set and take numpy arrays back; they never touch a tensor.
+``fit`` validates, resolves the kernel and the bandwidth, then builds the fitted keys
+(:class:`~sklearn_nw._keys.FittedKeys`) and the route object that ``predict`` will take
+(:func:`~sklearn_nw._keys.build_route`). Estimators hand numpy arrays to the keys and take
+numpy arrays back; they never touch a tensor.
 
 Every bandwidth is chosen by a strategy (:mod:`sklearn_nw._selection`): the ``bandwidth``
 parameter's, or a search handed to :meth:`_fit` (the CV estimators' grid); its
@@ -30,7 +31,7 @@ from sklearn.utils.validation import (
 )
 
 from ._adaptive import Adaptive
-from ._keys import KeySet, resolve_route
+from ._keys import FittedKeys
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
 from ._selection import Training
@@ -217,32 +218,25 @@ class NadarayaWatsonBase(BaseEstimator):
         check_combinations(self, "local", degree=degree)
 
     def _fit_keys(self, values, degree=0):
-        """Resolve the route (``route_``) and build the key set (``key_set_``) it pools
-        over: the scaled training points, their weights, ``values`` and the search index
-        of the route (a cell list, a tree, a k-nearest search)."""
-        precomputed = self._precomputed()
-        n_coords = (self.projection_.shape[1] if hasattr(self, "projection_")
-                    else self.X_fit_.shape[1])
+        """Build the fitted keys (``key_set_``): the training points, their weights,
+        ``values`` and the route that ``predict`` takes (``route_``), resolved once with
+        its search index (a cell list, a tree, a k-nearest search)."""
         adaptive = (None if self.bandwidth_kind_ == "fixed" else Adaptive(
             self.bandwidth_kind_, self.bandwidth_neighbors_, self.bandwidth_scale_))
-        route, algorithm = resolve_route(
-            self.kernel_, n_neighbors=self.n_neighbors, algorithm=self.algorithm,
-            compute=self.compute, precomputed=precomputed, n_samples=self.X_fit_.shape[0],
-            n_coords=n_coords, adaptive=adaptive is not None,
-        )
-        self.key_set_ = KeySet(
+        self.key_set_ = FittedKeys(
             self.X_fit_, self.sample_weight_, values,
-            getattr(self, "projection_", self.bandwidth_), self.kernel_, route=route,
-            algorithm=algorithm, n_neighbors=self.n_neighbors,
-            # Class probabilities must be exactly 0 where no attention goes.
-            exact_zeros=is_classifier(self), explicit_algorithm=self.algorithm != "auto",
-            degree=degree, adaptive=adaptive,
+            getattr(self, "projection_", self.bandwidth_), self.kernel_,
+            algorithm=self.algorithm, n_neighbors=self.n_neighbors, compute=self.compute,
+            precomputed=self._precomputed(), adaptive=adaptive, degree=degree,
             # The regressor's: local fits bounded by the targets' range.
             bounded=bool(getattr(self, "bounded", False)),
+            # Class probabilities must be exactly 0 where no attention goes.
+            exact_zeros=is_classifier(self),
         )
-        self.route_ = self.key_set_.route
-        if self.key_set_.key_bandwidth is not None:
-            self.key_bandwidths_ = self.key_set_.key_bandwidth / self.key_set_.search_scale
+        route = self.key_set_.route
+        self.route_ = route.name
+        if route.key_bandwidth is not None:
+            self.key_bandwidths_ = route.key_bandwidth / self.key_set_.search_scale
 
     def _fit_bandwidth(self, values, *, classifier, search=None, degree=0):
         """Set ``bandwidth_`` and what the bandwidth's strategy reports (``n_iter_`` and
@@ -299,7 +293,7 @@ class NadarayaWatsonBase(BaseEstimator):
 
     def _validate_predict_data(self, X):
         xp, _ = get_namespace(X)
-        precomputed = self.route_ == "precomputed"
+        precomputed = self._precomputed()
         # C order: the engine views the queries as tensors, which take no negative strides
         # (X[::-1]); a C-contiguous array is passed through uncopied.
         X = validate_data(self, X, reset=False, dtype=[xp.float64, xp.float32],
@@ -327,8 +321,7 @@ class NadarayaWatsonBase(BaseEstimator):
         Returns the pooled values as an ndarray (n_queries, t) and the attention (None, an
         ndarray, or a scipy.sparse CSR array for compact kernels and restricted routes).
         """
-        if (return_attention and self.route_ in ("dense", "adaptive")
-                and not self.kernel_.is_compact):
+        if return_attention and not self.key_set_.route.attention_is_sparse:
             self._check_dense_attention(X.shape[0], "predict(X, return_attention=True)")
         result = self.key_set_.pool(
             X, return_attention=return_attention, compute=self.compute,
@@ -386,7 +379,7 @@ class NadarayaWatsonBase(BaseEstimator):
         """
         check_is_fitted(self)
         n = self.X_fit_.shape[0]
-        if self.route_ != "precomputed" and not self.kernel_.is_compact:
+        if not self.key_set_.route.leave_one_out_is_sparse:
             self._check_dense_attention(n, "attention_weights_")
         attention, n_fallback, n_singular = self.key_set_.leave_one_out_attention(
             device=self._compute_device(), working_memory=get_config()["working_memory"],

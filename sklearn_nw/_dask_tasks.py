@@ -1,5 +1,5 @@
 """The tasks of :mod:`sklearn_nw.dask` that run on the workers: validation and statistics
-of the training blocks, the shards (one :class:`~sklearn_nw._keys.KeySet` per block) and
+of the training blocks, the shards (one :class:`~sklearn_nw._keys.FittedKeys` per block) and
 their partial sums, and the pairwise merge of futures. Numpy in, numpy out."""
 
 from typing import NamedTuple
@@ -9,7 +9,7 @@ from sklearn.utils.validation import _check_sample_weight, check_array, check_no
 
 from . import _leave_one_out
 from ._engine_partial import PartialSums
-from ._keys import KeySet
+from ._keys import FittedKeys
 from ._shards import finish, leave_one_out_losses, leave_one_out_sum, leave_one_out_terms
 from .kernels import Kernel
 
@@ -74,13 +74,13 @@ def second_moments(X, y, w, mean, offset, dtype, classifier):
 
 
 class Shard(NamedTuple):
-    key_set: KeySet  # the shard's keys, weights and values, route "dense" (or WeightlessKeys)
+    key_set: FittedKeys  # the shard's keys, weights and values, route "dense" (or WeightlessKeys)
     y: np.ndarray  # the targets as given (for to_local)
 
 
 class WeightlessKeys(NamedTuple):
     """The keys of a block whose sample weights are all zero, in a :class:`Shard`'s place
-    of a :class:`KeySet` (which needs a key of positive weight): they give no query any
+    of a :class:`FittedKeys` (which needs a key of positive weight): they give no query any
     kernel weight, and their rows are kept for ``to_local`` and as the leave-one-out
     grid's queries (of weight zero)."""
 
@@ -91,7 +91,7 @@ class WeightlessKeys(NamedTuple):
     exact_zeros: bool
 
     def partial_pool(self, queries, *, leave_out_equal=False, working_memory=None):
-        """Nothing, nowhere: what :meth:`KeySet.partial_pool` gives for such keys."""
+        """Nothing, nowhere: what :meth:`DenseRoute.partial_pool` gives for such keys."""
         n_q = queries.shape[0]
         return PartialSums(np.zeros((n_q, self.values.shape[1])), np.full(n_q, -np.inf),
                            np.full(n_q, np.inf), np.full(n_q, -np.inf))
@@ -109,8 +109,8 @@ def build_shard(X, y, w, spec, classifier):
     values = encode(y, spec, classifier)
     if not np.any(w > 0):
         return Shard(WeightlessKeys(X, w, values, spec.metric, classifier), y)
-    key_set = KeySet(X, w, values, spec.metric, spec.kernel, route="dense",
-                     exact_zeros=classifier, center=spec.center)
+    key_set = FittedKeys(X, w, values, spec.metric, spec.kernel, algorithm="brute",
+                         exact_zeros=classifier, center=spec.center)
     return Shard(key_set, y)
 
 
@@ -119,9 +119,9 @@ def with_metric(shard, spec):
     ks = shard.key_set
     if isinstance(ks, WeightlessKeys):
         return shard._replace(key_set=ks._replace(metric=spec.metric))
-    return shard._replace(key_set=KeySet(ks.X, ks.sample_weight, ks.values, spec.metric,
-                                         spec.kernel, route="dense",
-                                         exact_zeros=ks.exact_zeros, center=spec.center))
+    return shard._replace(key_set=FittedKeys(ks.X, ks.sample_weight, ks.values, spec.metric,
+                                             spec.kernel, algorithm="brute",
+                                             exact_zeros=ks.exact_zeros, center=spec.center))
 
 
 def distinct_inputs(X, w):
@@ -157,8 +157,11 @@ def shard_part(shard, Q, spec, leave_out_equal=False):
     key_set = shard.key_set
     if not np.array_equal(key_set.metric, spec.metric):  # a grid point's bandwidths
         key_set = with_metric(shard, spec).key_set
-    return key_set.partial_pool(Q, leave_out_equal=leave_out_equal,
-                                working_memory=spec.working_memory)
+    if isinstance(key_set, WeightlessKeys):  # nothing, nowhere
+        return key_set.partial_pool(Q, leave_out_equal=leave_out_equal,
+                                    working_memory=spec.working_memory)
+    return key_set.route.partial_pool(key_set, Q, leave_out_equal=leave_out_equal,
+                                      working_memory=spec.working_memory)
 
 
 def outputs(part, spec):
@@ -228,7 +231,7 @@ def location_count(locations):
 
 
 def location_block(locations, start, stop):
-    """Inputs ``start:stop`` of the distinct ones as a shard of keys: a KeySet of their
+    """Inputs ``start:stop`` of the distinct ones as a shard of keys: the keys of their
     weights and mean values (float64)."""
     X = locations.X[start:stop].astype(np.float64)
     weight = locations.weight[start:stop]
@@ -237,14 +240,16 @@ def location_block(locations, start, stop):
 
 def location_key_set(block, metric, spec):
     X, weight, means = block
-    return KeySet(X, weight, means, metric, spec.kernel, route="dense", center=spec.center)
+    return FittedKeys(X, weight, means, metric, spec.kernel, algorithm="brute",
+                      center=spec.center)
 
 
 def location_part(keys, queries, metric, spec):
     """The partial sums of a block of distinct inputs at another block's, each query's
     own input left out."""
-    return location_key_set(keys, metric, spec).partial_pool(
-        queries[0], leave_out_equal=True, working_memory=spec.working_memory)
+    key_set = location_key_set(keys, metric, spec)
+    return key_set.route.partial_pool(key_set, queries[0], leave_out_equal=True,
+                                      working_memory=spec.working_memory)
 
 
 def location_terms(part, block, loss, total):
@@ -260,8 +265,9 @@ def location_losses(part, block, loss):
 
 def location_gradient(keys, queries, part, terms, metric, spec):
     """A block of keys' part of the gradient of the loss at a block of queries."""
-    return location_key_set(keys, metric, spec).partial_gradient(
-        queries[0], part.out, part.log_den, terms[1], leave_out_equal=True,
+    key_set = location_key_set(keys, metric, spec)
+    return key_set.route.partial_gradient(
+        key_set, queries[0], part.out, part.log_den, terms[1], leave_out_equal=True,
         working_memory=spec.working_memory)
 
 

@@ -151,7 +151,7 @@ ATTRIBUTES = {
         search, then sums over every training point); or the stored precomputed
         distances.""",
     "key_set_": """\
-    key_set_ : KeySet
+    key_set_ : FittedKeys
         The training points as attention sees them, built at fit: weights, the pooled
         values, the metric and the search index of ``route_`` (``key_set_.index``: a cell
         list, scikit-learn's k-d or ball tree or brute-force search, or None),

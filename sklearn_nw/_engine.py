@@ -27,16 +27,24 @@ from typing import NamedTuple
 import torch
 
 from ._leave_one_out import nearest_keys, other_keys, self_logits, set_self_
+from ._workers import (
+    CACHE_BYTES,
+    chunk_rows,
+    on_workers,
+    reduce_in_order,
+    serial_if_small,  # noqa: F401  (the key set still takes the small-call rule from here)
+    worth_sharing,
+)
 
 # (chunk, n) temporaries per query row, in units of n * itemsize: the logits block, one more
 # for a kernel's out-of-place log-profile, one for the attention copy.
 _N_TEMPORARIES = 3
-# Chunks are also capped to stay in cache: the passes over a (chunk, n) block are memory
-# bound, and a block that fits in L2/L3 makes them several times faster. The (chunk, n)
-# blocks are allocated once per call and reused: a fresh multi-MiB tensor per chunk can be
-# handed back to the OS by malloc and faulted in again page by page (measured: 250,000
-# page faults and twice the time of a 20,000 x 20,000 predict, in some processes).
-_CACHE_BYTES = 4 * 2**20
+# Chunks are also capped to stay in cache (see sklearn_nw._workers.CACHE_BYTES). The
+# (chunk, n) blocks are allocated once per call and reused: a fresh multi-MiB tensor per
+# chunk can be handed back to the OS by malloc and faulted in again page by page
+# (measured: 250,000 page faults and twice the time of a 20,000 x 20,000 predict, in some
+# processes).
+_CACHE_BYTES = CACHE_BYTES
 
 
 class PoolResult(NamedTuple):
@@ -76,30 +84,6 @@ def _compute_settings():
                 _settings["saved"] = None
 
 
-# Calls of at most this many (query, key) pairs run on the calling thread alone: one thread
-# does them in well under a millisecond, and each of torch's parallel regions ends in a
-# barrier that waits for every thread of the team, so whenever another process holds a
-# core a one-row predict waits out scheduler time slices (measured on 2 cores beside a
-# busy process: a one-row Gaussian predict over 50,000 keys in 38 ms instead of 1.5 ms).
-_SERIAL_MAX_PAIRS = 2**18
-
-
-@contextlib.contextmanager
-def serial_if_small(n_pairs, device):
-    """Run the block on one thread when it computes at most ``_SERIAL_MAX_PAIRS`` pairs
-    on the CPU. OpenMP's and MKL's thread counts are per thread: this thread's only
-    (torch also keeps it as the default of threads started meanwhile; restored after)."""
-    n_threads = torch.get_num_threads()
-    if device.type != "cpu" or n_pairs > _SERIAL_MAX_PAIRS or n_threads == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n_threads)
-
-
 def exp_(logits, exact_zeros=True):
     """In-place ``exp`` of a block of logits, fast where most of them underflow.
 
@@ -123,11 +107,6 @@ def _csr(parts):
     counts, cols, vals = zip(*parts)
     crow = torch.cat([counts[0].new_zeros(1), torch.cat(counts).cumsum(0)])  # (rows + 1,)
     return crow, torch.cat(cols), torch.cat(vals)
-
-
-def chunk_rows(n_rows, row_bytes, working_memory):
-    """Rows per chunk so that ``rows * row_bytes`` fits in ``working_memory`` MiB (>= 1)."""
-    return max(1, min(n_rows, int(working_memory * 2**20) // max(1, row_bytes)))
 
 
 def exact_sq_dist(q, x, working_memory):
@@ -320,18 +299,19 @@ class _Problem:
         return (self.v1t @ careful.T).T, careful, n_empty
 
 
-def _run_chunks(pool_chunk, q, step, n, blocks, needs_grad):
+def _run_chunks(pool_chunk, q, step, n, blocks, needs_grad, *, commit=None,
+                max_workers=None):
     """Call ``pool_chunk(s, block)`` for the chunks of ``step`` rows of queries ``q``, with
     ``blocks`` (step, n) blocks like ``q`` per worker, one (blocks, step, n) tensor (None
-    for ``blocks=0``).
+    for ``blocks=0``); with ``commit``, ``commit(pool_chunk(s, block))`` in the order of
+    the chunks (:func:`~sklearn_nw._workers.reduce_in_order`).
 
-    With several torch threads, each pass over a cache-sized chunk is a short OpenMP
-    region that ends in a barrier, a few thousand per call; a barrier waits until every
-    thread of the team has run, so whenever another process holds a core each one waits
-    out a scheduler time slice (measured: a 20,000 x 20,000 predict on 2 cores took 0.3 s
-    alone and 1.2 to 12 s beside another busy process). So the chunks go instead to
-    worker threads (:func:`on_workers`). Not for autograd (``needs_grad``: the chunks
-    write into shared outputs) nor off the CPU.
+    With several torch threads, each pass over a cache-sized chunk would be a short OpenMP
+    region ending in a barrier, a few thousand per call, each of which can wait out a
+    scheduler time slice beside a busy process (see :mod:`sklearn_nw._workers`). So the
+    chunks go to the workers (at most ``max_workers``) when there are at least two per
+    worker; fewer run on the calling thread, as do chunks under autograd (``needs_grad``:
+    the chunks write into shared outputs).
     """
     n_q = q.shape[0]
     starts = range(0, n_q, step)
@@ -339,58 +319,18 @@ def _run_chunks(pool_chunk, q, step, n, blocks, needs_grad):
     def new_block():
         return q.new_empty(blocks, min(step, n_q), n) if blocks else None
 
-    if len(starts) < 2 * torch.get_num_threads() or needs_grad:
+    if needs_grad or not worth_sharing(len(starts), q.device):
         block = new_block()
         for s in starts:
-            pool_chunk(s, block)
+            part = pool_chunk(s, block)
+            if commit is not None:
+                commit(part)
         return
-    on_workers(starts, pool_chunk, q.device, init=new_block)
-
-
-def on_workers(tasks, run, device, *, init=None, max_workers=None):
-    """``[run(task, state) for task in tasks]``, in order, on as many worker threads as
-    torch has on the CPU (at most ``max_workers``), each with one torch thread and its
-    own ``state = init()`` (None without ``init``), taking the next task when done: no
-    OpenMP barrier between the tasks' short parallel operations (see
-    :func:`_run_chunks`), and a worker stalled by another process only leaves its tasks
-    to the others. In the calling thread off the CPU, with one worker, or for one task."""
-    tasks = list(tasks)
-    n_threads = torch.get_num_threads()
-    n_workers = min(n_threads, len(tasks), max_workers or n_threads)
-    if n_workers <= 1 or torch.device(device).type != "cpu":
-        state = init() if init is not None else None
-        return [run(task, state) for task in tasks]
-    results = [None] * len(tasks)
-    todo = iter(range(len(tasks)))
-    lock = threading.Lock()
-    errors = []
-
-    def worker():
-        # OpenMP's and MKL's thread counts are per thread: this one's only (torch also
-        # keeps it as the default of threads started meanwhile; restored below).
-        torch.set_num_threads(1)
-        try:
-            state = init() if init is not None else None
-            while not errors:
-                with lock:
-                    i = next(todo, None)
-                if i is None:
-                    return
-                results[i] = run(tasks[i], state)
-        except BaseException as exc:  # re-raised in the calling thread
-            errors.append(exc)
-
-    workers = [threading.Thread(target=worker) for _ in range(n_workers)]
-    try:
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
-    finally:
-        torch.set_num_threads(n_threads)
-    if errors:
-        raise errors[0]
-    return results
+    if commit is None:
+        on_workers(starts, pool_chunk, q.device, init=new_block, max_workers=max_workers)
+    else:
+        reduce_in_order(starts, pool_chunk, commit, q.device, init=new_block,
+                        max_workers=max_workers)
 
 
 def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
@@ -431,8 +371,9 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
     sparse = return_attention and kernel.is_compact
     dense_att = q.new_empty(n_q, n) if return_attention and not sparse else None  # (n_q, n)
     tiny = math.sqrt(torch.finfo(q.dtype).tiny)
-    step = chunk_rows(n_q, n * q.element_size() * _N_TEMPORARIES, working_memory)
-    step = max(1, min(step, _CACHE_BYTES // (n * q.element_size())))
+    # Each (chunk, n) block within the cache (see _CACHE_BYTES).
+    step = chunk_rows(n_q, n * q.element_size() * _N_TEMPORARIES, working_memory,
+                      cap_bytes=_N_TEMPORARIES * _CACHE_BYTES)
     parts = {}  # chunk start -> rows that fell back, and the chunk's sparse attention
 
     def pool_chunk(s, block):
@@ -544,36 +485,39 @@ def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memor
     b, m = qs.shape[0], xs.shape[0]
     out = qs.new_empty(b, wv1_t.shape[0] - 1)  # (b, t)
     empty = torch.zeros(b, dtype=torch.bool, device=qs.device)  # (b,)
-    parts = []
-    step = chunk_rows(b, m * qs.element_size() * _N_TEMPORARIES, working_memory)
-    step = max(1, min(step, _CACHE_BYTES // max(1, m * qs.element_size())))
-    # Two (chunk, m) blocks, allocated once (see _CACHE_BYTES): squared distances turned
-    # into weights in place, and coordinate differences.
-    blocks = qs.new_empty(2, min(step, b), m)
+    parts = {}  # chunk start -> its attention
+    # Each (chunk, m) block within the cache (see _CACHE_BYTES).
+    step = chunk_rows(b, m * qs.element_size() * _N_TEMPORARIES, working_memory,
+                      cap_bytes=_N_TEMPORARIES * _CACHE_BYTES)
     if augmented is None and qs.shape[1] > 3:
         augmented = augment_keys(xs)
+
+    # blocks: two (chunk, m) blocks, allocated once per worker (see _CACHE_BYTES): squared
+    # distances turned into weights in place, and coordinate differences.
+    def pool_chunk(s, blocks):
+        q = qs[s : s + step]  # (c, r)
+        c = q.shape[0]
+        k, diff = blocks[0, :c], blocks[1, :c]  # (c, m) each
+        if q.shape[1] <= 3:  # explicit differences: exact, and few passes
+            torch.sub(q[:, :1], xs[:, 0], out=k).square_()
+            for j in range(1, q.shape[1]):
+                torch.sub(q[:, j : j + 1], xs[:, j], out=diff)
+                k.addcmul_(diff, diff)
+        else:
+            _augmented_sq_dist(q, xs, refine=True, out=k, keys=augmented)
+        kernel.profile_sq_(k)  # (c, m) weights
+        num_den = (wv1_t @ k.T).T  # (c, t + 1)
+        den = num_den[:, -1:]  # (c, 1)
+        empty[s : s + step] = ~(den[:, 0] > 0)
+        out[s : s + step] = num_den[:, :-1] / den
+        if return_attention:
+            k.mul_(wv1_t[-1]).div_(torch.where(den > 0, den, 1.0))  # empty rows stay 0
+            nonzero = k != 0  # (c, m)
+            parts[s] = (nonzero.sum(1), nonzero.nonzero()[:, 1], k[nonzero])
+
     with _compute_settings():
-        for s in range(0, b, step):
-            q = qs[s : s + step]  # (c, r)
-            c = q.shape[0]
-            k, diff = blocks[0, :c], blocks[1, :c]  # (c, m) each
-            if q.shape[1] <= 3:  # explicit differences: exact, and few passes
-                torch.sub(q[:, :1], xs[:, 0], out=k).square_()
-                for j in range(1, q.shape[1]):
-                    torch.sub(q[:, j : j + 1], xs[:, j], out=diff)
-                    k.addcmul_(diff, diff)
-            else:
-                _augmented_sq_dist(q, xs, refine=True, out=k, keys=augmented)
-            kernel.profile_sq_(k)  # (c, m) weights
-            num_den = (wv1_t @ k.T).T  # (c, t + 1)
-            den = num_den[:, -1:]  # (c, 1)
-            empty[s : s + step] = ~(den[:, 0] > 0)
-            out[s : s + step] = num_den[:, :-1] / den
-            if return_attention:
-                k.mul_(wv1_t[-1]).div_(torch.where(den > 0, den, 1.0))  # empty rows stay 0
-                nonzero = k != 0  # (c, m)
-                parts.append((nonzero.sum(1), nonzero.nonzero()[:, 1], k[nonzero]))
-    return out, empty, _csr(parts) if return_attention else None
+        _run_chunks(pool_chunk, qs, step, m, blocks=2, needs_grad=False)
+    return out, empty, _csr([parts[s] for s in sorted(parts)]) if return_attention else None
 
 
 def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
@@ -611,42 +555,51 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
     ends = torch.cumsum(counts, 0)  # (b,)
     total = int(ends[-1]) if b else 0
     ones = qs.new_ones(r)  # (r,) sums of squares as one matrix-vector product
-    parts = []
+    chunks = []  # (first query, queries) of each chunk
+    s = 0
+    while s < b:
+        done = int(ends[s - 1]) if s else 0
+        if total - done <= budget:  # the rest fits in one chunk (one-row calls)
+            c = b - s
+        else:
+            c = max(1, int(torch.searchsorted(ends[s:], ends.new_tensor(done + budget),
+                                              right=True)))
+        chunks.append((s, c))
+        s += c
+
+    def pool_chunk(chunk, _):
+        s, c = chunk
+        done = int(ends[s - 1]) if s else 0
+        run = lengths[s:s + c].reshape(-1)  # (c s,)
+        per_query = counts[s:s + c]  # (c,)
+        n_pairs = int(ends[s + c - 1]) - done
+        # Each slice's keys, one slice after the other: lo + 0, 1, ..., length - 1.
+        shift = lo[s:s + c].reshape(-1) - (torch.cumsum(run, 0) - run)  # (c s,)
+        ind = torch.repeat_interleave(shift, run, output_size=n_pairs)
+        ind += torch.arange(n_pairs, device=qs.device)  # (p,)
+        gathered = keys[ind]  # (p, r + t + 1)
+        diff = gathered[:, :r].sub_(torch.repeat_interleave(
+            qs[s:s + c], per_query, dim=0, output_size=n_pairs))  # (p, r)
+        k = kernel.profile_sq_(torch.mv(diff.square_(), ones))  # (p,) weights
+        weighted = gathered[:, r:].mul_(k[:, None])  # (p, t + 1)
+        num_den = torch.segment_reduce(weighted, "sum", lengths=per_query,
+                                       axis=0)  # (c, t + 1)
+        den = num_den[:, -1:]  # (c, 1)
+        empty[s:s + c] = ~(den[:, 0] > 0)
+        out[s:s + c] = num_den[:, :-1] / den
+        if not return_attention:
+            return None
+        row = torch.repeat_interleave(torch.arange(c, device=qs.device), per_query,
+                                      output_size=n_pairs)  # (p,)
+        k = weighted[:, -1].div_(torch.where(den > 0, den, 1.0)[row, 0])
+        nonzero = k != 0  # (p,)
+        kept = torch.zeros(c, dtype=torch.long, device=qs.device)
+        kept.index_add_(0, row[nonzero], torch.ones_like(row[nonzero]))
+        return kept, ind[nonzero], k[nonzero]
+
     with _compute_settings():
-        s = 0
-        while s < b:
-            done = int(ends[s - 1]) if s else 0
-            if total - done <= budget:  # the rest fits in one chunk (one-row calls)
-                c = b - s
-            else:
-                c = max(1, int(torch.searchsorted(ends[s:], ends.new_tensor(done + budget),
-                                                  right=True)))
-            run = lengths[s:s + c].reshape(-1)  # (c s,)
-            per_query = counts[s:s + c]  # (c,)
-            n_pairs = int(ends[s + c - 1]) - done
-            # Each slice's keys, one slice after the other: lo + 0, 1, ..., length - 1.
-            shift = lo[s:s + c].reshape(-1) - (torch.cumsum(run, 0) - run)  # (c s,)
-            ind = torch.repeat_interleave(shift, run, output_size=n_pairs)
-            ind += torch.arange(n_pairs, device=qs.device)  # (p,)
-            gathered = keys[ind]  # (p, r + t + 1)
-            diff = gathered[:, :r].sub_(torch.repeat_interleave(
-                qs[s:s + c], per_query, dim=0, output_size=n_pairs))  # (p, r)
-            k = kernel.profile_sq_(torch.mv(diff.square_(), ones))  # (p,) weights
-            weighted = gathered[:, r:].mul_(k[:, None])  # (p, t + 1)
-            num_den = torch.segment_reduce(weighted, "sum", lengths=per_query,
-                                           axis=0)  # (c, t + 1)
-            den = num_den[:, -1:]  # (c, 1)
-            empty[s:s + c] = ~(den[:, 0] > 0)
-            out[s:s + c] = num_den[:, :-1] / den
-            if return_attention:
-                row = torch.repeat_interleave(torch.arange(c, device=qs.device), per_query,
-                                              output_size=n_pairs)  # (p,)
-                k = weighted[:, -1].div_(torch.where(den > 0, den, 1.0)[row, 0])
-                nonzero = k != 0  # (p,)
-                kept = torch.zeros(c, dtype=torch.long, device=qs.device)
-                kept.index_add_(0, row[nonzero], torch.ones_like(row[nonzero]))
-                parts.append((kept, ind[nonzero], k[nonzero]))
-            s += c
+        # The chunks on the workers (see sklearn_nw._workers), in order.
+        parts = on_workers(chunks, pool_chunk, qs.device)
     return out, empty, _csr(parts) if return_attention else None
 
 

@@ -20,7 +20,6 @@ from ._engine import (
     _augmented_sq_dist,
     _compute_settings,
     _run_chunks,
-    chunk_rows,
     exact_sq_dist,
     exp_,
     fused_gaussian_keys,
@@ -31,6 +30,7 @@ from ._engine import (
 from ._leave_one_out import nearest_keys, other_keys, self_logits, set_self_
 from ._local_poly import local_fit_dense, n_terms
 from ._losses import get_loss
+from ._workers import chunk_rows, n_workers
 
 # MiB of (rows, keys, coordinates) differences for the exact recomputation of a few rows.
 _EXACT_MIB = 16
@@ -94,33 +94,55 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     # Chunks back-propagate into this detached copy; one final pass carries it to h.
     xs = xs_graph.detach().requires_grad_(backward)
     row_bytes = n * x.element_size() * 8
-    step = min(chunk_rows(len(rows), row_bytes, working_memory),
-               max(1, 4 * _CACHE_BYTES // row_bytes))
-    value = 0.0
+    step = chunk_rows(len(rows), row_bytes, working_memory, cap_bytes=4 * _CACHE_BYTES)
+    max_workers = _workers_within(working_memory, step * row_bytes)
     if kernel.quadratic_coef is not None:
         weights = w_rows / total  # (m,)
         with _compute_settings(), torch.no_grad():
             value, grad = _gaussian_loo(xs.detach(), v, log_w, self_log_w, rows, weights,
-                                        kernel, loss, step, backward)
+                                        kernel, loss, step, backward, max_workers=max_workers)
         if backward:
             # sum(xs_graph * grad) carries the same gradient: backward with an explicit
             # gradient tensor imports sympy (0.6 s before a fresh process's first fit).
             (xs_graph * grad).sum().backward()
         return value
-    with _compute_settings(), torch.set_grad_enabled(backward):
-        for s in range(0, len(rows), step):
-            chunk = rows[s : s + step]  # (b,)
-            logits = _loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk)  # (b, n)
+    value, grad = 0.0, None
+
+    def chunk_loss(s, _):
+        chunk = rows[s : s + step]  # (b,)
+        # Each chunk back-propagates into a leaf of its own; the chunks' gradients are added
+        # in order (commit), as they would accumulate into one leaf.
+        leaf = xs.detach().requires_grad_(backward)  # (n, r)
+        with torch.set_grad_enabled(backward):  # grad mode is the thread's own
+            logits = _loo_logits(leaf[chunk], leaf, kernel, log_w, self_log_w,
+                                 chunk)  # (b, n)
             log_a = torch.log_softmax(logits, dim=1)  # (b, n)
             pooled = log_a.exp() @ v  # (b, t)
             per_row = loss.per_row(pooled, v[chunk])  # (b,)
             part = loss.weighted_mean(per_row, w_rows[s : s + step], total)
             if backward:
                 part.backward()
-            value += float(part.detach())
+        return float(part.detach()), leaf.grad
+
+    def commit(part):
+        nonlocal value, grad
+        value += part[0]
+        if part[1] is not None:
+            grad = part[1] if grad is None else grad.add_(part[1])
+
+    with _compute_settings():
+        # On the workers, one torch thread each (see _engine._run_chunks).
+        _run_chunks(chunk_loss, rows, step, n, blocks=0, needs_grad=False, commit=commit,
+                    max_workers=max_workers)
     if backward:
-        (xs_graph * xs.grad).sum().backward()  # as above
+        (xs_graph * grad).sum().backward()  # as above
     return value
+
+
+def _workers_within(working_memory, chunk_bytes):
+    """The workers whose chunks of ``chunk_bytes`` fit in ``working_memory`` MiB at once
+    (at least 1)."""
+    return max(1, int(working_memory * 2**20) // max(1, chunk_bytes))
 
 
 def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=False,
@@ -213,7 +235,7 @@ def loo_loss_neighbors(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighb
 
 
 def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, need_grad,
-                  pooled=None):
+                  pooled=None, max_workers=None):
     """Leave-one-out loss of a Gaussian-family kernel and its gradient in the scaled
     coordinates ``xs`` (n, r), written out by hand: a few passes over each (b, n) block
     instead of the two dozen autograd makes.
@@ -223,7 +245,8 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
     ``g_i = dL/dp_i``, the softmax gives ``G_ij = dL/dS_ij = P_ij g_i . (v_j - p_i)``, and
     ``dS_ij/dq_i = -2c (q_i - x_j) = -dS_ij/dx_j`` off the diagonal (the self entry is a
     constant), so both gradients are matrix products of G. With ``loss=None`` it only writes
-    the leave-one-out predictions into ``pooled`` (m, t).
+    the leave-one-out predictions into ``pooled`` (m, t). The chunks of ``step`` rows run
+    on at most ``max_workers`` workers, their losses and gradients added in order.
     """
     n = xs.shape[0]
     c = kernel.quadratic_coef
@@ -242,9 +265,8 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
     xs1_t = xs1.T.contiguous()  # (r + 1, n)
     grad = torch.zeros_like(xs) if need_grad else None  # (n, r)
     value = 0.0
-    # Two (chunk, n) blocks, allocated once (see _engine._CACHE_BYTES).
-    blocks = xs.new_empty(2, min(step, len(rows)), n)
-    for s in range(0, len(rows), step):
+
+    def loo_chunk(s, blocks):  # blocks: two (chunk, n) blocks (see _engine._CACHE_BYTES)
         chunk = rows[s : s + step]  # (b,)
         b = len(chunk)
         qs1 = xs1[chunk]  # (b, r + 1)
@@ -271,22 +293,37 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
         if pooled is not None:
             pooled[s : s + step] = pred
         if loss is None:
-            continue
+            return None
         target = v[chunk]  # (b, t)
         w = weights[s : s + step, None]  # (b, 1)
-        value += float(loss.weighted_sum(loss.per_row(pred, target), w[:, 0]))
+        part = float(loss.weighted_sum(loss.per_row(pred, target), w[:, 0]))
         g = w * loss.gradient(pred, target)  # (b, t)
         if not need_grad:
-            continue
+            return part, None
         gz = g / z  # (b, t)
         gv = (torch.mul(gz, v_t, out=blocks[1, :b]) if v.shape[1] == 1
               else torch.mm(gz, v_t, out=blocks[1, :b]))  # (b, n)
         G = e.mul_(gv.sub_((gz * pred).sum(1, keepdim=True)))  # (b, n) = dL/dS
         set_self_(G, chunk, 0.0)  # the self entry is a constant
         gx = (xs1_t @ G.T).T  # (b, r + 1): G @ x and the row sums of G
-        grad.index_add_(0, chunk, -2.0 * c * (gx[:, -1:] * qs1[:, :-1] - gx[:, :-1]))
         gq = (qs1.T @ G).T  # (n, r + 1): G.T @ q and the column sums of G
-        grad += 2.0 * c * (gq[:, :-1] - gq[:, -1:] * xs)
+        # The gradient in the chunk's own rows (b, r), and in every row (n, r).
+        return part, (chunk, -2.0 * c * (gx[:, -1:] * qs1[:, :-1] - gx[:, :-1]),
+                      2.0 * c * (gq[:, :-1] - gq[:, -1:] * xs))
+
+    def commit(part):
+        nonlocal value
+        if part is None:
+            return
+        value += part[0]
+        if part[1] is not None:
+            chunk, own_rows, every_row = part[1]
+            grad.index_add_(0, chunk, own_rows)
+            grad.add_(every_row)
+
+    # On the workers, one torch thread each (see _engine._run_chunks).
+    _run_chunks(loo_chunk, xs[rows], step, n, blocks=2, needs_grad=False, commit=commit,
+                max_workers=max_workers)
     return value, grad
 
 
@@ -322,10 +359,10 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     width = 1 if isotropic else d
     row_bytes = n * x.element_size() * (_N_TEMPORARIES + width)
     m = len(rows_all)
-    step = min(chunk_rows(m, row_bytes, working_memory), max(1, 4 * _CACHE_BYTES // row_bytes),
-               # Two chunks per worker thread (of 32 rows at least), or the chunks run on
-               # the calling thread's team of threads (see _engine._run_chunks).
-               max(32, -(-m // (2 * torch.get_num_threads()))))
+    # Two chunks per worker at least, or the chunks run on the calling thread's team of
+    # threads (see _engine._run_chunks).
+    step = chunk_rows(m, row_bytes, working_memory, workers=n_workers(x.device),
+                      cap_bytes=4 * _CACHE_BYTES)
     v1t = values_and_ones_t(v)  # (t + 1, n)
     pooled = x.new_empty(len(hs), m, v.shape[1])  # (G, m, t)
     if kernel.quadratic_coef is not None and isotropic:
@@ -459,10 +496,9 @@ class SweepDistances:
         self.d2 = exact_sq_dist(xs[rows], xs, working_memory)  # (m, n)
         m, n = len(rows), x.shape[0]
         row_bytes = n * x.element_size() * (_N_TEMPORARIES + 1)
-        # Cache-sized chunks, two per worker thread at least (as in loo_grid_pool).
-        self.step = min(chunk_rows(m, row_bytes, working_memory),
-                        max(1, 4 * _CACHE_BYTES // row_bytes),
-                        max(32, -(-m // (2 * torch.get_num_threads()))))
+        # Cache-sized chunks, two per worker at least (as in loo_grid_pool).
+        self.step = chunk_rows(m, row_bytes, working_memory, workers=n_workers(x.device),
+                               cap_bytes=4 * _CACHE_BYTES)
 
     @staticmethod
     def fits(m, n, element_size, working_memory):

@@ -18,13 +18,14 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._adaptive import LeaveOneOutNeighbors
-from ._engine import candidate_pool, chunk_rows, key_center, on_workers, serial_if_small
+from ._engine import candidate_pool, key_center
 from ._engine_loo import loo_grid_pool
 from ._leave_one_out import nearest_keys, other_keys, set_self_
 from ._local_poly import local_fit_many, local_fit_sparse, n_terms
 from ._losses import get_loss
 from ._preconditions import check_working_memory
 from ._search import TreeSearch
+from ._workers import chunk_rows, n_workers, on_workers, serial_if_small
 
 # MiB a worker's block of local fits takes at most, whatever working_memory allows: larger
 # blocks hold more memory and run no faster (n=1,000, d=2, 25 bandwidths at degree 1:
@@ -158,9 +159,8 @@ class LeaveOneOutGrid:
         W = torch.as_tensor(loo.weight, device=device)  # (L,)
         values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
         coords = _centered(loo, grid[0], device)  # (L, r)
-        n_workers = torch.get_num_threads() if device.type == "cpu" else 1
-        fit = _local_blocks(L, G, coords.shape[1], self.degree, working_memory, n_workers,
-                            "for local polynomials")
+        fit = _local_blocks(L, G, coords.shape[1], self.degree, working_memory,
+                            n_workers(device), "for local polynomials")
         out = torch.empty(G, L, values.shape[1], dtype=torch.float64)
 
         def points(h):  # (L, r) the inputs in the metric h
@@ -191,7 +191,7 @@ class LeaveOneOutGrid:
     def _nearest_pool(self, loo, kernel, dtype, device, working_memory):
         """Leave-one-out predictions (G, L, t) of the k-nearest model (``n_neighbors``):
         each distinct input's nearest other inputs holding k units of weight, the last
-        one in part, found as :meth:`~sklearn_nw._keys.KeySet.pool` finds a query's in
+        one in part, found as :meth:`~sklearn_nw._keys.FittedKeys.pool` finds a query's in
         the refit without it (:class:`~sklearn_nw._search.TreeSearch`, in the search space
         of the grid point's metric divided by its largest bandwidth; grid points of the
         same ratios share them), then each grid point's kernel over them
@@ -253,22 +253,22 @@ def local_fit_row_bytes(L, n_coords, degree):
     return 8 * L * (3 * p + 2 * n_coords + 10)
 
 
-def _local_blocks(L, G, n_coords, degree, working_memory, n_workers, what):
+def _local_blocks(L, G, n_coords, degree, working_memory, workers, what):
     """:class:`_Blocks` of the leave-one-out local fits of G grid points at L inputs,
-    ``n_workers`` blocks at once within ``working_memory`` MiB, each at most
+    ``workers`` blocks at once within ``working_memory`` MiB, each at most
     ``_BLOCK_MIB``: all grid points of a row when they fit, else fewer, and fewer
     workers when one row each does not fit; refused when one row of one grid point does
-    not fit."""
+    not fit. Rows as :func:`~sklearn_nw._workers.chunk_rows` cuts them."""
     row = local_fit_row_bytes(L, n_coords, degree)
     total = working_memory * 2**20
     check_working_memory(
         row, working_memory, f"The leave-one-out grid {what} computes blocks of rows of "
         f"({L}, {L}) matrices; one row takes {row / 2**20:.3g} MiB", instead=", or use cv=5")
-    workers = int(max(1, min(n_workers, total // row)))
-    budget = min(total / workers, _BLOCK_MIB * 2**20)
-    grid_points = int(max(1, min(G, budget // row)))
-    rows = chunk_rows(L, row * grid_points, budget / 2**20)
-    return _Blocks(int(rows), grid_points, workers)
+    workers = int(max(1, min(workers, total // row)))
+    grid_points = int(max(1, min(G, min(total / workers, _BLOCK_MIB * 2**20) // row)))
+    rows = chunk_rows(L, row * grid_points, working_memory, workers=workers,
+                      cap_bytes=_BLOCK_MIB * 2**20)
+    return _Blocks(rows, grid_points, workers)
 
 
 def _distances(points, rows):
@@ -350,10 +350,8 @@ def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
     # working_memory's worth (33 of (1000, 1000) at the default 1 GiB).
     group = max(1, int(min(working_memory, _BLOCK_MIB) * 2**20 // (2 * 8 * L * L)))
     # Query rows per fit: the group's local fits of a row (local_fit_row_bytes), for each
-    # of the workers at once, at most _BLOCK_MIB each; at least two blocks per worker (of
-    # 32 rows or more) so that one stalled by another process leaves its share to the
-    # others.
-    n_workers = torch.get_num_threads() if coords.device.type == "cpu" else 1
+    # of the workers at once, at most _BLOCK_MIB each, at least two blocks per worker.
+    workers = n_workers(coords.device)
     outs, batch = [], []
 
     def flush():
@@ -361,9 +359,8 @@ def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
         out = attention @ values  # (g, L, t)
         # Sized to the batch at hand: a full group's step cut small batches (a family's
         # 21 candidates) into blocks of a few rows, each paying the fits' fixed costs.
-        step = chunk_rows(L, len(batch) * local_fit_row_bytes(L, r, degree),
-                          min(working_memory / n_workers, _BLOCK_MIB))
-        step = max(min(step, 32), min(step, -(-L // (2 * n_workers))))
+        step = chunk_rows(L, len(batch) * local_fit_row_bytes(L, r, degree), working_memory,
+                          workers=workers, cap_bytes=_BLOCK_MIB * 2**20)
 
         def fit(rows, _):  # the blocks' rows are disjoint: each writes its own
             local, singular = local_fit_many(coords[rows], coords, attention[:, rows],
@@ -371,8 +368,8 @@ def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
             out[:, rows] = torch.where(singular[:, :, None], out[:, rows], local)
 
         if degree:
-            # On worker threads of one torch thread each (on_workers): the fits' many
-            # short parallel operations stall whenever another process takes a core.
+            # On the workers (see sklearn_nw._workers): the fits' many short parallel
+            # operations stall whenever another process takes a core.
             on_workers(gen_batches(L, step), fit, coords.device)
         outs.append(out.cpu())
         batch.clear()

@@ -3,14 +3,13 @@ trees, or exact distances to every point, as the routes' indexes and the leave-o
 grids use them (numpy in and out)."""
 
 import math
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 from sklearn.neighbors import BallTree, KDTree
 from sklearn.utils import gen_batches
+
+from ._workers import chunk_rows, n_workers, on_workers
 
 # Searches of fewer queries run in the calling thread (handing a few queries to threads
 # costs more than it saves).
@@ -19,19 +18,6 @@ _PARALLEL_SEARCH_MIN = 256
 _LEAF_SIZE = 30
 # Bytes of a brute-force search's block of distances (queries x every point).
 _BRUTE_BYTES = 2**26
-
-
-_threads_lock = threading.Lock()
-_threads = None  # the searches' thread pool, started on first use and kept
-
-
-def _thread_pool():
-    global _threads
-    with _threads_lock:
-        if _threads is None:
-            _threads = ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
-                                          thread_name_prefix="sklearn_nw_search")
-        return _threads
 
 
 # Distances from here on square to more than the largest float.
@@ -66,9 +52,8 @@ class TreeSearch:
 
     ``algorithm`` is resolved as :class:`~sklearn.neighbors.NearestNeighbors` resolves it
     (``"auto"``: brute force above 15 dimensions or for tiny data, else a k-d tree). The
-    trees release the GIL: a search of ``_PARALLEL_SEARCH_MIN`` queries or more is split
-    over torch's number of threads, on one thread pool kept for the process (a pool set up
-    per call costs milliseconds, more than a small search).
+    trees release the GIL: a search of ``_PARALLEL_SEARCH_MIN`` queries or more is cut
+    into parts for the engine's workers (:func:`~sklearn_nw._workers.on_workers`).
     """
 
     def __init__(self, points, algorithm="auto"):
@@ -85,13 +70,14 @@ class TreeSearch:
 
     @staticmethod
     def _in_parts(search, n_queries):
-        """``search(start, stop)`` over slices of the queries: in parallel when there are
-        enough of them, else at once; the results in order."""
-        n_threads = torch.get_num_threads()
-        if n_queries < _PARALLEL_SEARCH_MIN or n_threads == 1:
+        """``search(start, stop)`` over slices of the queries: on the workers when there
+        are enough of them, else at once; the results in order."""
+        workers = n_workers("cpu")
+        if n_queries < _PARALLEL_SEARCH_MIN or workers == 1:
             return [search(0, n_queries)]
-        bounds = np.linspace(0, n_queries, n_threads + 1).astype(int)
-        return list(_thread_pool().map(search, bounds[:-1], bounds[1:]))
+        step = chunk_rows(n_queries, workers=workers)
+        return on_workers(gen_batches(n_queries, step),
+                          lambda rows, _: search(rows.start, rows.stop), "cpu")
 
     def nearest(self, queries, k):
         """Distances and indices (m, k) of each query's k nearest points, nearest first."""

@@ -3,7 +3,7 @@
 The estimators of this module have the names and parameters of the local ones (the dask-ml
 convention). ``fit`` takes dask arrays (or numpy arrays, which it splits into one block per
 worker thread) and leaves the keys on the workers: each block of training rows becomes one shard,
-a :class:`~sklearn_nw._keys.KeySet` built and kept where it was computed. ``predict``
+a :class:`~sklearn_nw._keys.FittedKeys` built and kept where it was computed. ``predict``
 pools every block of queries against every shard and merges the shards' partial sums
 exactly, by a tree reduction in log space (:mod:`sklearn_nw._shards`):
 

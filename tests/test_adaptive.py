@@ -11,6 +11,7 @@ from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 
 from sklearn_nw import (
     AdaptiveBandwidth,
+    EmptyNeighborhoodWarning,
     LocalFitWarning,
     NadarayaWatsonClassifier,
     NadarayaWatsonClassifierCV,
@@ -112,7 +113,7 @@ def _units_at_kth(X, w, q, k):
 
 @pytest.mark.parametrize("kernel", sorted(KERNELS))
 @pytest.mark.parametrize("kind", KINDS)
-def test_every_kernel_matches_the_oracle(kernel, kind):
+def test_every_kernel_matches_the_oracle(kernel, kind, dense):
     X, y = _data(30, 2)
     Xq = _data(12, 2, seed=7)[0]
     w = np.random.default_rng(4).uniform(0.5, 2.0, len(y))
@@ -121,12 +122,12 @@ def test_every_kernel_matches_the_oracle(kernel, kind):
     reg = NadarayaWatsonRegressor(kernel, bandwidth=AdaptiveBandwidth(
         kind, n_neighbors=4, scale=1.3, base=h))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # compact kernels: queries with no one in reach
+        # Compact kernels: queries with no one in reach.
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         reg.fit(X, y, sample_weight=w)
         prediction, attention = reg.predict(Xq, return_attention=True)
     expected = adaptive_weights(Xq, X, h, PROFILES[kernel], kind, 4, 1.3, w)
-    attention = attention.toarray() if hasattr(attention, "toarray") else attention
-    np.testing.assert_allclose(attention, expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(dense(attention), expected, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(prediction, expected @ y, rtol=1e-9)
     if kind == "sample_point":
         key_h = [1.3 * kth_distance(x, X, h, 4, w, skip_location=True) for x in X]
@@ -156,7 +157,7 @@ def test_multi_output_and_classifier_match_the_oracle():
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tophat", "exponential"])
 @pytest.mark.parametrize("kind", KINDS)
-def test_leave_one_out_equals_refitting_without_the_point(kernel, kind):
+def test_leave_one_out_equals_refitting_without_the_point(kernel, kind, dense):
     # Duplicated inputs, integer and zero weights: each location leaves with every copy.
     X, y = _data(36, 2, grid=10)
     X[5], X[9] = X[3], X[3]
@@ -164,18 +165,17 @@ def test_leave_one_out_equals_refitting_without_the_point(kernel, kind):
     w[7] = 0.0
     bandwidth = AdaptiveBandwidth(kind, n_neighbors=5, scale=JUST_ABOVE_ONE, base=1.0)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        # Compact kernels: rows left out with no one else in reach.
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         model = NadarayaWatsonRegressor(kernel, bandwidth=bandwidth).fit(X, y, w)
-        attention = model.attention_weights_
-        attention = attention.toarray() if hasattr(attention, "toarray") else attention
+        attention = dense(model.attention_weights_)
         for i in range(len(y)):
             out = ~np.all(X == X[i], axis=1)
             refit = NadarayaWatsonRegressor(kernel, bandwidth=bandwidth).fit(
                 X[out], y[out], w[out])
             _, row = refit.predict(X[i:i + 1], return_attention=True)
-            row = row.toarray() if hasattr(row, "toarray") else row
             expected = np.zeros(len(y))
-            expected[out] = row[0]
+            expected[out] = dense(row)[0]
             np.testing.assert_allclose(attention[i], expected, atol=1e-12)
 
 
@@ -377,9 +377,8 @@ def test_n_neighbors_within_the_training_set_is_kept(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_leave_one_out_with_a_row_whose_distances_overflow(kind):
-    from sklearn_nw import EmptyNeighborhoodWarning
-
-    X, y = _data(100, 1, seed=5)
+    n = 50  # the oracle below is cubic in it
+    X, y = _data(n, 1, seed=5)
     X[0] = 1e160  # its distances to the others overflow float64
     reg = NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(kind, scale=1.0, base=0.1))
     with warnings.catch_warnings(record=True) as caught:
@@ -389,10 +388,10 @@ def test_leave_one_out_with_a_row_whose_distances_overflow(kind):
     assert_allclose(attention.sum(1), 1.0, rtol=1e-12)
     if kind == "balloon":
         # Row 0, left out: every other point is as far from it (to float64 precision).
-        assert_allclose(attention[0], np.r_[0.0, np.full(99, 1 / 99)], rtol=1e-12)
+        assert_allclose(attention[0], np.r_[0.0, np.full(n - 1, 1 / (n - 1))], rtol=1e-12)
     # The others never reach it: the oracle on the rest, each row left out.
-    for i in range(1, 100):
-        rest = np.setdiff1d(np.arange(1, 100), [i])
+    for i in range(1, n):
+        rest = np.setdiff1d(np.arange(1, n), [i])
         expected = adaptive_weights(X[i:i + 1], X[rest], np.full(1, 0.1),
                                     PROFILES["gaussian"], kind, 10, 1.0)[0]
         assert attention[i, 0] == 0.0

@@ -9,6 +9,7 @@ import importlib.util
 import io
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -110,6 +111,122 @@ def test_runner_finds_the_benchmarks(bench):
     assert run.discover(["predict"]) == [BENCHMARKS / "bench_predict.py"]
     with pytest.raises(SystemExit, match="no benchmark named"):
         run.discover(["no_such_benchmark"])
+
+
+# -- _common: the one timing helper and the one problem builder ------------------------------
+@pytest.fixture(scope="module")
+def common(bench):
+    return importlib.import_module("_common")
+
+
+def test_timed_times_the_repeats_and_a_first_call_apart(common):
+    calls = []
+
+    def call():
+        time.sleep(1e-4)
+        calls.append(len(calls))
+        return len(calls)
+
+    timing = common.timed(call, 3, first_call=True)
+    assert calls == [0, 1, 2, 3] and timing.result == 4
+    assert len(timing.times) == 3 and min(timing.times) > 0 and timing.first > 0
+    assert timing.best == min(timing.times)
+    assert timing.median == sorted(timing.times)[1]
+    first_only = common.timed(call, 0, first_call=True)
+    assert first_only.times == [] and first_only.result == 5
+    assert first_only.best == first_only.median == first_only.first > 0
+    once = common.timed(call)
+    assert len(once.times) == 1 and once.first is None and once.result == 6
+    assert common.timed(call, 0) == ([], None, None) and len(calls) == 6
+
+
+def test_make_problem_draws_what_its_parameters_say(common):
+    X, y, Q = common.make_problem(50, 20, 3)
+    assert (X.shape, y.shape, Q.shape) == ((50, 3), (50,), (20, 3))
+    assert X.dtype == y.dtype == Q.dtype == np.float32
+    X, y, Q = common.make_problem(400, 30, 2, dtype=np.float64, span=(-1.0, 3.0), noise=0,
+                                  target=common.sine_wave_on_slope, seed=3)
+    assert X.dtype == y.dtype == Q.dtype == np.float64
+    assert -1 <= X.min() < 0 < 2 < X.max() <= 3 and -1 <= Q.min() and Q.max() <= 3
+    assert np.array_equal(y, np.sin(6 * X[:, 0]) + X[:, 1])  # no noise drawn
+    # The queries after the noise: the same inputs, other queries; the same seed, the
+    # same arrays.
+    X2, y2, Q2 = common.make_problem(400, 30, 2, span=(-1.0, 3.0), seed=3, queries_last=True)
+    X3, y3, Q3 = common.make_problem(400, 30, 2, span=(-1.0, 3.0), seed=3, queries_last=True)
+    assert np.array_equal(X2, X.astype(np.float32)) and not np.array_equal(Q2, Q)
+    assert all(np.array_equal(a, b) for a, b in ((X2, X3), (y2, y3), (Q2, Q3)))
+    assert common.make_problem(10, 0, 2)[2].shape == (0, 2)
+
+
+def test_radius_holding_is_the_ball_of_that_volume(common):
+    r = common.radius_holding(100, 10_000, 2)
+    assert np.pi * r**2 * 10_000 == pytest.approx(100)
+    r = common.radius_holding(50, 20_000, 3)
+    assert 4 / 3 * np.pi * r**3 * 20_000 == pytest.approx(50)
+
+
+def _old_problems(n, n_queries, d, seed):
+    """Each benchmark's data as it was built before the benchmarks shared ``make_problem``
+    (the replaced builders' code): name -> the arrays."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    Q = rng.standard_normal((n_queries, d)).astype(np.float32)
+    y = np.sin(X).sum(1) + 0.1 * rng.standard_normal(n)
+    common = (X, y.astype(np.float32), Q)
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, (n, d))
+    bandwidth = (X, np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.3 * rng.standard_normal(n))
+    bandwidth_queries = np.random.default_rng(seed + 1).uniform(-2, 2, (n_queries, d))
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 2.5, size=(n, 2))
+    Q = rng.uniform(0, 2.5, size=(n_queries, 2))
+    compact = (X, np.sin(6 * X[:, 0]) + X[:, 1], Q)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(n)
+    dask = (X, y, rng.standard_normal((n, d)))
+    routes = {}
+    for dtype in ("float64", "float32"):
+        rng = np.random.default_rng(0)
+        X = rng.uniform(size=(n, d)).astype(dtype)
+        y = np.sin(6 * X[:, 0]) + X[:, 1]
+        routes[dtype] = (X, y, rng.uniform(size=(1, d)).astype(dtype))
+    rng = np.random.default_rng(100)
+    X = rng.uniform(-2, 2, (300, 2))
+    y = np.sin(2 * X[:, 0]) + 0.3 * rng.standard_normal(300)
+    X_test = rng.uniform(-2, 2, (2000, 2))
+    synthetic = (X, y, X_test, np.sin(2 * X_test[:, 0]))
+    return {"common": common, "bandwidth": bandwidth, "bandwidth_queries": bandwidth_queries,
+            "compact": compact, "dask": dask, "routes": routes, "synthetic": synthetic}
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_every_benchmark_builds_the_data_its_results_were_measured_on(common, seed):
+    n, n_queries, d = 200, 30, 4
+    old = _old_problems(n, n_queries, d, seed)
+    make = common.make_problem
+    bench_bandwidth, bench_compact, bench_dask, bench_routes, bench_leave_one_out = (
+        importlib.import_module(name) for name in ("bench_bandwidth", "bench_compact",
+                                                   "bench_dask", "bench_routes",
+                                                   "bench_leave_one_out"))
+    new = {
+        "common": make(n, n_queries, d, seed=seed),
+        "bandwidth": make(n, 0, d, seed=seed, **bench_bandwidth.PROBLEM)[:2],
+        "bandwidth_queries": make(n_queries, 0, d, seed=seed + 1, **bench_bandwidth.PROBLEM)[0],
+        "compact": make(n, n_queries, 2, seed=seed, span=(0.0, 2.5), **bench_compact.PROBLEM),
+        "dask": make(n, n, d, seed=seed, **bench_dask.PROBLEM),
+        "routes": {dtype: make(n, 1, d, dtype=dtype, **bench_routes.PROBLEM)
+                   for dtype in ("float64", "float32")},
+        "synthetic": bench_leave_one_out._synthetic(),
+    }
+    new["routes"] = tuple(a for dtype in ("float64", "float32") for a in new["routes"][dtype])
+    old["routes"] = tuple(a for dtype in ("float64", "float32") for a in old["routes"][dtype])
+    for name, arrays in old.items():
+        arrays = arrays if isinstance(arrays, tuple) else (arrays,)
+        built = new[name] if isinstance(new[name], tuple) else (new[name],)
+        assert len(built) == len(arrays), name
+        for a, b in zip(arrays, built):
+            assert a.dtype == b.dtype and np.array_equal(a, b), name
 
 
 # -- bench_bandwidth -------------------------------------------------------------------------
@@ -467,6 +584,17 @@ def test_leave_one_out_benchmark_runs(bench, tmp_path):
         assert {"descent location", "descent unit", "grid location", "grid unit",
                 "KNN tuned"} <= set(scores)
         assert all(math.isfinite(v) for v in scores.values())
+        # Each method's warnings, recorded rather than raised.
+        warned = randhie[split]["warnings"]
+        assert set(warned) == set(scores)
+        assert all(isinstance(m, str) for w in warned.values() for m in w)
+    # The inner 5-fold search's local-linear candidates include bandwidths too small for
+    # some of randhie's queries: the search's own warning, recorded with its method.
+    searched = [m for split in ("shuffled", "new_inputs")
+                for m in randhie[split]["warnings"]["grid, shuffled 5-fold CV"]]
+    assert any(m.startswith("LocalFitWarning") and "singular local design for degree=1" in m
+               for m in searched)
+    assert "Warnings raised:" in printed
     assert randhie["new_inputs"]["repeated_test_share"] == 0.0
     weights = saved["sections"]["weights"]
     # Scaling every weight leaves the learned bandwidth where it was, under the package's
@@ -578,18 +706,106 @@ def test_adaptive_times_both_kinds_against_their_peers(bench, tmp_path):
 
 
 # -- bench_load ------------------------------------------------------------------------------
-def test_load_times_the_cv_fits_idle_and_beside_a_busy_process(bench, tmp_path):
-    bench_load = importlib.import_module("bench_load")
-    report, out_dir, stdout = _quiet_run(bench_load, tmp_path, datasets=("iris", "diabetes"),
-                                         repeats=1)
-    rows = report["sections"]["cv"]["results"]
+TINY_LOAD = {"datasets": ("iris", "diabetes"), "repeats": 1, "n_train": 300, "n_queries": 50,
+             "k": 8, "reach": 20, "n_precomputed": 200, "n_search": 150, "n_compact": 6000,
+             "n_compact_queries": 100, "reaches": (30, 300), "n_dense": 300, "d_dense": 3,
+             "processes": 2}
+ROUTE_NAMES = {"dense", "cell_list", "radius", "k_nearest", "adaptive", "precomputed"}
+
+
+@pytest.fixture(scope="module")
+def bench_load(bench):
+    return importlib.import_module("bench_load")
+
+
+@pytest.fixture(scope="module")
+def tiny_load_run(bench_load, tmp_path_factory):
+    """One tiny run of every section: the report it returns, its output folder and stdout."""
+    return _quiet_run(bench_load, tmp_path_factory.mktemp("bench_load"), **TINY_LOAD)
+
+
+def test_load_json_has_every_section_and_its_targets(bench_load, tiny_load_run):
+    report, out_dir, stdout = tiny_load_run
+    saved = json.loads((out_dir / "bench_load.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    assert list(saved["sections"]) == list(bench_load.SECTIONS)
+    assert saved["targets"] == [t for s in saved["sections"].values() for t in s["targets"]]
+    for t in saved["targets"]:
+        assert t["met"] in (True, False, None) and t["name"] and t["detail"]
+    assert (out_dir / "bench_load.md").read_text() == stdout
+    for number in range(1, 5):
+        assert f"\n### {number}. " in stdout
+    assert stdout.count("\n- Target (") == len(report["targets"])
+    # The issue's 2.3 on two cores for the routes; the CV section keeps its 2.5.
+    assert bench_load.ratio_target(2) == pytest.approx(2.5)
+    assert bench_load.ratio_target(2, bench_load.ROUTE_MARGIN) == pytest.approx(2.3)
+
+
+def test_load_times_the_cv_fits_idle_and_beside_a_busy_process(tiny_load_run):
+    report, _, stdout = tiny_load_run
+    section = report["sections"]["cv"]
+    rows = section["results"]
     assert [r["dataset"] for r in rows] == ["iris", "diabetes"]
     for r in rows:
         for when in ("idle_s", "loaded_s"):
             assert set(r[when]) == {"nw_cv", "knn"} and min(r[when].values()) > 0
         assert r["nw_cv_loaded_over_idle"] == pytest.approx(
             r["loaded_s"]["nw_cv"] / r["idle_s"]["nw_cv"])
-    assert [t["met"] in (True, False) for t in report["targets"]] == [True, True]
-    assert bench_load.ratio_target(2) == pytest.approx(2.5)
-    assert (out_dir / "bench_load.md").read_text() == stdout
+    assert [t["met"] in (True, False) for t in section["targets"]] == [True, True]
     assert "| iris | 120 × 4 |" in stdout
+
+
+def test_load_times_every_route_and_search_idle_and_loaded(bench_load, tiny_load_run):
+    section = tiny_load_run[0]["sections"]["routes"]
+    rows = section["results"]
+    assert [r["name"] for r in rows] == [*bench_load.ROUTES, *bench_load.SEARCHES]
+    predicts = [r for r in rows if r["timed"] == "predict"]
+    assert len(predicts) == len(bench_load.ROUTES)
+    # Every route a prediction can take is among them.
+    assert {r["route"] for r in predicts} == ROUTE_NAMES
+    assert {r["route"] for r in rows if r["timed"] == "fit"} == {None}
+    limit = section["config"]["ratio_target"]
+    for r in rows:
+        assert r["idle_s"] > 0 and r["loaded_s"] > 0
+        assert r["loaded_over_idle"] == pytest.approx(r["loaded_s"] / r["idle_s"])
+        assert r["met"] == (r["loaded_over_idle"] <= limit)
+    assert [t["met"] for t in section["targets"]] == [r["met"] for r in rows]
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["precomputed"]["n_train"] == 200
+    assert by_name['bandwidth="loo"']["n_train"] == 150
+
+
+def test_load_compares_the_compact_kernel_with_radius_neighbors(bench_load, tiny_load_run):
+    section = tiny_load_run[0]["sections"]["compact"]
+    rows = section["results"]
+    assert [r["reach"] for r in rows] == [30, 300]
+    for r in rows:
+        # The span holds the reach: pi R^2 n / s^2 points within reach of a query.
+        assert np.pi * bench_load.RADIUS**2 * 6000 / r["span"] ** 2 == pytest.approx(r["reach"])
+        assert r["route"] in ROUTE_NAMES
+        for when in ("idle", "loaded"):
+            times = r[f"{when}_s"]
+            assert set(times) == {"sklearn_nw", "scikit-learn"} and min(times.values()) > 0
+            assert r[f"{when}_ratio"] == pytest.approx(times["scikit-learn"]
+                                                       / times["sklearn_nw"])
+    assert len(section["targets"]) == 4
+    assert all(isinstance(t["met"], bool) for t in section["targets"])
+
+
+def test_load_times_the_dense_predict_in_fresh_processes(tiny_load_run):
+    section = tiny_load_run[0]["sections"]["processes"]
+    r = section["results"]
+    assert r["status"] == "ok" and len(r["process_times_s"]) == 2
+    assert min(r["process_times_s"]) > 0
+    assert r["spread"] == pytest.approx(max(r["process_times_s"]) / min(r["process_times_s"]))
+    (target,) = section["targets"]
+    assert isinstance(target["met"], bool)
+
+
+def test_load_sections_run_alone(bench_load, tmp_path):
+    with contextlib.redirect_stdout(io.StringIO()):
+        bench_load.main(["--sections", "compact", "--n-compact", "2000",
+                         "--n-compact-queries", "20", "--reaches", "50", "--repeats", "1",
+                         "--out-dir", str(tmp_path)])
+    saved = json.loads((tmp_path / "bench_load.json").read_text())
+    assert list(saved["sections"]) == ["compact"] and len(saved["targets"]) == 2

@@ -35,10 +35,6 @@ def make_data(n=30, n_queries=10, seed=0):
     return X, labels, Q, w
 
 
-def dense(A):
-    return A.toarray() if sp.issparse(A) else A
-
-
 @pytest.mark.parametrize("kernel", sorted(PROFILES))
 def test_predict_proba_matches_oracle_every_kernel(kernel):
     X, labels, Q, w = make_data()
@@ -123,7 +119,7 @@ def test_return_attention_sparse(kernel):
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "biweight"])
-def test_attention_weights(kernel):
+def test_attention_weights(kernel, dense):
     X, labels, _, _ = make_data(n=20, seed=4)
     w = np.array([1, 2, 1, 1, 3, 1, 0, 1, 2, 1, 1, 1, 1, 4, 1, 1, 2, 1, 1, 1], dtype=float)
     h = 2.0 * H

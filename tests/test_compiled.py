@@ -331,4 +331,5 @@ def test_whether_auto_may_compile_is_a_kernel_capability():
                              (_CompilableUserGaussian(), True),
                              (lambda u: torch.exp(-u), False)]:
         reg = NadarayaWatsonRegressor(kernel, bandwidth=0.8).fit(X, y)
-        assert (reg.key_set_._compile_key(device) is not None) == expected, kernel
+        keys = reg.key_set_
+        assert (keys.route.compile_key(keys, device) is not None) == expected, kernel

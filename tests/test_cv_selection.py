@@ -146,8 +146,7 @@ def test_every_candidate_non_finite_raises(cv):
             est.fit(X, y)
 
 
-def test_display_marks_a_finite_candidate():
-    pytest.importorskip("matplotlib")
+def test_display_marks_a_finite_candidate(pyplot):
     from sklearn_nw.inspection import BandwidthSearchDisplay
 
     X, y = _data()
@@ -157,9 +156,6 @@ def test_display_marks_a_finite_candidate():
     display = BandwidthSearchDisplay.from_estimator(est)
     assert np.isfinite(display.best_marker_.get_ydata()[0])
     assert display.best_marker_.get_ydata()[0] == est.best_score_
-    import matplotlib.pyplot as plt
-
-    plt.close("all")
 
 
 # -- 11. cv_results_ as GridSearchCV's --------------------------------------------------

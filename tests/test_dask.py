@@ -34,9 +34,8 @@ FAMILIES = sorted({cls: name for name, cls in KERNELS.items()}.values())
 
 
 @pytest.fixture(scope="module")
-def client():
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+def client(local_cluster):
+    cluster = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
     client = distributed.Client(cluster)
     yield client
     client.close()
@@ -212,9 +211,9 @@ def test_bad_input(client):
         est.predict(Q[:, :2])
 
 
-def test_client_gone(client):
+def test_client_gone(client, local_cluster):
     X, y, _, Q = _data()
-    cluster = distributed.LocalCluster(n_workers=1, processes=False, dashboard_address=None)
+    cluster = local_cluster(n_workers=1, processes=False)
     other = distributed.Client(cluster, set_as_default=False)
     with other.as_current():
         est = nw_dask.NadarayaWatsonRegressor().fit(X, y)
@@ -241,12 +240,11 @@ def test_no_client_and_no_dask():
     assert "NadarayaWatsonRegressor" not in run.stderr  # the local package worked
 
 
-def test_worker_killed_between_fit_and_predict():
+def test_worker_killed_between_fit_and_predict(local_cluster):
     # The shards are computed from the training blocks' graph, so a shard lost with its
     # worker is recomputed by dask (the nanny restarts the worker): the result is exact.
     X, y, w, Q = _data()
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+    cluster = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
     with distributed.Client(cluster, set_as_default=False) as other, other.as_current():
         est = nw_dask.NadarayaWatsonRegressor().fit(da.from_array(X, chunks=60), y,
                                                     sample_weight=w)
@@ -295,7 +293,16 @@ def test_learned_bandwidth_equals_local(client, kernel):
     np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
     assert est.n_iter_ == local.n_iter_
     np.testing.assert_allclose(est.loss_curve_, local.loss_curve_, rtol=1e-9)
-    np.testing.assert_allclose(est.predict(Q).compute(), local.predict(Q), atol=1e-7)
+    # The same predictions, with the same warnings (the compact kernel's queries beyond
+    # every support).
+    with warnings.catch_warnings(record=True) as ours:
+        warnings.simplefilter("always")
+        pred = est.predict(Q).compute()
+    with warnings.catch_warnings(record=True) as theirs:
+        warnings.simplefilter("always")
+        expected = local.predict(Q)
+    np.testing.assert_allclose(pred, expected, atol=1e-7)
+    assert [str(w.message) for w in ours] == [str(w.message) for w in theirs]
 
 
 def test_learned_metric_and_classifier_equal_local(client):
@@ -311,14 +318,13 @@ def test_learned_metric_and_classifier_equal_local(client):
     np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
 
 
-def test_worker_killed_during_predict():
+def test_worker_killed_during_predict(local_cluster):
     # A worker dies while the partial sums are computed: dask recomputes what it held
     # (shards from their graph, partial sums from theirs) and the result is still exact.
     rng = np.random.default_rng(7)
     X, Q = rng.normal(size=(24_000, 3)), rng.normal(size=(24_000, 3))
     y = np.sin(X[:, 0])
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                       dashboard_address=None)
+    cluster = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
     outcome = {}
     with distributed.Client(cluster, set_as_default=False) as other, other.as_current():
         est = nw_dask.NadarayaWatsonRegressor(bandwidth=0.3).fit(

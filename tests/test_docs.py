@@ -23,15 +23,11 @@ def test_the_gallery_has_its_examples():
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
-def test_example_runs(script, monkeypatch):
-    plt = pytest.importorskip("matplotlib.pyplot")
+def test_example_runs(script, monkeypatch, pyplot):
     monkeypatch.setenv("SKLEARN_NW_EXAMPLES_QUICK", "1")
     monkeypatch.chdir(script.parent)  # as sphinx-gallery runs it
-    try:
-        runpy.run_path(str(script), run_name="__main__")
-        assert plt.get_fignums(), f"{script.name} drew no figure"
-    finally:
-        plt.close("all")
+    runpy.run_path(str(script), run_name="__main__")
+    assert pyplot.get_fignums(), f"{script.name} drew no figure"
 
 
 def _documented_names():

@@ -37,7 +37,7 @@ def test_blocks_stay_small_while_predicting(monkeypatch):
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "exponential"])
-def test_chunking_changes_nothing(kernel):
+def test_chunking_changes_nothing(kernel, dense):
     rng = np.random.default_rng(1)
     X, Q = rng.standard_normal((300, 2)), rng.standard_normal((50, 2))
     y = np.sin(X[:, 0])
@@ -50,7 +50,6 @@ def test_chunking_changes_nothing(kernel):
     with sklearn.config_context(working_memory=0.2):
         got, got_attention = reg.predict(Q, return_attention=True)
     assert_allclose(got, expected, rtol=1e-12)
-    dense = (lambda a: a.toarray() if hasattr(a, "toarray") else a)
     assert_allclose(dense(got_attention), dense(attention), rtol=1e-12, atol=1e-15)
 
 

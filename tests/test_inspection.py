@@ -24,17 +24,7 @@ from sklearn_nw.inspection import (
 from sklearn_nw.kernels import KERNELS
 
 pytest.importorskip("matplotlib")
-
-
-@pytest.fixture(autouse=True)
-def close_figures():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    yield
-    plt.close("all")
+pytestmark = pytest.mark.usefixtures("pyplot")
 
 
 def _data():
@@ -108,7 +98,7 @@ def test_small_sets_are_shown_whole_without_a_note():
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])  # dense, sparse attention
-def test_large_training_set_shows_every_mth_point_and_says_so(kernel):
+def test_large_training_set_shows_every_mth_point_and_says_so(kernel, dense):
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 5, (2000, 1))
     y = np.sin(X[:, 0]) + rng.normal(scale=0.3, size=2000)
@@ -123,8 +113,8 @@ def test_large_training_set_shows_every_mth_point_and_says_so(kernel):
     np.testing.assert_array_equal(display.key_indices_, keys)
     np.testing.assert_array_equal(display.query_indices_, queries)
     assert len(keys) == 286 and len(queries) == 201
-    dense = attention.toarray() if hasattr(attention, "toarray") else attention
-    np.testing.assert_allclose(display.image_.get_array(), dense[np.ix_(queries, keys)])
+    np.testing.assert_allclose(display.image_.get_array(),
+                               dense(attention)[np.ix_(queries, keys)])
     assert display.note_ == (
         "showing 286 of 2,000 training points (every 7th, sorted by target);\n"
         "201 of 601 queries (every 3rd, sorted by prediction);\n"

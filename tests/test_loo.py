@@ -13,6 +13,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_nw import (
+    EmptyNeighborhoodWarning,
     LeaveOneOutBandwidth,
     NadarayaWatsonClassifier,
     NadarayaWatsonClassifierCV,
@@ -479,7 +480,8 @@ def test_grid_search_over_bandwidth_kernel_and_kernel_parameters():
          "nadarayawatsonregressor__bandwidth": [2.0]},
     ]
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+        # The narrower Epanechnikov candidates leave some test queries with no one in reach.
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         search = GridSearchCV(pipe, grid, cv=folds).fit(X, y)
     scores = search.cv_results_["mean_test_score"]
     assert np.all(np.isfinite(scores)) and len(scores) == 8

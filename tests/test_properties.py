@@ -13,7 +13,6 @@ Comparisons between two fits allow for what floating point cannot give:
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -35,10 +34,6 @@ RTOL = 1e-9
 coordinate = st.floats(-3.0, 3.0, allow_nan=False, allow_infinity=False, allow_subnormal=False)
 grid = st.integers(-24, 24).map(lambda k: k / 8.0)  # exact binary fractions in [-3, 3]
 target = st.floats(-10.0, 10.0, allow_nan=False, allow_infinity=False, allow_subnormal=False)
-
-
-def dense(A):
-    return A.toarray() if sp.issparse(A) else A
 
 
 @st.composite
@@ -69,7 +64,7 @@ def problems(draw, kernels=KERNELS, min_n=1, max_n=10, coordinates=coordinate):
     kernel=st.sampled_from(KERNELS + ["tophat", "constant"]),
     h=st.floats(1e-3, 10.0),
 )
-def test_attention_is_a_probability_distribution(X, Q, kernel, h):
+def test_attention_is_a_probability_distribution(X, Q, kernel, h, dense):
     assume(len(np.unique(X, axis=0)) >= 2)  # leave-one-out needs another location
     y = X[:, 0] - 2.0 * X[:, 1]
     reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, y)
@@ -91,7 +86,7 @@ def test_attention_is_a_probability_distribution(X, Q, kernel, h):
 
 @SETTINGS
 @given(problem=problems(min_n=2), data=st.data())
-def test_permuting_training_rows_changes_nothing(problem, data):
+def test_permuting_training_rows_changes_nothing(problem, data, dense):
     X, y, Q, kernel, h = problem
     assume(len(np.unique(X, axis=0)) >= 2)  # for attention_weights_
     perm = np.array(data.draw(st.permutations(range(len(X)))))
@@ -189,7 +184,7 @@ def test_float32_agrees_with_float64(problem):
 
 @settings(max_examples=25, deadline=None, database=None)
 @given(problem=problems(min_n=2, max_n=7))
-def test_leave_one_out_equals_explicit_refits(problem):
+def test_leave_one_out_equals_explicit_refits(problem, dense):
     X, y, _, kernel, h = problem
     assume(len(np.unique(X, axis=0)) >= 2)
     reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, y)
@@ -218,7 +213,7 @@ def test_prediction_within_target_range(problem):
 @SETTINGS
 @given(problem=problems(min_n=1, kernels=COMPACT), scale=st.floats(0.05, 0.5),
        data=st.data())
-def test_every_search_of_a_compact_kernel_agrees(problem, scale, data):
+def test_every_search_of_a_compact_kernel_agrees(problem, scale, data, dense):
     # Bandwidths small enough that supports matter (some queries may have no point in
     # reach and fall back to their nearest points, ties averaged); the kernels are
     # continuous at the support's edge, so rounding there changes nothing.

@@ -34,10 +34,6 @@ def make_data(n=30, n_queries=10, seed=0):
     return X, Y, Q, w
 
 
-def dense(A):
-    return A.toarray() if sp.issparse(A) else A
-
-
 # -- the loop oracle -----------------------------------------------------------------------
 
 
@@ -179,7 +175,7 @@ def test_attention_weights_sparse(kernel):
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
-def test_attention_weights_integer_sample_weights(kernel):
+def test_attention_weights_integer_sample_weights(kernel, dense):
     # A point is left out with all its weight and every copy of it (rows 12 and 13 repeat
     # rows 2 and 7). A zero weight point still has a well-defined leave-one-out row (the
     # others' weights).
@@ -502,7 +498,7 @@ def test_sample_weight_through_metadata_routing():
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "tricube", SymmetricBeta(power=2.5)])
-def test_pickle_round_trip(kernel):
+def test_pickle_round_trip(kernel, dense):
     X, Y, Q, w = make_data(seed=25)
     reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=H).fit(X, Y, sample_weight=w)
     loaded = pickle.loads(pickle.dumps(reg))
@@ -591,7 +587,7 @@ def test_model_fitted_on_a_missing_device_computes_on_cpu():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "exponential"])
-def test_cuda_matches_oracle(kernel):
+def test_cuda_matches_oracle(kernel, dense):
     X, Y, Q, w = make_data(seed=34)
     reg = NadarayaWatsonRegressor(kernel=kernel, bandwidth=H, device="cuda").fit(
         X, Y, sample_weight=w
@@ -645,9 +641,12 @@ def test_tiny_bandwidths_keep_ties_and_leave_one_out():
     X = np.array([[0.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [3.0, 3.0]])
     y = np.array([0.0, 2.0, 6.0, 10.0])
     reg = NadarayaWatsonRegressor(bandwidth=1e-200).fit(X, y)
+    # Every weight off a training point underflows: the documented warning, and the limit.
+    with pytest.warns(EmptyNeighborhoodWarning, match="^1 of 2 queries .* underflow"):
+        assert_allclose(reg.predict([[0.0, 0.0], [0.0, 0.1]]), [0.0, 0.0])
     # The origin is equally near [1, 0] and [-1, 0]: the limit averages them.
-    assert_allclose(reg.predict([[0.0, 0.0], [0.0, 0.1]]), [0.0, 0.0])
-    assert_allclose(reg.attention_weights_ @ y, [4.0, 0.0, 0.0, 2.0])
+    with pytest.warns(EmptyNeighborhoodWarning, match="^4 of 4 queries .* underflow"):
+        assert_allclose(reg.attention_weights_ @ y, [4.0, 0.0, 0.0, 2.0])
 
 
 def test_float32_inputs_with_extreme_target_scales():

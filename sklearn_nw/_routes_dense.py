@@ -1,0 +1,158 @@
+"""The dense route: sums over every key of positive weight, eager or compiled.
+
+Eager, the keys' log-space engine (:meth:`~sklearn_nw._keys.FittedKeys.attend`), or a
+compact kernel's profile evaluated directly on the support layout
+(:mod:`sklearn_nw._routes_support`); compiled, the fused loop of
+:mod:`sklearn_nw._compiled`, chosen per call by ``compute`` and the compile policy. The
+route also gives one shard's partial sums and their gradient, which
+:mod:`sklearn_nw.dask` merges over the shards of a training set.
+"""
+
+import time
+
+import numpy as np
+import torch
+
+from ._compiled import AUTO_MAX_COORDS, CompileError, config_key, current_policy
+from ._engine import KeyTensors, fused_pool, prepare_keys, serial_if_small
+from ._engine_partial import PartialSums, empty_partial, partial_pool
+from ._engine_partial import partial_gradient as engine_partial_gradient
+from ._routes import Route, pooled_values, torch_dtype
+from ._routes_support import SupportKeys, SupportSums
+
+
+class DenseRoute(Route):
+    """Every key of positive weight, for every query.
+
+    Parameters
+    ----------
+    keys : FittedKeys
+
+    Attributes
+    ----------
+    prepared : KeyTensors
+        The engine's per-key arrays of the dense sums (:func:`_engine.prepare_keys`),
+        computed once on the CPU, numpy.
+    support : SupportKeys or None
+        A compact kernel's keys laid out for its direct evaluation; None otherwise.
+    """
+
+    name = "dense"
+
+    def __init__(self, keys):
+        super().__init__(keys)
+        self.support = self.whole = None
+        if keys.kernel.is_compact:
+            self.support = SupportKeys(keys, np.flatnonzero(keys.sample_weight > 0))
+        tensor = lambda a: keys.tensor(a, "cpu")
+        prepared = prepare_keys(tensor(keys.X), tensor(keys.values), tensor(keys.metric),
+                                keys.kernel, tensor(keys.log_w),
+                                None if keys.center is None else tensor(keys.center))
+        self.prepared = KeyTensors(*(None if t is None else t.numpy() for t in prepared))
+        if self.support is not None:
+            self.whole = self.support.whole_layout()
+
+    def _prepared_tensors(self, device):
+        return KeyTensors(*(None if a is None else torch.as_tensor(a, device=device)
+                            for a in self.prepared))
+
+    def pool(self, keys, queries, settings):
+        """Sums over every key: compiled when ``compute`` says so (or "auto" and the
+        compile policy find it worth it), else eager."""
+        compiled = not settings.return_attention and settings.compute != "eager"
+        policy = current_policy()
+        key = (self.compile_key(keys, settings.device)
+               if compiled and settings.compute == "auto" else None)
+        pairs = queries.shape[0] * keys.X.shape[0]
+        if compiled and (settings.compute == "compiled"
+                         or key is not None and policy.chooses(key, queries.shape[0], pairs)):
+            ready = key is not None and policy.is_ready(key)  # else this call compiles
+            start = time.perf_counter()
+            result = self._pool_compiled(keys, queries, settings, policy)
+            if result is not None:
+                if ready:  # what "auto" weighs against the eager engine
+                    policy.record_compiled(key, queries.shape[0], pairs,
+                                           time.perf_counter() - start)
+                return result
+        start = time.perf_counter()
+        result = self._pool_eager(keys, queries, settings)
+        if key is not None:  # what "auto" weighs against compiling
+            policy.record_eager(key, queries.shape[0], pairs, time.perf_counter() - start)
+        return result
+
+    def _pool_eager(self, keys, queries, settings):
+        """A compact kernel's profile on the whole support layout, else the log-space
+        engine on the prepared keys."""
+        if self.support is None:
+            result = keys.attend(queries, settings,
+                                 prepared=self._prepared_tensors(settings.device))
+            return pooled_values(*result, queries.shape[0], keys.X.shape[0])
+        tensor = lambda a: keys.tensor(a, settings.device)
+        xs, wv1_t, augmented = self.whole
+        if augmented is not None:
+            augmented = tuple(torch.as_tensor(a, device=settings.device) for a in augmented)
+        sums = SupportSums(self.support, keys, queries, settings)
+        sums.block(np.arange(queries.shape[0]), tensor(xs), tensor(wv1_t), augmented)
+        return sums.finish()
+
+    def compile_key(self, keys, device):
+        """The compiled loop's configuration for "auto": compilable kernels, up to
+        ``AUTO_MAX_COORDS`` coordinates, not on MPS; else None (always eager)."""
+        if (not keys.kernel.compilable or device.type == "mps"
+                or keys.n_coords > AUTO_MAX_COORDS):
+            return None
+        return config_key(keys.kernel, torch_dtype(keys.dtype), device, keys.n_coords,
+                          keys.values.shape[1] + 1)
+
+    def _pool_compiled(self, keys, queries, settings, policy):
+        """Dense sums on the compiled loop; None where compiling failed under "auto" (the
+        policy warns), which leaves the call to the eager engine."""
+        tensor = lambda a: keys.tensor(a, settings.device)
+        try:
+            result = fused_pool(tensor(queries), tensor(keys.X), tensor(keys.values),
+                                tensor(keys.metric), keys.kernel, log_w=tensor(keys.log_w),
+                                working_memory=settings.working_memory, policy=policy,
+                                keys=self._prepared_tensors(settings.device))
+        except CompileError as exc:
+            if settings.compute == "compiled":
+                raise
+            policy.warn_fallback(exc)
+            return None
+        return pooled_values(*result, queries.shape[0], keys.X.shape[0])
+
+    # -- one shard of a larger key set (sklearn_nw.dask) -----------------------------------
+
+    def partial_pool(self, keys, queries, *, leave_out_equal=False, device="cpu",
+                     working_memory=1024):
+        """The share of ``keys``, one shard of a larger set of keys, in the predictions at
+        ``queries`` (n_q, d): a :class:`~sklearn_nw._engine_partial.PartialSums` in float64
+        numpy, merged with the other shards' by :func:`sklearn_nw._shards.merge`.
+        ``leave_out_equal`` leaves out the keys at each query's location (leave-one-out
+        of training inputs)."""
+        if not np.any(keys.sample_weight > 0):
+            part = empty_partial(queries.shape[0], keys.values.shape[1], torch.float64)
+        else:
+            tensor = lambda a: keys.tensor(a, device)
+            with serial_if_small(queries.shape[0] * keys.X.shape[0], torch.device(device)):
+                part = partial_pool(
+                    tensor(queries), tensor(keys.X), tensor(keys.values),
+                    tensor(keys.metric), keys.kernel, log_w=tensor(keys.log_w),
+                    keys=self._prepared_tensors(device), leave_out_equal=leave_out_equal,
+                    working_memory=working_memory)
+        return PartialSums(*(t.cpu().numpy().astype(np.float64, copy=False) for t in part))
+
+    def partial_gradient(self, keys, queries, pooled, log_den, cotangent, *,
+                         leave_out_equal=False, device="cpu", working_memory=1024):
+        """The share of ``keys`` (one shard) in the gradient in the metric of
+        ``sum_i cotangent_i . pooled_i``, for predictions ``pooled`` (n_q, t) at ``queries``
+        with log normaliser ``log_den`` (n_q,) over every shard
+        (:func:`_engine_partial.partial_gradient`): an ndarray like the metric, float64."""
+        if not np.any(keys.sample_weight > 0):
+            return np.zeros_like(keys.metric)
+        tensor = lambda a: keys.tensor(a, device)
+        grad = engine_partial_gradient(
+            tensor(queries), tensor(keys.X), tensor(keys.values), tensor(keys.metric),
+            keys.kernel, log_w=tensor(keys.log_w), center=tensor(keys.center),
+            pooled=tensor(pooled), log_den=tensor(log_den), cotangent=tensor(cotangent),
+            leave_out_equal=leave_out_equal, working_memory=working_memory)
+        return grad.cpu().numpy().astype(np.float64)

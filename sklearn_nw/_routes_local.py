@@ -1,0 +1,133 @@
+"""Local polynomials (``degree`` 1 or 2) on the route they fit on.
+
+:class:`LocalPolynomialRoute` holds the route of the fit (dense, a search, adaptive) and
+adds the local fit: the route's attention weighs a least-squares polynomial of the values
+around each query (:mod:`sklearn_nw._local_poly`), whose intercept is the prediction and
+whose equivalent kernel is the attention.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from sklearn.utils import gen_batches
+
+from ._engine import chunk_rows, key_center
+from ._local_poly import local_fit_dense, local_fit_sparse, n_terms
+from ._routes import PooledValues, Route
+
+
+class LocalPolynomialRoute(Route):
+    """Local polynomial fits on the attention of ``base``.
+
+    Parameters
+    ----------
+    base : Route
+        The route whose attention weighs the fits; this one has its name, index and kinds
+        of attention.
+    keys : FittedKeys
+        The keys both routes are built for.
+    degree : {1, 2}
+    bounded : bool
+        Fits kept within the range of the values carrying their weight
+        (:func:`~sklearn_nw._local_poly.bound`).
+
+    Attributes
+    ----------
+    center : ndarray of shape (r,)
+        Where the designs' differences are taken from: the median of the keys of positive
+        weight in the scaled metric (where the kernel's reach is about 1).
+    centered_keys : ndarray of shape (n, r)
+        The keys in the scaled metric, less ``center``, in the keys' dtype.
+    """
+
+    def __init__(self, base, keys, degree, bounded):
+        super().__init__(keys)
+        self.base, self.degree, self.bounded = base, degree, bounded
+        self.name, self.index, self.key_bandwidth = base.name, base.index, base.key_bandwidth
+        self.attention_is_sparse = base.attention_is_sparse
+        self.leave_one_out_is_sparse = base.leave_one_out_is_sparse
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = keys.scaled(keys.X)  # (n, r)
+        self.center = key_center(torch.from_numpy(scaled[keys.sample_weight > 0])).numpy()
+        self.centered_keys = (scaled - self.center).astype(keys.dtype)
+
+    def pool(self, keys, queries, settings):
+        """Local fits on the base route's attention, in chunks of queries whose attention
+        and designs fit in ``working_memory``; a query whose design is singular keeps its
+        Nadaraya-Watson value and attention."""
+        xs = self.centered_keys
+        n_q, n = queries.shape[0], keys.X.shape[0]
+        p = n_terms(xs.shape[1], self.degree)
+        # Designs (n p), the fits' products and the bound's temporaries (n each).
+        step = chunk_rows(n_q, n * (2 * p + 4) * keys.dtype.itemsize, settings.working_memory)
+        with_attention = settings._replace(return_attention=True)
+        outs, attentions, n_fallback, n_singular = [], [], 0, 0
+        for rows in gen_batches(n_q, step):
+            pooled = self.base.pool(keys, queries[rows], with_attention)
+            with np.errstate(over="ignore", invalid="ignore"):
+                qs = keys.scaled(queries[rows]) - self.center  # (b, r)
+            out, attention, singular = self._local_fit(
+                keys, qs, pooled.out, pooled.attention, settings.device)
+            outs.append(out)
+            attentions.append(attention)
+            n_fallback += pooled.n_fallback
+            n_singular += singular
+        attention = None
+        if settings.return_attention:
+            attention = (sp.vstack(attentions, format="csr") if sp.issparse(attentions[0])
+                         else np.concatenate(attentions))
+        return PooledValues(np.concatenate(outs), attention, n_fallback, n_singular)
+
+    def leave_one_out_attention(self, keys, settings, estimator_name):
+        """The equivalent kernels (n, n) of local fits at the keys themselves on the base
+        route's leave-one-out attention (a key's own location has no weight: the fit is
+        exact leave-one-out), in chunks of rows. Bounded fits' kernels depend on the
+        values (:func:`~sklearn_nw._local_poly.bound`): those of the keys' own."""
+        attention, n_fallback, _ = self.base.leave_one_out_attention(keys, settings,
+                                                                     estimator_name)
+        xs = self.centered_keys
+        n = xs.shape[0]
+        p = n_terms(xs.shape[1], self.degree)
+        step = chunk_rows(n, n * (2 * p + 4) * keys.dtype.itemsize, settings.working_memory)
+        parts, n_singular = [], 0
+        t = keys.values.shape[1]
+        for rows in gen_batches(n, step):
+            _, kernel, singular = self._local_fit(
+                keys, xs[rows], np.zeros((rows.stop - rows.start, t)), attention[rows],
+                settings.device)
+            parts.append(kernel)
+            n_singular += singular
+        kernel = (sp.vstack(parts, format="csr") if sp.issparse(attention)
+                  else np.concatenate(parts))
+        return kernel, n_fallback, n_singular
+
+    def _local_fit(self, keys, qs, pooled, attention, device):
+        """The local fits of queries ``qs`` (b, r) on their attention (an ndarray or a CSR
+        array) of the keys' values: outputs (b, t) and the equivalent kernel (same kind),
+        the pooled values ``pooled`` and the attention on singular rows; and the number of
+        those."""
+        tensor = lambda a: keys.tensor(a, device)
+        xs, values = self.centered_keys, keys.values
+        if sp.issparse(attention):
+            attention = sp.csr_array(attention)
+            crow = torch.as_tensor(attention.indptr, dtype=torch.long, device=device)
+            col = torch.as_tensor(attention.indices, dtype=torch.long, device=device)
+            out, kernel, singular = local_fit_sparse(
+                tensor(qs), tensor(xs), crow, col, tensor(attention.data),
+                tensor(values), self.degree, self.bounded)
+            singular = singular.cpu().numpy()
+            kernel = kernel.cpu().numpy()
+            entry_singular = np.repeat(singular, np.diff(attention.indptr))
+            kernel[entry_singular] = attention.data[entry_singular]
+            kernel = sp.csr_array((kernel, attention.indices, attention.indptr),
+                                  shape=attention.shape)
+        else:
+            out, kernel, singular = local_fit_dense(
+                tensor(qs), tensor(xs), tensor(attention), tensor(values), self.degree,
+                self.bounded)
+            singular = singular.cpu().numpy()
+            kernel = kernel.cpu().numpy()
+            kernel[singular] = attention[singular]
+        out = out.cpu().numpy()
+        out[singular] = pooled[singular]
+        return out, kernel, int(singular.sum())

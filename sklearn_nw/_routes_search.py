@@ -1,0 +1,199 @@
+"""The routes that restrict each query's attention to its candidates: those a tree or a
+brute force search finds (:class:`RadiusRoute`, :class:`KNearestRoute`,
+:class:`~sklearn_nw._search.TreeSearch`) and the stored precomputed distances
+(:class:`PrecomputedRoute`). Their attention is CSR; the candidates are pooled in chunks of
+queries (:func:`~sklearn_nw._routes.pool_candidates`).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._routes import Route, numpy_attention, pool_candidates, pooled_values
+
+
+class _SearchedRoute(Route):
+    """Candidates from a search index of the keys of positive weight.
+
+    Parameters
+    ----------
+    keys : FittedKeys
+    index : TreeSearch
+        The keys of positive weight, ``index_rows``, in the search space.
+    index_rows : ndarray of shape (n_indexed,)
+    """
+
+    def __init__(self, keys, index, index_rows):
+        super().__init__(keys)
+        self.index, self.index_rows = index, index_rows
+        self.attention_is_sparse = True
+
+    def pool(self, keys, queries, settings):
+        search_queries = keys.search_space(queries)
+
+        def candidates(rows):
+            return self._candidates(keys, search_queries[rows])
+
+        result = pool_candidates(keys, queries.shape[0], candidates, keys.search_scale,
+                                 settings)
+        return pooled_values(*result, queries.shape[0], keys.X.shape[0])
+
+    def _candidates(self, keys, queries):
+        """Distances, keys and counts per query (CSR layout) of the candidates of
+        ``queries`` in the search space, and each pair's weight (None for unit weights)."""
+        raise NotImplementedError
+
+
+class RadiusRoute(_SearchedRoute):
+    """The keys inside a compact kernel's support (a query with none in reach gets its
+    nearest key(s), every tie)."""
+
+    name = "radius"
+
+    def __init__(self, keys, index, index_rows):
+        super().__init__(keys, index, index_rows)
+        self.unit_weights = bool(np.all(keys.sample_weight == 1.0))
+
+    def _candidates(self, keys, queries):
+        dist, ind = self.index.within(queries, keys.kernel.support * keys.search_scale)
+        counts = np.array([len(i) for i in ind])
+        unreached = np.flatnonzero(counts == 0)
+        if len(unreached):
+            # No key in reach: the nearest ones, every tie (the pooling keeps those at the
+            # least distance and averages them, as the dense engine does).
+            d1, _ = self.index.nearest(queries[unreached], 1)
+            radii = d1[:, 0] * (1.0 + 1e-9) + np.finfo(np.float64).tiny
+            d_l, i_l = self.index.within(queries[unreached], radii)
+            for j, q in enumerate(unreached):
+                dist[q], ind[q] = d_l[j], i_l[j]
+                counts[q] = len(i_l[j])
+        dist, ind = np.concatenate(dist), np.concatenate(ind)
+        if len(self.index_rows) < keys.X.shape[0]:
+            ind = self.index_rows[ind]
+        return dist, ind, counts, None if self.unit_weights else keys.sample_weight[ind]
+
+
+class KNearestRoute(_SearchedRoute):
+    """The nearest keys holding ``n_neighbors`` units of sample weight.
+
+    Sample weights count as repeated rows: the k nearest of the repeated data are the
+    nearest keys until their weights add up to k, the last one only in part.
+    """
+
+    name = "k_nearest"
+
+    def __init__(self, keys, index, index_rows, n_neighbors):
+        super().__init__(keys, index, index_rows)
+        self.n_neighbors = n_neighbors
+
+    def _candidates(self, keys, queries):
+        k = self.n_neighbors
+        dist, ind, w, cumulative = self.index.nearest_holding(
+            queries, keys.sample_weight[self.index_rows], k,
+            first=min(k, len(self.index_rows)))
+        pair_w = np.clip(k - (cumulative - w), 0.0, w)  # (b, m)
+        counts = np.full(len(queries), dist.shape[1])
+        return dist.ravel(), self.index_rows[ind].ravel(), counts, pair_w.ravel()
+
+
+class PrecomputedRoute(Route):
+    """Each query row's stored distances (``metric="precomputed"``: the keys' X is the
+    training distances), or the nearest of them holding ``n_neighbors`` units of weight.
+
+    Parameters
+    ----------
+    keys : FittedKeys
+    n_neighbors : int or None
+    """
+
+    name = "precomputed"
+
+    def __init__(self, keys, n_neighbors):
+        super().__init__(keys)
+        self.n_neighbors = n_neighbors
+        self.attention_is_sparse = self.leave_one_out_is_sparse = True
+
+    def pool(self, keys, queries, settings):
+
+        def candidates(rows):
+            return self._stored_candidates(keys, queries, rows)
+
+        result = pool_candidates(keys, queries.shape[0], candidates, keys.search_scale,
+                                 settings)
+        return pooled_values(*result, queries.shape[0], keys.X.shape[0])
+
+    def leave_one_out_attention(self, keys, settings, estimator_name):
+        """The stored entries of the training distances, each row left out with its own
+        entry and its entries at distance 0."""
+        n = keys.X.shape[0]
+        if np.count_nonzero(keys.sample_weight) < 2:
+            raise ValueError(
+                "attention_weights_ needs n_samples >= 2 with positive weight for "
+                f"leave-one-out; got n_samples={n}."
+            )
+
+        def candidates(rows):
+            return self._stored_candidates(keys, keys.X, rows, leave_one_out=True)
+
+        _, attention, n_fallback = pool_candidates(
+            keys, n, candidates, keys.search_scale, settings,
+            values=np.zeros((n, 0), dtype=keys.dtype))
+        return numpy_attention(attention, n, n), n_fallback, 0
+
+    def _stored_candidates(self, keys, X, rows, *, leave_one_out=False):
+        """Candidates from a precomputed distance matrix: every stored entry of the rows
+        (all of a dense one), or the nearest holding ``n_neighbors`` units of weight. For
+        leave-one-out (X is the training graph) a row's own entry and its entries at
+        distance 0 get no weight."""
+        block = sp.csr_array(X[rows]) if sp.issparse(X) else None
+        if block is None:
+            n = X.shape[1]
+            dist = np.asarray(X[rows], dtype=np.float64).ravel()  # (b n,)
+            counts = np.full(len(dist) // n, n)
+            ind = np.tile(np.arange(n), len(counts))  # (b n,)
+        else:
+            counts = np.diff(block.indptr)
+            if np.any(counts == 0):
+                first = rows.start + int(np.flatnonzero(counts == 0)[0])
+                raise ValueError(
+                    f"Row {first} of the precomputed distances stores no neighbor: every "
+                    "query needs at least one stored distance."
+                )
+            dist, ind = block.data.astype(np.float64), block.indices
+        w = keys.sample_weight[ind].copy()  # pair weights, same layout as dist
+        if leave_one_out:
+            # The point leaves with all the mass at its location: itself and every
+            # training point at distance 0 from it.
+            query = np.repeat(np.arange(rows.start, rows.start + len(counts)), counts)
+            w[(ind == query) | (dist == 0)] = 0.0
+        if self.n_neighbors is not None and not leave_one_out:
+            dist, ind, w, counts = _nearest_units(dist, ind, w, counts, self.n_neighbors,
+                                                  rows.start)
+        return dist.ravel(), ind.ravel(), counts, w.ravel()
+
+
+def _nearest_units(dist, ind, w, counts, k, first_row):
+    """Per row (CSR layout), the nearest candidates holding ``k`` units of weight, the last
+    one only in part; returns them padded to one width (weight 0 on padding) and counts."""
+    b, width = len(counts), int(counts.max())
+    padded = np.full((b, width), np.inf)
+    padded_ind = np.zeros((b, width), dtype=ind.dtype)
+    padded_w = np.zeros((b, width))
+    column = np.arange(len(dist)) - np.repeat(np.cumsum(counts) - counts, counts)
+    row = np.repeat(np.arange(b), counts)
+    padded[row, column], padded_ind[row, column], padded_w[row, column] = dist, ind, w
+    order = np.argsort(padded, axis=1, kind="stable")
+    padded, padded_ind, padded_w = (np.take_along_axis(a, order, axis=1)
+                                    for a in (padded, padded_ind, padded_w))
+    cumulative = np.cumsum(padded_w, axis=1)
+    short = np.flatnonzero(cumulative[:, -1] < k)
+    if len(short):
+        raise ValueError(
+            f"n_neighbors={k} needs k units of sample weight among each row's stored "
+            f"distances; row {first_row + int(short[0])} of the precomputed graph holds "
+            f"{cumulative[short[0], -1]:g}. Store more neighbors per row or lower n_neighbors."
+        )
+    keep = np.clip(k - (cumulative - padded_w), 0.0, padded_w)  # (b, width)
+    m = int(np.max(width - np.argmax(keep[:, ::-1] > 0, axis=1)))  # past the last kept
+    padded, padded_ind, keep = padded[:, :m], padded_ind[:, :m], keep[:, :m]
+    padded = np.where(np.isfinite(padded), padded, 0.0)  # padding: weight 0 at distance 0
+    return padded, padded_ind, keep, np.full(b, m)

@@ -1,0 +1,50 @@
+"""Fixtures shared by the test modules.
+
+Warnings: setup.cfg turns the package's own warnings (and scikit-learn's
+ConvergenceWarning) into errors, so a test that provokes one asserts it with
+``pytest.warns``, or filters it where it is a by-product of what the test checks.
+"""
+
+import pytest
+import scipy.sparse as sp
+
+
+def _dense(A):
+    return A.toarray() if sp.issparse(A) else A
+
+
+@pytest.fixture(scope="session")
+def dense():
+    """A function that returns an attention matrix (or any matrix) as a dense array,
+    whether the estimator returned it sparse (compact kernels, k nearest) or dense.
+
+    Session-scoped, so hypothesis tests may take it too."""
+    return _dense
+
+
+@pytest.fixture
+def pyplot():
+    """matplotlib.pyplot on the Agg backend (skips without matplotlib); the figures the
+    test opened are closed after it."""
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    yield plt
+    plt.close("all")
+
+
+@pytest.fixture(scope="session")
+def local_cluster():
+    """A function that starts a ``distributed.LocalCluster`` (keyword arguments passed on)
+    without a dashboard, its scheduler's HTTP server on a free local port: given no address,
+    distributed binds port 8787, and warns (leaking a socket) when another cluster holds
+    it."""
+    distributed = pytest.importorskip("distributed")
+
+    def start(**kwargs):
+        return distributed.LocalCluster(
+            dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"},
+            **kwargs)
+
+    return start
