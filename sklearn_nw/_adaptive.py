@@ -7,12 +7,12 @@ to the nearest training points holding ``k`` units of sample weight (weights cou
 repeated rows; a point of weight 0 is no row):
 
 - *balloon* (R np's ``"generalized_nn"``): a query's bandwidth is ``c d_k(q)``; the
-  attention is ``w_i k(u_i / (c d_k(q)))``, normalised.
+  attention is ``w_i k(u_i / (c d_k(q)))``, normalized.
 - *sample-point* (np's ``"adaptive_nn"``, Breiman, Meisel and Purcell): each key carries
   ``h_i = c d_k(x_i)``, its distance to the k-th nearest *other* training point (the rows
   at its own location do not count), and the attention is
-  ``w_i h_i^(-r) k(u_i / h_i)``, normalised, with ``r`` the number of coordinates (the
-  density normalisation of a kernel of width ``h_i``; the balloon's cancels).
+  ``w_i h_i^(-r) k(u_i / h_i)``, normalized, with ``r`` the number of coordinates (the
+  density normalization of a kernel of width ``h_i``; the balloon's cancels).
 
 With the top-hat kernel and ``c`` just above 1 the balloon attends to exactly the k
 nearest training points, every one tied at the k-th distance included: k-nearest-neighbor
@@ -202,7 +202,7 @@ class LeaveOneOutNeighbors:
         ``adaptive`` (rows sum to 1, a location never attends to itself) and the number
         of rows with no kernel mass (a compact kernel), given their nearest other
         input(s) in the adaptive metric, every tie. ``n_coords`` is the ``r`` of the
-        sample-point normalisation. ``out``: an (L, L) block to compute it in (a
+        sample-point normalization. ``out``: an (L, L) block to compute it in (a
         worker's, reused from one candidate to the next)."""
         k, c = adaptive.n_neighbors, adaptive.scale
         h = (c * self._kth(k)).clamp(min=torch.finfo(self.D.dtype).tiny)  # (L,)

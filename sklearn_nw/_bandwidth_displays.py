@@ -282,7 +282,7 @@ class LossCurveDisplay:
     loss_curve : array-like of shape (n_evaluations,)
         The losses.
     n_iter : int, default=None
-        The optimiser's iterations, for the title.
+        The optimizer's iterations, for the title.
     loss_name : str, default="leave-one-out loss"
         The y axis label.
 

@@ -121,8 +121,6 @@ class ShardedNadarayaWatson(BaseEstimator):
     bandwidth's strategy on the sharded training set, the shards; pooling every block of
     queries against every shard."""
 
-    """Parameters, fitting and pooling shared by the dask regressor and classifier."""
-
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
                  algorithm="auto", compute="auto", metric="euclidean", device="cpu"):
         self.kernel = kernel

@@ -25,7 +25,7 @@ PARAMETERS = {
         Restrict each query's attention to its ``n_neighbors`` nearest training points (in
         the scaled metric, found with scikit-learn's neighbor search); None attends to all
         of them. For the Gaussian, the error against full attention is the attention mass
-        beyond the k-th neighbor, renormalised away.""",
+        beyond the k-th neighbor, renormalized away.""",
     "algorithm": """\
     algorithm : {"auto", "brute", "kd_tree", "ball_tree", "cell_list"}, default="auto"
         How neighbors are found, as in :class:`~sklearn.neighbors.KNeighborsRegressor`.

@@ -171,7 +171,7 @@ def key_center(x, log_w=None):
 
 def values_and_ones_t(v):
     """(t + 1, n): the values and a ones column, transposed, so that one product gives the
-    weighted sums and their normaliser (BLAS is much faster at ``v1t @ weights.T`` than at
+    weighted sums and their normalizer (BLAS is much faster at ``v1t @ weights.T`` than at
     ``weights @ v1`` for few outputs)."""
     return torch.cat([v, v.new_ones(v.shape[0], 1)], dim=1).T.contiguous()
 

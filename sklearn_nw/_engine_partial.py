@@ -2,7 +2,7 @@
 :class:`PartialSums` travel between processes as float64 numpy).
 
 When the keys are split into shards (:mod:`sklearn_nw.dask`), shard s contributes to the
-prediction at query q its normaliser and numerator
+prediction at query q its normalizer and numerator
 
     D_s = sum_{j in s} w_j k(u_qj),    N_s = sum_{j in s} w_j k(u_qj) v_j,
 
@@ -157,7 +157,7 @@ def partial_gradient(q, x, v, h, kernel, *, log_w, center, pooled, log_den, cota
                      leave_out_equal=False, working_memory=1024):
     """One shard's part of the gradient in ``h`` of ``sum_i cotangent_i . pooled_i``, the
     predictions ``pooled`` (n_q, t) at queries ``q`` (n_q, d) over every shard (their
-    ``log_den`` (n_q,) is the log normaliser over every shard).
+    ``log_den`` (n_q,) is the log normalizer over every shard).
 
     With ``alpha_ij = exp(logit_ij - log_den_i)`` the attention of this shard's key j, the
     derivative of ``pooled_i`` in ``logit_ij`` is ``alpha_ij (v_j - pooled_i)``; the

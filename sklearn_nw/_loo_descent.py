@@ -1,4 +1,4 @@
-"""The learned bandwidth's optimisers: full-batch L-BFGS-B (scipy's, with torch autograd's
+"""The learned bandwidth's optimizers: full-batch L-BFGS-B (scipy's, with torch autograd's
 gradient) and Adam on minibatches, on a leave-one-out objective
 (:mod:`sklearn_nw._loo_objective`), as :class:`~sklearn_nw.LeaveOneOutBandwidth` runs
 them."""
@@ -43,7 +43,7 @@ class _NonFinite(Exception):
 
 
 def descent(learner, objective, positive, full_batch, generator):
-    """The optimiser of ``learner`` (a :class:`~sklearn_nw.LeaveOneOutBandwidth`: its
+    """The optimizer of ``learner`` (a :class:`~sklearn_nw.LeaveOneOutBandwidth`: its
     ``batch_size``, ``max_iter``, ``tol``, ``learning_rate``, ``n_neighbors`` and
     ``verbose``) on ``objective``, as a function of (theta, to_metric) returning the loss
     curve and the iterations run: full-batch L-BFGS-B, or Adam on minibatches."""
@@ -89,7 +89,7 @@ def lbfgs(objective, theta, to_metric, rows, *, max_iter, tol, progress):
     gradient from torch autograd. Leaves ``theta`` at the lowest loss evaluated and
     returns the loss at each evaluation, the iterations run and whether it converged.
 
-    scipy's optimiser rather than ``torch.optim.LBFGS``, whose construction imports
+    scipy's optimizer rather than ``torch.optim.LBFGS``, whose construction imports
     ``torch._dynamo``: about a second before the first fit of a fresh process.
     """
     shape, curve = theta.shape, []

@@ -145,7 +145,7 @@ class DenseRoute(Route):
                          leave_out_equal=False, device="cpu", working_memory=1024):
         """The share of ``keys`` (one shard) in the gradient in the metric of
         ``sum_i cotangent_i . pooled_i``, for predictions ``pooled`` (n_q, t) at ``queries``
-        with log normaliser ``log_den`` (n_q,) over every shard
+        with log normalizer ``log_den`` (n_q,) over every shard
         (:func:`_engine_partial.partial_gradient`): an ndarray like the metric, float64."""
         if not np.any(keys.sample_weight > 0):
             return np.zeros_like(keys.metric)

@@ -2,7 +2,7 @@
 numpy out.
 
 Shard s reports, for each query, ``out_s = N_s / D_s`` and ``log D_s`` (its numerator and
-normaliser, a :class:`~sklearn_nw._engine_partial.PartialSums` of
+normalizer, a :class:`~sklearn_nw._engine_partial.PartialSums` of
 :mod:`sklearn_nw._engine_partial`); the prediction over every shard is
 
     out = sum_s exp(log D_s - log D) out_s,    log D = logsumexp_s log D_s,

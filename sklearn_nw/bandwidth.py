@@ -206,7 +206,7 @@ def as_strategy(bandwidth, *, precomputed=False):
     return _GivenBandwidth(bandwidth)
 
 
-# -- learned bandwidths: the leave-one-out objective and its optimisers --------------------
+# -- learned bandwidths: the leave-one-out objective and its optimizers --------------------
 
 
 class LeaveOneOutResult(NamedTuple):
@@ -216,7 +216,7 @@ class LeaveOneOutResult(NamedTuple):
     projection: object  # None, or the learned (d, r) projection of the full form
     loss: float  # leave-one-out loss at the result, on the evaluation rows
     loss_curve: np.ndarray  # loss at each evaluation (L-BFGS) or minibatch step (Adam)
-    n_iter: int  # optimiser iterations run
+    n_iter: int  # optimizer iterations run
     grid: np.ndarray  # (G,) multipliers of the starting bandwidth tried first
     grid_loss: np.ndarray  # (G,) their leave-one-out losses
 
@@ -276,7 +276,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
     n_components : int, default=None
         Rank of the projection for ``form="full"`` (None: n_features).
     max_iter : int, default=100
-        Maximum number of optimiser iterations (L-BFGS iterations, or minibatch steps).
+        Maximum number of optimizer iterations (L-BFGS iterations, or minibatch steps).
     tol : float, default=1e-8
         L-BFGS stops when an iteration lowers the loss by less than ``tol`` times its
         starting value; minibatches stop when the mean loss of a window of steps improves on
@@ -586,7 +586,7 @@ class AdaptiveBandwidth(BaseEstimator):
       :math:`h_i = c\,d_k(x_i)`, its distance to its k nearest *other* training points
       (the rows at its own location do not count), and
       :math:`\alpha_i(q) \propto w_i\,h_i^{-r}\,k(u_i / h_i)`, with r the number of
-      coordinates (the normalisation of a kernel density of width :math:`h_i`).
+      coordinates (the normalization of a kernel density of width :math:`h_i`).
 
     where :math:`u_i = \lVert (q - x_i) / h_{base} \rVert` and c is ``scale``. With the
     top-hat kernel and ``scale`` just above 1 (``1 + 1e-9``: the k-th distance itself

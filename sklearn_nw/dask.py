@@ -10,7 +10,7 @@ exactly, by a tree reduction in log space (:mod:`sklearn_nw._shards`):
     f(q) = sum_s N_s(q) / sum_s D_s(q),
     D_s(q) = sum_{j in s} w_j k(u_qj),  N_s(q) = sum_{j in s} w_j k(u_qj) v_j,
 
-each shard sending per query only its normalised sums and ``log D_s`` (t + 3 numbers).
+each shard sending per query only its normalized sums and ``log D_s`` (t + 3 numbers).
 
 Needs ``dask[array]`` and ``distributed`` (``pip install "sklearn-nw[dask]"``) and a running
 :class:`distributed.Client`.

@@ -7,7 +7,7 @@ scaled to ``k(0) = 1``.
 
 The engine works with the log-profile of the *squared* distance, ``log k(sqrt(u2))``: it
 avoids square roots for the kernels that are polynomials in ``u**2`` and lets attention be
-normalised with log-sum-exp. Kernels are :class:`~sklearn.base.BaseEstimator` objects so that
+normalized with log-sum-exp. Kernels are :class:`~sklearn.base.BaseEstimator` objects so that
 ``clone``, ``get_params`` and grid searches (``kernel__power``) see their parameters.
 """
 
