@@ -33,13 +33,13 @@ Three sections (``--sections``), float64 on the CPU, in this process.
 3. ``seeds``: section 1's comparison of the CV estimators with tuned KNN repeated at
    several seeds (``--seeds``, default 0-4: the outer folds' shuffle and the subsample of
    the larger data sets; seed 0 repeats section 1's), to see whether its target holds in
-   the neighbourhood of seed 0 or only there. Targets: section 1's at every seed, and on
+   the neighborhood of seed 0 or only there. Targets: section 1's at every seed, and on
    the mean difference over the seeds.
 
 4. ``local``: learned bandwidths for local-linear fits. ``NadarayaWatsonRegressor(degree=1,
    bandwidth="loo")`` against statsmodels' ``KernelReg(reg_type="ll", bw="cv_ls")`` on the
    regression data sets statsmodels takes (``SM_MAX_N``, ``SM_MAX_D``): section 1's outer
-   5-fold R^2 and fit times, and on the whole standardised data set the leave-one-out loss
+   5-fold R^2 and fit times, and on the whole standardized data set the leave-one-out loss
    of the descent's own minimum (``selection="min"``) against that of statsmodels'
    bandwidth, under this package's leave-one-out fits and under statsmodels' ``cv_loo``.
    Targets: R^2 at least statsmodels' - ``PEER_MARGIN``, and a loss no higher than at
@@ -418,7 +418,7 @@ def section_accuracy(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
 def markdown_accuracy(report):
     c = report["config"]
     lines = [(f"### 1. Accuracy on real data ({c['folds']}; mean R^2 or accuracy over the "
-              "folds; inputs standardised)"), "",
+              "folds; inputs standardized)"), "",
              ("| data set | task (score) | n × d | NW CV | KNN tuned | CV − KNN | NW loo "
               "| loo − KNN | statsmodels lc | statsmodels ll | locfit | NW CV chose (per fold) |"),
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -456,7 +456,7 @@ def markdown_accuracy(report):
 def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0, 1, 2, 3, 4)):
     """Section 1's comparison of the CV estimators with tuned KNN at several seeds (the
     outer folds' shuffle and the subsample of the larger data sets; seed 0 is section 1's):
-    does the target hold in the neighbourhood of seed 0, or only there? Also the mean
+    does the target hold in the neighborhood of seed 0, or only there? Also the mean
     difference over the seeds."""
     results = []
     for seed in seeds:
@@ -602,7 +602,7 @@ def section_large(n_synthetic=20_000, randhie_rows=8000, seeds=range(5), seed=0)
 def markdown_large(report):
     c = report["config"]
     lines = [(f"### 2. The learned bandwidth above 4,096 samples ({c['folds']}; R^2, inputs "
-              "standardised)"), "",
+              "standardized)"), "",
              "| problem | n × d | distinct inputs | exact grid | learned, seeds 0-4 | worst − grid "
              "| spread | fit s grid / learned (mean) |", "|---|---|---|---|---|---|---|---|"]
     for r in report["results"]:
@@ -624,7 +624,7 @@ def markdown_large(report):
 def section_local(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
     """The local-linear regressor with a learned bandwidth against statsmodels'
     ``KernelReg(reg_type="ll", bw="cv_ls")`` on the regression data sets statsmodels takes:
-    section 1's outer 5-fold R^2 and fit times, and on the whole standardised data set the
+    section 1's outer 5-fold R^2 and fit times, and on the whole standardized data set the
     leave-one-out loss at the descent's minimum and at statsmodels' bandwidth, under this
     package's leave-one-out fits and under statsmodels' ``cv_loo``."""
     results = []
@@ -653,7 +653,7 @@ def section_local(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
             row[method] = float(cv["test_score"].mean())
             row[f"{method}_fit_time_s"] = float(cv["fit_time"].sum())
         # The descent's own minimum (selection="min": not replaced by the one-parameter
-        # reference) against statsmodels', on the whole standardised data set.
+        # reference) against statsmodels', on the whole standardized data set.
         Z = StandardScaler().fit_transform(X)
         with recording(caught):
             ours = NadarayaWatsonRegressor(degree=1, bandwidth=LeaveOneOutBandwidth(
@@ -692,7 +692,7 @@ def section_local(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
 def markdown_local(report):
     c = report["config"]
     lines = [(f"### 4. Learned bandwidths for local-linear fits ({c['folds']}; R^2, inputs "
-              f"standardised): `{c['nw']}` against statsmodels' `{c['statsmodels']}`"), "",
+              f"standardized): `{c['nw']}` against statsmodels' `{c['statsmodels']}`"), "",
              "| data set | n × d | NW ll loo | statsmodels ll | difference | loss ratio, ours "
              "| loss ratio, statsmodels' | fit s NW / statsmodels |",
              "|---|---|---|---|---|---|---|---|"]
@@ -708,7 +708,7 @@ def markdown_local(report):
                      f"| {ours:.6f} | {theirs:.6f} "
                      f"| {r['nw_loo_ll_fit_time_s']:.2f} / {r['statsmodels_ll_fit_time_s']:.2f} |")
     return lines + ["", ("Loss ratios: the mean squared leave-one-out error on the whole "
-                         "standardised data set at the descent's own minimum "
+                         "standardized data set at the descent's own minimum "
                          "(`LeaveOneOutBandwidth(selection='min')`) over the same at "
                          "statsmodels' cv_ls bandwidth; below 1, ours is lower. *Ours*: this "
                          "package's leave-one-out local fits (the CV regressor's exact grid at "

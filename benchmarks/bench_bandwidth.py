@@ -10,7 +10,7 @@ one-time imports and first calls are not timed.
 1. ``loo``: n=1,000, d=2, Gaussian kernel, X uniform on [-2, 2]^2,
    ``y = sin(2 x0) + x1**2 + 0.3 noise``. ``NadarayaWatsonRegressor(bandwidth="loo").fit``
    (best of ``--repeats``) against statsmodels' ``KernelReg(reg_type="lc", bw="cv_ls")``
-   (once), which minimises the same leave-one-out squared error. Both bandwidths are scored
+   (once), which minimizes the same leave-one-out squared error. Both bandwidths are scored
    by the same exact leave-one-out MSE, ``attention_weights_ @ y`` against y.
    Targets: statsmodels / sklearn_nw time >= ``SPEED_TARGET``; sklearn_nw's leave-one-out
    MSE <= statsmodels' (to ``RTOL`` relative, rounding).
@@ -82,7 +82,7 @@ SECTIONS = ("loo", "irrelevant", "cv")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 NOISE = 0.3
 N_RELEVANT = 2  # the target depends on x0 and x1 only
-RTOL = 1e-9  # "<=" between two converged optimisers of one loss, up to rounding
+RTOL = 1e-9  # "<=" between two converged optimizers of one loss, up to rounding
 SPEED_TARGET = 100.0
 TIME_TARGET = 2.0
 RMSE_TARGET = 1.10

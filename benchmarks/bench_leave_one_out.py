@@ -65,7 +65,7 @@ from sklearn_nw import (
 )
 from sklearn_nw._engine_loo import loo_grid_pool
 from sklearn_nw._leave_one_out import leave_one_out_set
-from sklearn_nw.bandwidth import search_reference
+from sklearn_nw._scale import search_reference
 from sklearn_nw.kernels import Gaussian
 
 SECTIONS = ("randhie", "bootstrap", "weights")

@@ -11,7 +11,7 @@ first, untimed one, first alone (idle) and then loaded. Times are medians: a sta
 the median, not in the best call.
 
 1. ``cv``: on one outer training fold (4/5 of the rows, ``bench_accuracy``'s folds and
-   subsample at ``--seed``, inputs standardised) of each of ``--datasets``, the fit of
+   subsample at ``--seed``, inputs standardized) of each of ``--datasets``, the fit of
    ``NadarayaWatsonRegressorCV()`` or ``NadarayaWatsonClassifierCV()`` (default arguments)
    and of ``bench_accuracy``'s tuned KNN search (an inner 5-fold ``GridSearchCV`` over k and
    the weights). Targets: loaded / idle <= ``ratio_target(cores)`` (2.5 on two cores) for

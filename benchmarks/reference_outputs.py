@@ -19,15 +19,25 @@ import warnings
 import numpy as np
 
 
-def _data(n=240, d=2, seed=0, classes=False):
+def _data(n=240, d=2, seed=0, classes=False, n_queries=90):
     rng = np.random.default_rng(seed)
     X = rng.uniform(-2, 2, size=(n, d))
     y = np.sin(2 * X[:, 0]) + 0.3 * X[:, -1] ** 2 + 0.2 * rng.standard_normal(n)
     if classes:
         y = np.digitize(y, [-0.4, 0.4])
     w = rng.uniform(0.5, 2.0, size=n)
-    Q = rng.uniform(-2.2, 2.2, size=(90, d))
+    Q = rng.uniform(-2.2, 2.2, size=(n_queries, d))
     return X, y, w, Q
+
+
+def _attention(attention):
+    """The attention as arrays: dense as it is, sparse as its canonical CSR parts."""
+    if not hasattr(attention, "tocsr"):
+        return {"attention": np.asarray(attention)}
+    attention = attention.tocsr()
+    attention.sort_indices()
+    return {"attention.indptr": attention.indptr, "attention.indices": attention.indices,
+            "attention.data": attention.data}
 
 
 def _configurations():
@@ -41,9 +51,10 @@ def _configurations():
         NadarayaWatsonRegressorCV,
     )
 
-    def plain(cls, classes=False, d=2, weighted=True, dtype=np.float64, **params):
+    def plain(cls, classes=False, d=2, weighted=True, dtype=np.float64, n=240, n_queries=90,
+              **params):
         def run():
-            X, y, w, Q = _data(d=d, classes=classes)
+            X, y, w, Q = _data(n=n, d=d, classes=classes, n_queries=n_queries)
             X, Q = X.astype(dtype), Q.astype(dtype)
             est = cls(**params).fit(X, y, sample_weight=w if weighted else None)
             out = {}
@@ -52,8 +63,7 @@ def _configurations():
                 out["predict"] = est.predict(Q)
             else:
                 out["predict"], attention = est.predict(Q, return_attention=True)
-                out["attention"] = (attention.toarray() if hasattr(attention, "toarray")
-                                    else np.asarray(attention))
+                out.update(_attention(attention))
             out["bandwidth_"] = np.asarray(est.bandwidth_, dtype=np.float64)
             for name in ("loss_curve_", "projection_", "key_bandwidths_"):
                 if hasattr(est, name):
@@ -75,9 +85,7 @@ def _configurations():
         est = NadarayaWatsonRegressor(bandwidth=0.4, metric="precomputed").fit(
             pairwise_distances(X), y, sample_weight=w)
         pred, attention = est.predict(pairwise_distances(Q, X), return_attention=True)
-        return {"predict": pred, "attention": (attention.toarray()
-                                               if hasattr(attention, "toarray")
-                                               else np.asarray(attention))}
+        return {"predict": pred, **_attention(attention)}
 
     R, C = NadarayaWatsonRegressor, NadarayaWatsonClassifier
     RCV, CCV = NadarayaWatsonRegressorCV, NadarayaWatsonClassifierCV
@@ -88,6 +96,13 @@ def _configurations():
         ("silverman-exponential", plain(R, kernel="exponential", bandwidth="silverman")),
         ("compiled", plain(R, compute="compiled", bandwidth=0.3)),
         ("cell-list", plain(R, kernel="epanechnikov", bandwidth=0.5, algorithm="cell_list")),
+        # Many candidates per query: the cell list's blocks (past 2,048 candidates), the
+        # tree and k-nearest routes' chunks of 512 queries.
+        ("cell-list-blocks", plain(R, n=8000, n_queries=1500, kernel="epanechnikov",
+                                   bandwidth=1.2, algorithm="cell_list")),
+        ("tree-compact-chunks", plain(R, n=3000, n_queries=1500, kernel="tricube",
+                                      bandwidth=0.3, algorithm="kd_tree")),
+        ("k-nearest-chunks", plain(R, n=3000, n_queries=1500, n_neighbors=40, bandwidth=0.3)),
         ("tree-compact", plain(R, kernel="tricube", bandwidth=0.5, algorithm="kd_tree")),
         ("ball-tree-compact", plain(R, kernel="epanechnikov", bandwidth=0.5,
                                      algorithm="ball_tree")),

@@ -55,7 +55,7 @@ def _models(nw, nw_cv, knn, device):
     }
 
 
-def _report(title, X, y, models, cv, scoring):
+def report(title, X, y, models, cv, scoring):
     """Print each model's cross-validated score (and what the automatic one chooses on the
     whole data set); return the mean scores by name."""
     print(f"\n{title}: n_samples={X.shape[0]}, n_features={X.shape[1]}, "
@@ -84,7 +84,7 @@ def _report(title, X, y, models, cv, scoring):
     return means
 
 
-def _verdict(results):
+def verdict(results):
     """Say plainly, data set by data set, whether the automatic model or tuned k nearest
     neighbors scored higher."""
     print("\nThe automatic model against tuned k nearest neighbors:")
@@ -95,7 +95,7 @@ def _verdict(results):
         print(f"  {title:<32} {who} ({gap:+.3f})")
 
 
-def _heatmap(output, device):
+def heatmap(output, device):
     import matplotlib
     from matplotlib.colors import PowerNorm
 
@@ -128,7 +128,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     X, y = load_diabetes(return_X_y=True)
-    results = {"Diabetes (regression)": _report(
+    results = {"Diabetes (regression)": report(
         "Diabetes (regression)", X, y,
         _models(NadarayaWatsonRegressor, NadarayaWatsonRegressorCV, KNeighborsRegressor,
                 args.device),
@@ -136,12 +136,12 @@ def main(argv=None):
     for title, loader in [("Wine (classification)", load_wine),
                           ("Breast cancer (classification)", load_breast_cancer)]:
         X, y = loader(return_X_y=True)
-        results[title] = _report(title, X, y,
+        results[title] = report(title, X, y,
                                  _models(NadarayaWatsonClassifier, NadarayaWatsonClassifierCV,
                                          KNeighborsClassifier, args.device),
                                  StratifiedKFold(5, shuffle=True, random_state=0), "accuracy")
-    _verdict(results)
-    _heatmap(args.output, args.device)
+    verdict(results)
+    heatmap(args.output, args.device)
 
 
 if __name__ == "__main__":

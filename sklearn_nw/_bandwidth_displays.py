@@ -24,7 +24,7 @@ class BandwidthSearchDisplay:
     the local polynomials. Adaptive ones (balloon, sample-point), when searched, go on a
     second axes against their number of neighbors k (log scale), one line per kind and
     degree, each point the best of the scales c tried at that k; a dotted line there marks
-    the best fixed bandwidth's value. Colours follow the degree on both axes. Create it
+    the best fixed bandwidth's value. Colors follow the degree on both axes. Create it
     with :meth:`from_estimator`.
 
     Parameters

@@ -82,7 +82,7 @@ class CellList:
     def runs(self, queries):
         """Each query's candidates: ``(lo, hi)``, both (m, runs), the slices of the points
         in cell order that hold every point within the radius of it (empty slices
-        included). One vectorised search for all queries, for queries with few points in
+        included). One vectorized search for all queries, for queries with few points in
         reach, where :meth:`blocks` would spend more time per block than per pair."""
         ids = np.ravel_multi_index(self._query_cells(queries).T, self.shape)  # (m,)
         last = self.shape[-1]

@@ -28,11 +28,11 @@ import warnings
 
 import torch
 
-# Queries per compiled call. The CPU loop parallelises over queries (128 to 512 measured the
+# Queries per compiled call. The CPU loop parallelizes over queries (128 to 512 measured the
 # same on 2 cores); a GPU needs many more rows to fill its multiprocessors. compute="auto"
 # compiles for calls of at least one chunk.
-_CHUNK = {"cpu": 256}
-_GPU_CHUNK = 8192
+QUERY_CHUNK = {"cpu": 256}
+GPU_QUERY_CHUNK = 8192
 # compute="auto" compiles a configuration once the eager engine has spent about as long
 # on it as compiling takes (rent or buy: never much more than twice the better choice's
 # time). Measured on 2 cores: 4 to 6 s to compile (1 to 2 s from Inductor's disk cache);
@@ -151,7 +151,7 @@ class CompilePolicy:
     and the timing account behind ``compute="auto"``, in one object.
 
     The estimators use the process's policy (:func:`current_policy`); a test, or a
-    benchmark that wants a fresh process's behaviour, installs its own with
+    benchmark that wants a fresh process's behavior, installs its own with
     :func:`using_policy`.
 
     Parameters
@@ -187,7 +187,7 @@ class CompilePolicy:
         be, e.g. the Gaussian on some CPUs), and never for calls smaller than a chunk,
         which the eager engine computes faster than the loop's fixed cost per call (about
         1 ms on 2 cores): their eager time is not counted either (:meth:`record_eager`)."""
-        if n_queries < _CHUNK.get(key[2], _GPU_CHUNK):
+        if n_queries < QUERY_CHUNK.get(key[2], GPU_QUERY_CHUNK):
             return False
         with self._lock:
             entry = self.compiled.get(key)
@@ -205,7 +205,7 @@ class CompilePolicy:
         """Count an eager call of ``n_queries`` queries and ``pairs`` query-key pairs that
         took ``seconds``: what compiling would have saved, for calls the compiled loop
         serves."""
-        if n_queries < _CHUNK.get(key[2], _GPU_CHUNK):
+        if n_queries < QUERY_CHUNK.get(key[2], GPU_QUERY_CHUNK):
             return
         with self._lock:
             spent, counted = self.eager.get(key, (0.0, 0))
@@ -221,7 +221,7 @@ class CompilePolicy:
         """Count a compiled call (compiling excluded) of ``pairs`` query-key pairs that took
         ``seconds``: ``"auto"`` stops using the loop if it is slower per pair than the
         eager engine."""
-        if n_queries < _CHUNK.get(key[2], _GPU_CHUNK):
+        if n_queries < QUERY_CHUNK.get(key[2], GPU_QUERY_CHUNK):
             return
         with self._lock:
             spent, counted = self.timed.get(key, (0.0, 0))
@@ -284,7 +284,7 @@ class CompilePolicy:
         key = config_key(kernel, dtype, device, qs.shape[1], n_columns)
         entry = self._function(kernel, key)
         function = entry[0]
-        chunk = _CHUNK.get(device.type, _GPU_CHUNK)
+        chunk = QUERY_CHUNK.get(device.type, GPU_QUERY_CHUNK)
         xs_t = xs.T.contiguous()  # (r, n): consecutive keys are adjacent, for vector loads
         n_q = qs.shape[0]
         out = qs.new_empty(n_q, n_columns)

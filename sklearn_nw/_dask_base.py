@@ -23,14 +23,14 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d,
 from ._base import check_pooled
 from ._dask_loo import ShardedTraining, build_shards
 from ._dask_tasks import (
-    Spec,
+    ShardSettings,
     check_queries,
     fallback_count,
     first_moments,
+    merge_pairwise,
     outputs,
     second_moments,
     shard_part,
-    tree,
     with_metric,
 )
 from ._selection_grid import BandwidthGridSearch
@@ -166,7 +166,7 @@ class ShardedNadarayaWatson(BaseEstimator):
         self.n_features_in_ = X.shape[1]
         self.n_samples_fit_ = X.shape[0]
         scale = moments.scale
-        spec = Spec(self.kernel_, None, moments.center, np.dtype(dtype), moments.classes,
+        spec = ShardSettings(self.kernel_, None, moments.center, np.dtype(dtype), moments.classes,
                     moments.offset, scale if 0 < scale < np.inf else 1.0,
                     not classifier and y.ndim == 1, get_config()["working_memory"])
         # The bandwidth's strategy, as the local estimators resolve it, run on the
@@ -231,7 +231,7 @@ class ShardedNadarayaWatson(BaseEstimator):
                                                              spec.dtype))
             parts = [client.submit(shard_part, shard, q, spec, leave_out_equal)
                      for shard in self._shards]
-            finals.append(tree(client, parts, merge))
+            finals.append(merge_pairwise(client, parts, merge))
             shapes.append(n_rows)
         counts = client.gather([client.submit(fallback_count, f) for f in finals])
         n_fallback = sum(c for c, _ in counts)

@@ -16,6 +16,8 @@ then split again into shards of inputs; each evaluation of the loss pools every 
 inputs against every shard, and its gradient sums each (block, shard) pair's part
 (:func:`sklearn_nw._engine_partial.partial_gradient`)."""
 
+import operator
+
 import dask
 import numpy as np
 import torch
@@ -24,7 +26,6 @@ from distributed import wait as distributed_wait
 from ._dask_tasks import (
     build_shard,
     distinct_inputs,
-    item,
     leave_one_out_block,
     location_block,
     location_count,
@@ -33,11 +34,11 @@ from ._dask_tasks import (
     location_part,
     location_sums,
     location_terms,
+    merge_distinct,
     merge_locations,
+    merge_pairwise,
     shard_part,
     training_inputs,
-    tree,
-    union,
 )
 from ._losses import get_loss
 from ._preconditions import check_two_inputs
@@ -56,7 +57,7 @@ class ShardedTraining:
     client : distributed.Client
     blocks : list of tuple of Delayed
         The training blocks (X, y, sample_weight or None).
-    spec : Spec
+    spec : ShardSettings
         The kernel, the center, the targets' offset and scale, the working memory.
     sigma : ndarray of shape (n_features,)
         The features' weighted standard deviations, reduced from the blocks.
@@ -93,8 +94,9 @@ class ShardedTraining:
         unions on the cluster)."""
         if self._reference is None:
             client = self.client
-            distinct = tree(client, [client.compute(dask.delayed(distinct_inputs)(xb, wb))
-                                     for xb, _, wb in self.blocks], union)
+            blocks = [client.compute(dask.delayed(distinct_inputs)(xb, wb))
+                      for xb, _, wb in self.blocks]
+            distinct = merge_pairwise(client, blocks, merge_distinct)
             n_distinct = client.submit(len, distinct).result()
             check_two_inputs(n_distinct, self.n_samples, self.name)
             self._reference = rule_of_thumb("scott", self.sigma, n_distinct)
@@ -150,7 +152,7 @@ class ShardedTraining:
         sums = []
         for h in grid:
             point = spec._replace(metric=np.asarray(h, dtype=np.float64))
-            sums.append([client.submit(leave_one_out_block, tree(client, [
+            sums.append([client.submit(leave_one_out_block, merge_pairwise(client, [
                 client.submit(shard_part, shard, q, point, True) for shard in shards],
                 merge), own, loss) for q, own in zip(inputs, shards)])
         sums = client.gather(sums)  # G lists of each block's sum of w loss
@@ -185,7 +187,7 @@ class ShardedObjective:
     client : distributed.Client
     blocks : list of Future
         The training blocks' :class:`~sklearn_nw._dask_tasks.Locations`.
-    spec : Spec
+    spec : ShardSettings
         The kernel (float64), the center and the working memory.
     loss : str
         "squared_error" or "log_loss".
@@ -194,14 +196,15 @@ class ShardedObjective:
     def __init__(self, client, blocks, spec, loss, n_shards):
         self.client, self.spec, self.loss_name = client, spec, loss
         self.loss_function = get_loss(loss)
-        locations = tree(client, blocks, merge_locations)
+        locations = merge_pairwise(client, blocks, merge_locations)
         n, sum_sq = client.submit(location_count, locations).result()
         bounds = np.linspace(0, n, max(1, min(n_shards, n)) + 1).astype(int)
         self.shards = [client.submit(location_block, locations, a, b)
                        for a, b in zip(bounds[:-1], bounds[1:])]
         distributed_wait(self.shards)
         del locations  # the merged set: the cluster may drop it now that it is split
-        parts = client.gather([client.submit(item, f, slice(1, 3)) for f in self.shards])
+        parts = client.gather([client.submit(operator.getitem, f, slice(1, 3))
+                               for f in self.shards])
         weight = np.concatenate([w for w, _ in parts])  # (L,)
         means = np.concatenate([m for _, m in parts])  # (L, t)
         self.log_w = torch.from_numpy(np.log(weight))
@@ -219,9 +222,10 @@ class ShardedObjective:
 
     def _parts(self, metric):
         """Futures of the merged partial sums at each block of inputs."""
-        return [tree(self.client, [self.client.submit(location_part, keys, queries, metric,
+        client = self.client
+        return [merge_pairwise(client, [client.submit(location_part, keys, queries, metric,
                                                       self.spec) for keys in self.shards],
-                     merge) for queries in self.shards]
+                               merge) for queries in self.shards]
 
     def per_input(self, metric):
         """The leave-one-out loss (L,) of every distinct input at ``metric``."""
@@ -250,7 +254,7 @@ class ShardedObjective:
         total = float(self.weight.sum())
         terms = [self.client.submit(location_terms, part, block, self.loss_name, total)
                  for part, block in zip(parts, self.shards)]
-        value = sum(self.client.gather([self.client.submit(item, t, 0) for t in terms]))
+        value = sum(self.client.gather([self.client.submit(operator.getitem, t, 0) for t in terms]))
         if backward:
             grads = [self.client.submit(location_gradient, keys, queries, part, term, h,
                                         self.spec)

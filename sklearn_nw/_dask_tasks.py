@@ -14,7 +14,7 @@ from ._shards import finish, leave_one_out_losses, leave_one_out_sum, leave_one_
 from .kernels import Kernel
 
 
-class Spec(NamedTuple):
+class ShardSettings(NamedTuple):
     """What every shard and query block shares, sent with each task."""
 
     kernel: Kernel
@@ -129,7 +129,7 @@ def distinct_inputs(X, w):
     return _leave_one_out.distinct_inputs(X, w)[0]
 
 
-def union(a, b):
+def merge_distinct(a, b):
     """The distinct inputs of two blocks' distinct inputs."""
     return _leave_one_out.distinct_inputs(np.concatenate([a, b]))[0]
 
@@ -180,7 +180,7 @@ def fallback_count(part):
     return finish(part)[1], bool(np.all(np.isfinite(part.out)))
 
 
-def tree(client, parts, func, *args):
+def merge_pairwise(client, parts, func, *args):
     """Merge futures ``parts`` pairwise on the cluster, a tree of ``func`` tasks."""
     while len(parts) > 1:
         parts = [client.submit(func, parts[i], parts[i + 1], *args)
@@ -270,6 +270,3 @@ def location_gradient(keys, queries, part, terms, metric, spec):
         key_set, queries[0], part.out, part.log_den, terms[1], leave_out_equal=True,
         working_memory=spec.working_memory)
 
-
-def item(pair, i):
-    return pair[i]

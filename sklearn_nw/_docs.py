@@ -76,7 +76,7 @@ PARAMETERS = {
         points with weight than the polynomial has terms, points on a line the query is
         off, or a query too far for the float type) keeps its
         Nadaraya-Watson value, with a :class:`~sklearn_nw.LocalFitWarning`. A learned
-        bandwidth (``"loo"``) minimises the leave-one-out loss of these local fits, as
+        bandwidth (``"loo"``) minimizes the leave-one-out loss of these local fits, as
         statsmodels' ``KernelReg(reg_type="ll", bw="cv_ls")`` does, full batch (up to
         4,096 distinct training inputs). Not with ``metric="precomputed"`` (no
         coordinates) or ``compute="compiled"``.""",

@@ -14,9 +14,9 @@ key in reach) is recomputed on the *careful path*: exact differences instead of 
 nearest-neighbor limit when everything else underflows, and, if no key has positive kernel
 weight, the nearest key(s) as fallback.
 
-The same module holds pooling over given candidate lists (k nearest, or inside a compact
-kernel's support), in CSR layout; the leave-one-out sums live in
-:mod:`sklearn_nw._engine_loo`.
+Pooling over given candidates (inside a compact kernel's support, k-nearest or radius
+lists in CSR layout, stored distances) lives in :mod:`sklearn_nw._engine_candidates`, the
+leave-one-out sums in :mod:`sklearn_nw._engine_loo`.
 """
 
 import contextlib
@@ -32,19 +32,16 @@ from ._workers import (
     chunk_rows,
     on_workers,
     reduce_in_order,
-    serial_if_small,  # noqa: F401  (the key set still takes the small-call rule from here)
     worth_sharing,
 )
 
 # (chunk, n) temporaries per query row, in units of n * itemsize: the logits block, one more
-# for a kernel's out-of-place log-profile, one for the attention copy.
-_N_TEMPORARIES = 3
-# Chunks are also capped to stay in cache (see sklearn_nw._workers.CACHE_BYTES). The
-# (chunk, n) blocks are allocated once per call and reused: a fresh multi-MiB tensor per
-# chunk can be handed back to the OS by malloc and faulted in again page by page
-# (measured: 250,000 page faults and twice the time of a 20,000 x 20,000 predict, in some
-# processes).
-_CACHE_BYTES = CACHE_BYTES
+# for a kernel's out-of-place log-profile, one for the attention copy. Chunks are also
+# capped to stay in cache (see sklearn_nw._workers.CACHE_BYTES). The (chunk, n) blocks are
+# allocated once per call and reused: a fresh multi-MiB tensor per chunk can be handed back
+# to the OS by malloc and faulted in again page by page (measured: 250,000 page faults and
+# twice the time of a 20,000 x 20,000 predict, in some processes).
+N_TEMPORARIES = 3
 
 
 class PoolResult(NamedTuple):
@@ -53,13 +50,13 @@ class PoolResult(NamedTuple):
     n_fallback: int  # rows with no key inside the kernel's support
 
 
-# The computations now inside _compute_settings, and the precision they found before.
+# The computations now inside full_precision, and the precision they found before.
 _settings_lock = threading.Lock()
 _settings = {"users": 0, "saved": None}
 
 
 @contextlib.contextmanager
-def _compute_settings():
+def full_precision():
     """Full-precision float32 matmuls: TF32 would turn distances into noise.
 
     The precision is one setting for the whole process, shared by every thread: the first
@@ -101,7 +98,7 @@ def exp_(logits, exact_zeros=True):
     return logits
 
 
-def _csr(parts):
+def csr_parts(parts):
     """CSR parts ``(crow, col, val)`` of chunks of rows given as (entries per row, columns,
     values), in row order."""
     counts, cols, vals = zip(*parts)
@@ -127,13 +124,13 @@ def transform(x, center, h):
 
 
 def augment_keys(xs):
-    """The key side of :func:`_augmented_sq_dist`: ``[x, 1, |x|^2]`` (n, d + 2) and the
+    """The key side of :func:`augmented_sq_dist`: ``[x, 1, |x|^2]`` (n, d + 2) and the
     largest ``|x|^2``, computed once for every chunk of queries."""
     x2 = (xs * xs).sum(1, keepdim=True)  # (n, 1)
     return torch.cat([xs, torch.ones_like(x2), x2], dim=1), x2.detach().max()
 
 
-def _augmented_sq_dist(qs, xs, refine=False, out=None, keys=None):
+def augmented_sq_dist(qs, xs, refine=False, out=None, keys=None):
     """``|q|^2 + |x|^2 - 2 q.x`` as one matrix product of augmented inputs, clipped at 0
     (written into ``out`` (b, n) when given; ``keys`` is :func:`augment_keys` of ``xs``
     when the caller has it).
@@ -209,7 +206,7 @@ def prepare_keys(x, v, h, kernel, log_w=None, center=None):
     return KeyTensors(center, xs, log_w, values_and_ones_t(v), b_fused)
 
 
-class _Problem:
+class PoolingCall:
     """Scaled keys, values and weights shared by every chunk of one call."""
 
     def __init__(self, x, v, h, kernel, log_w, self_log_w, working_memory, keys=None):
@@ -264,7 +261,7 @@ class _Problem:
         else:
             if self._augmented is None:  # once per call (a worker may race: same value)
                 self._augmented = augment_keys(self.xs)
-            d2 = _augmented_sq_dist(qs, self.xs, refine=True, keys=self._augmented)  # (b, n)
+            d2 = augmented_sq_dist(qs, self.xs, refine=True, keys=self._augmented)  # (b, n)
             logits = self.kernel.log_profile_sq(d2)  # (b, n)
             logits += self.log_w
         self.loo_adjust(logits, rows)
@@ -299,7 +296,7 @@ class _Problem:
         return (self.v1t @ careful.T).T, careful, n_empty
 
 
-def _run_chunks(pool_chunk, q, step, n, blocks, needs_grad, *, commit=None,
+def run_chunks(pool_chunk, q, step, n, blocks, needs_grad, *, commit=None,
                 max_workers=None):
     """Call ``pool_chunk(s, block)`` for the chunks of ``step`` rows of queries ``q``, with
     ``blocks`` (step, n) blocks like ``q`` per worker, one (blocks, step, n) tensor (None
@@ -366,14 +363,14 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
         :func:`prepare_keys` of ``x, v, h, kernel, log_w``, computed once for many calls.
     """
     n_q, n = q.shape[0], x.shape[0]
-    problem = _Problem(x, v, h, kernel, log_w, self_log_w, working_memory, keys)
+    problem = PoolingCall(x, v, h, kernel, log_w, self_log_w, working_memory, keys)
     out = q.new_empty(n_q, v.shape[1])  # (n_q, t)
     sparse = return_attention and kernel.is_compact
     dense_att = q.new_empty(n_q, n) if return_attention and not sparse else None  # (n_q, n)
     tiny = math.sqrt(torch.finfo(q.dtype).tiny)
-    # Each (chunk, n) block within the cache (see _CACHE_BYTES).
-    step = chunk_rows(n_q, n * q.element_size() * _N_TEMPORARIES, working_memory,
-                      cap_bytes=_N_TEMPORARIES * _CACHE_BYTES)
+    # Each (chunk, n) block within the cache (see CACHE_BYTES).
+    step = chunk_rows(n_q, n * q.element_size() * N_TEMPORARIES, working_memory,
+                      cap_bytes=N_TEMPORARIES * CACHE_BYTES)
     parts = {}  # chunk start -> rows that fell back, and the chunk's sparse attention
 
     def pool_chunk(s, block):
@@ -409,14 +406,14 @@ def attention_pool(q, x, v, h, kernel, *, log_w=None, self_log_w=None,
                 dense_att[s : s + step] = weights
         parts[s] = (n_empty, sparse_part)
 
-    with _compute_settings():
+    with full_precision():
         needs_grad = torch.is_grad_enabled() and any(
             t is not None and t.requires_grad for t in (q, x, v, h, log_w, self_log_w))
-        _run_chunks(pool_chunk, q, step, n, blocks=int(kernel.quadratic_coef is not None),
+        run_chunks(pool_chunk, q, step, n, blocks=int(kernel.quadratic_coef is not None),
                     needs_grad=needs_grad)
     n_fallback = sum(n_empty for n_empty, _ in parts.values())
     sparse_parts = [parts[s][1] for s in sorted(parts)]
-    return PoolResult(out, _csr(sparse_parts) if sparse else dense_att, n_fallback)
+    return PoolResult(out, csr_parts(sparse_parts) if sparse else dense_att, n_fallback)
 
 
 def fused_pool(q, x, v, h, kernel, *, policy, log_w=None, working_memory=1024, keys=None):
@@ -431,13 +428,13 @@ def fused_pool(q, x, v, h, kernel, *, policy, log_w=None, working_memory=1024, k
     sklearn_nw._compiled.CompileError
         If torch.compile cannot build the loop here.
     """
-    problem = _Problem(x, v, h, kernel, log_w, None, working_memory, keys)
+    problem = PoolingCall(x, v, h, kernel, log_w, None, working_memory, keys)
     positive = problem.log_w[problem.positive]
     key_term = problem.log_w - positive.max()  # (n,) <= 0, -inf for zero weight
     if kernel.quadratic_coef is None:
         key_term = key_term.exp()
     qs = problem.scale(q)  # (n_q, r)
-    with _compute_settings():
+    with full_precision():
         num_den = policy.sums(qs, problem.xs, key_term, problem.v1t, kernel)  # (n_q, t + 1)
         total = num_den[:, -1]
         tiny = math.sqrt(torch.finfo(q.dtype).tiny)
@@ -453,293 +450,3 @@ def fused_pool(q, x, v, h, kernel, *, policy, log_w=None, working_memory=1024, k
 
 
 # -- sums restricted to candidate keys --------------------------------------------------
-
-
-def support_pool(qs, xs, wv1_t, kernel, *, return_attention=False, working_memory=1024,
-                 augmented=None):
-    """Pooling of a block of queries over candidate keys for a compact kernel, with the
-    profile evaluated directly: it is at most ``k(0) = 1`` and exactly 0 only outside the
-    support, so log space buys nothing and costs two passes.
-
-    Parameters
-    ----------
-    qs : Tensor (b, r)
-        Scaled queries.
-    xs : Tensor (m, r)
-        Scaled candidate keys: every key inside a query's support must be among them.
-    wv1_t : Tensor (t + 1, m)
-        The candidates' sample-weighted values, and their weights in the last row.
-    kernel : Kernel
-        A compact kernel.
-    augmented : tuple, optional
-        :func:`augment_keys` of ``xs``, used above three coordinates: computed once by a
-        caller that pools many calls over the same keys.
-
-    Returns
-    -------
-    out : Tensor (b, t)
-        NaN on rows with no key inside the support (``empty``).
-    empty : Tensor (b,) of bool
-    attention : CSR parts (crow, col, val) over the candidates, or None
-    """
-    b, m = qs.shape[0], xs.shape[0]
-    out = qs.new_empty(b, wv1_t.shape[0] - 1)  # (b, t)
-    empty = torch.zeros(b, dtype=torch.bool, device=qs.device)  # (b,)
-    parts = {}  # chunk start -> its attention
-    # Each (chunk, m) block within the cache (see _CACHE_BYTES).
-    step = chunk_rows(b, m * qs.element_size() * _N_TEMPORARIES, working_memory,
-                      cap_bytes=_N_TEMPORARIES * _CACHE_BYTES)
-    if augmented is None and qs.shape[1] > 3:
-        augmented = augment_keys(xs)
-
-    # blocks: two (chunk, m) blocks, allocated once per worker (see _CACHE_BYTES): squared
-    # distances turned into weights in place, and coordinate differences.
-    def pool_chunk(s, blocks):
-        q = qs[s : s + step]  # (c, r)
-        c = q.shape[0]
-        k, diff = blocks[0, :c], blocks[1, :c]  # (c, m) each
-        if q.shape[1] <= 3:  # explicit differences: exact, and few passes
-            torch.sub(q[:, :1], xs[:, 0], out=k).square_()
-            for j in range(1, q.shape[1]):
-                torch.sub(q[:, j : j + 1], xs[:, j], out=diff)
-                k.addcmul_(diff, diff)
-        else:
-            _augmented_sq_dist(q, xs, refine=True, out=k, keys=augmented)
-        kernel.profile_sq_(k)  # (c, m) weights
-        num_den = (wv1_t @ k.T).T  # (c, t + 1)
-        den = num_den[:, -1:]  # (c, 1)
-        empty[s : s + step] = ~(den[:, 0] > 0)
-        out[s : s + step] = num_den[:, :-1] / den
-        if return_attention:
-            k.mul_(wv1_t[-1]).div_(torch.where(den > 0, den, 1.0))  # empty rows stay 0
-            nonzero = k != 0  # (c, m)
-            parts[s] = (nonzero.sum(1), nonzero.nonzero()[:, 1], k[nonzero])
-
-    with _compute_settings():
-        _run_chunks(pool_chunk, qs, step, m, blocks=2, needs_grad=False)
-    return out, empty, _csr([parts[s] for s in sorted(parts)]) if return_attention else None
-
-
-def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
-    """:func:`support_pool` over each query's own candidates instead of one block shared
-    by a group of queries: for queries with few candidates, where a block per group would
-    cost more in overhead than in arithmetic. Pairs are processed in cache-sized chunks.
-
-    Parameters
-    ----------
-    qs : Tensor (b, r)
-        Scaled queries.
-    keys : Tensor (m, r + t + 1)
-        Scaled keys, then their sample-weighted values, then their weights: one row per
-        key, so that a candidate is one gather.
-    lo, hi : Tensor (b, s) long
-        The candidates of query i are the keys ``lo[i, j] <= k < hi[i, j]`` of its ``s``
-        slices: every key inside its support must be among them.
-    kernel : Kernel
-        A compact kernel.
-
-    Returns
-    -------
-    out, empty, attention
-        As in :func:`support_pool`; the attention's columns are keys.
-    """
-    b, r = qs.shape
-    t1 = keys.shape[1] - r
-    out = qs.new_empty(b, t1 - 1)  # (b, t)
-    empty = torch.zeros(b, dtype=torch.bool, device=qs.device)  # (b,)
-    lengths = hi - lo  # (b, s)
-    counts = lengths.sum(1)  # (b,)
-    # Pairs per chunk: their temporaries (a gathered key row, the query's coordinates, a
-    # weight, indices) stay in cache.
-    budget = max(1, 2 * _CACHE_BYTES // (qs.element_size() * (keys.shape[1] + r + 2) + 16))
-    ends = torch.cumsum(counts, 0)  # (b,)
-    total = int(ends[-1]) if b else 0
-    ones = qs.new_ones(r)  # (r,) sums of squares as one matrix-vector product
-    chunks = []  # (first query, queries) of each chunk
-    s = 0
-    while s < b:
-        done = int(ends[s - 1]) if s else 0
-        if total - done <= budget:  # the rest fits in one chunk (one-row calls)
-            c = b - s
-        else:
-            c = max(1, int(torch.searchsorted(ends[s:], ends.new_tensor(done + budget),
-                                              right=True)))
-        chunks.append((s, c))
-        s += c
-
-    def pool_chunk(chunk, _):
-        s, c = chunk
-        done = int(ends[s - 1]) if s else 0
-        run = lengths[s:s + c].reshape(-1)  # (c s,)
-        per_query = counts[s:s + c]  # (c,)
-        n_pairs = int(ends[s + c - 1]) - done
-        # Each slice's keys, one slice after the other: lo + 0, 1, ..., length - 1.
-        shift = lo[s:s + c].reshape(-1) - (torch.cumsum(run, 0) - run)  # (c s,)
-        ind = torch.repeat_interleave(shift, run, output_size=n_pairs)
-        ind += torch.arange(n_pairs, device=qs.device)  # (p,)
-        gathered = keys[ind]  # (p, r + t + 1)
-        diff = gathered[:, :r].sub_(torch.repeat_interleave(
-            qs[s:s + c], per_query, dim=0, output_size=n_pairs))  # (p, r)
-        k = kernel.profile_sq_(torch.mv(diff.square_(), ones))  # (p,) weights
-        weighted = gathered[:, r:].mul_(k[:, None])  # (p, t + 1)
-        num_den = torch.segment_reduce(weighted, "sum", lengths=per_query,
-                                       axis=0)  # (c, t + 1)
-        den = num_den[:, -1:]  # (c, 1)
-        empty[s:s + c] = ~(den[:, 0] > 0)
-        out[s:s + c] = num_den[:, :-1] / den
-        if not return_attention:
-            return None
-        row = torch.repeat_interleave(torch.arange(c, device=qs.device), per_query,
-                                      output_size=n_pairs)  # (p,)
-        k = weighted[:, -1].div_(torch.where(den > 0, den, 1.0)[row, 0])
-        nonzero = k != 0  # (p,)
-        kept = torch.zeros(c, dtype=torch.long, device=qs.device)
-        kept.index_add_(0, row[nonzero], torch.ones_like(row[nonzero]))
-        return kept, ind[nonzero], k[nonzero]
-
-    with _compute_settings():
-        # The chunks on the workers (see sklearn_nw._workers), in order.
-        parts = on_workers(chunks, pool_chunk, qs.device)
-    return out, empty, _csr(parts) if return_attention else None
-
-
-def candidate_pool(dist, indices, indptr, v, kernel, *, scale=1.0, log_w=None,
-                   return_attention=False, exact_zeros=False):
-    """Nadaraya-Watson pooling over given candidate keys (a k-nearest or radius graph).
-
-    Query i attends only to keys ``indices[indptr[i]:indptr[i + 1]]``, at distances
-    ``dist`` of the same layout (CSR) that are ``scale`` times the scaled distances. A
-    query whose candidates all have zero kernel weight gets its nearest positive-weight
-    candidate(s), as in :func:`attention_pool`, ranked by ``dist`` (the scaled distances
-    overflow at bandwidths near the smallest float); every query needs at least one
-    candidate of positive weight.
-
-    Parameters
-    ----------
-    dist : Tensor (nnz,)
-    indices : Tensor (nnz,) long
-    indptr : Tensor (n_q + 1,) long
-    v : Tensor (n, t)
-    kernel : Kernel
-    scale : float
-        The scaled distances are ``dist / scale``.
-    log_w : Tensor (nnz,), optional
-        Log weight of each candidate pair (a key's sample weight, or a part of it).
-    return_attention : bool
-        Also return the attention as CSR parts ``(indptr, indices, values)``.
-    exact_zeros : bool
-        Weights outside the support are exactly 0 (class probabilities; always so with
-        the attention).
-
-    Returns
-    -------
-    PoolResult
-    """
-    d2 = (dist / scale) ** 2  # (nnz,) inf where it overflows: no kernel weight
-    tiny = math.sqrt(torch.finfo(d2.dtype).tiny)
-    logits = kernel.log_profile_sq(d2)  # (nnz,)
-    if log_w is not None:
-        # Shifted by the largest weight: every logit <= 0, so no max pass per row.
-        logits += log_w - log_w[torch.isfinite(log_w)].max()
-    weights = exp_(logits, exact_zeros=exact_zeros or return_attention)  # (nnz,)
-    den = torch.segment_reduce(weights, "sum", offsets=indptr)  # (n_q,)
-    num = torch.segment_reduce(weights[:, None] * v[indices], "sum", offsets=indptr, axis=0)
-    redo = ~(den > tiny)  # (n_q,) rows that underflowed or have no kernel mass
-    n_fallback = 0
-    attention = None
-    if return_attention:
-        counts = indptr[1:] - indptr[:-1]
-        attention = (indptr, indices, weights / torch.repeat_interleave(den, counts))
-    if bool(redo.any()):
-        rows = torch.nonzero(redo)[:, 0]  # (r,)
-        starts, stops = indptr[rows], indptr[rows + 1]
-        pick = torch.cat([torch.arange(a, b, device=d2.device)
-                          for a, b in zip(starts.tolist(), stops.tolist())])  # (nnz_r,)
-        sub_indptr = torch.cat([indptr.new_zeros(1), (stops - starts).cumsum(0)])
-        sub = _candidate_pool_careful(d2[pick], dist[pick], indices[pick], sub_indptr, v,
-                                      kernel, None if log_w is None else log_w[pick],
-                                      return_attention)
-        num[rows], den[rows] = sub.out, 1.0
-        n_fallback = sub.n_fallback
-        if return_attention:
-            attention[2][pick] = sub.attention[2]
-    return PoolResult(num / den[:, None], attention, n_fallback)
-
-
-def dense_pool(dist, v, kernel, *, log_w=None, return_attention=False, exact_zeros=False):
-    """Nadaraya-Watson pooling of every query over every key, at given scaled distances.
-
-    :func:`candidate_pool` with every key a candidate of every query, as dense blocks:
-    the adaptive bandwidths' route, whose scaled distances divide each query's (balloon)
-    or each key's (sample-point) distances by its own bandwidth. A query whose weights
-    all vanish gets its nearest positive-weight key(s), ranked by ``dist``.
-
-    Parameters
-    ----------
-    dist : Tensor (n_q, n)
-        Scaled distances (inf where they overflow: no kernel weight).
-    v : Tensor (n, t)
-    kernel : Kernel
-    log_w : Tensor (n,), optional
-        Log weight of each key.
-    return_attention : bool
-        Also return the attention, dense (n_q, n).
-    exact_zeros : bool
-        Weights outside the support are exactly 0 (always so with the attention).
-
-    Returns
-    -------
-    PoolResult
-    """
-    logits = kernel.log_profile_sq(dist**2)  # (n_q, n)
-    if log_w is not None:
-        # Shifted by the largest weight: every logit <= 0, so no max pass per row.
-        logits += log_w - log_w[torch.isfinite(log_w)].max()
-    weights = exp_(logits, exact_zeros=exact_zeros or return_attention)  # (n_q, n)
-    den = weights.sum(1)  # (n_q,)
-    out = (weights @ v) / den[:, None]  # (n_q, t)
-    attention = weights / den[:, None] if return_attention else None  # (n_q, n)
-    # Rows that underflowed or have no kernel mass: the careful path, as flat pairs.
-    redo = torch.nonzero(~(den > math.sqrt(torch.finfo(dist.dtype).tiny)))[:, 0]  # (r,)
-    if not len(redo):
-        return PoolResult(out, attention, 0)
-    r, n = len(redo), dist.shape[1]
-    flat = dist[redo].ravel()  # (r n,)
-    sub = _candidate_pool_careful(
-        flat**2, flat, torch.arange(n, device=dist.device).repeat(r),
-        torch.arange(0, (r + 1) * n, n, device=dist.device), v, kernel,
-        None if log_w is None else log_w.repeat(r), return_attention)
-    out[redo] = sub.out
-    if return_attention:
-        attention[redo] = sub.attention[2].reshape(r, n)
-    return PoolResult(out, attention, sub.n_fallback)
-
-
-def _candidate_pool_careful(d2, dist, indices, indptr, v, kernel, log_w, return_attention):
-    """:func:`candidate_pool` with a max pass per row and the nearest-key fallback (by
-    ``dist``)."""
-    n_q = indptr.shape[0] - 1
-    counts = indptr[1:] - indptr[:-1]  # (n_q,)
-    row = torch.repeat_interleave(torch.arange(n_q, device=d2.device), counts)  # (nnz,)
-    log_w = torch.zeros_like(d2) if log_w is None else log_w  # (nnz,)
-    logits = kernel.log_profile_sq(d2) + log_w  # (nnz,)
-    m = torch.full((n_q,), -math.inf, dtype=d2.dtype, device=d2.device)
-    m = m.scatter_reduce(0, row, logits, reduce="amax")  # (n_q,)
-    empty = torch.isneginf(m)  # (n_q,)
-    n_empty = int(empty.sum())
-    if n_empty:
-        # Fallback: the nearest positive-weight candidate(s) of the empty rows.
-        eligible = empty[row] & torch.isfinite(log_w)  # (nnz,)
-        d2e = torch.where(eligible, dist, math.inf)
-        nearest = torch.full((n_q,), math.inf, dtype=d2.dtype, device=d2.device)
-        nearest = nearest.scatter_reduce(0, row, d2e, reduce="amin")  # (n_q,)
-        chosen = eligible & (d2e == nearest[row])
-        logits = torch.where(empty[row], torch.where(chosen, log_w, -math.inf), logits)
-        m = torch.where(empty, 0.0, m)
-    weights = exp_(logits - m[row])  # (nnz,)
-    den = torch.zeros(n_q, dtype=d2.dtype, device=d2.device).index_add_(0, row, weights)
-    num = torch.zeros(n_q, v.shape[1], dtype=d2.dtype, device=d2.device)
-    num.index_add_(0, row, weights[:, None] * v[indices])  # (n_q, t)
-    out = num / den[:, None]
-    attention = (indptr, indices, weights / den[row]) if return_attention else None
-    return PoolResult(out, attention, n_empty)

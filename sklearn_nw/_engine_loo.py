@@ -15,35 +15,34 @@ import math
 import torch
 
 from ._engine import (
-    _CACHE_BYTES,
-    _N_TEMPORARIES,
-    _augmented_sq_dist,
-    _compute_settings,
-    _run_chunks,
+    N_TEMPORARIES,
+    augmented_sq_dist,
     exact_sq_dist,
     exp_,
+    full_precision,
     fused_gaussian_keys,
     key_center,
+    run_chunks,
     transform,
     values_and_ones_t,
 )
 from ._leave_one_out import nearest_keys, other_keys, self_logits, set_self_
 from ._local_poly import local_fit_dense, n_terms
 from ._losses import get_loss
-from ._workers import chunk_rows, n_workers
+from ._workers import CACHE_BYTES, chunk_rows, n_workers
 
 # MiB of (rows, keys, coordinates) differences for the exact recomputation of a few rows.
 _EXACT_MIB = 16
 
 
-def _loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None):
+def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None):
     """Leave-one-out logits of the key rows ``rows`` (b,) against all keys, differentiable.
 
     ``d2`` (b, n), the squared scaled distances, is computed from ``qs`` and ``xs`` unless
     given. Rows with zero kernel mass fall back to the nearest other positive-weight key(s),
     a constant in the parameters, as in :func:`attention_pool`."""
     if d2 is None:
-        d2 = _augmented_sq_dist(qs, xs, refine=kernel.quadratic_coef is None)  # (b, n)
+        d2 = augmented_sq_dist(qs, xs, refine=kernel.quadratic_coef is None)  # (b, n)
     logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
     set_self_(logits, rows, self_logits(kernel, self_log_w, rows))
     empty = torch.isneginf(logits.detach().amax(1))  # (b,)
@@ -94,11 +93,11 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     # Chunks back-propagate into this detached copy; one final pass carries it to h.
     xs = xs_graph.detach().requires_grad_(backward)
     row_bytes = n * x.element_size() * 8
-    step = chunk_rows(len(rows), row_bytes, working_memory, cap_bytes=4 * _CACHE_BYTES)
+    step = chunk_rows(len(rows), row_bytes, working_memory, cap_bytes=4 * CACHE_BYTES)
     max_workers = _workers_within(working_memory, step * row_bytes)
     if kernel.quadratic_coef is not None:
         weights = w_rows / total  # (m,)
-        with _compute_settings(), torch.no_grad():
+        with full_precision(), torch.no_grad():
             value, grad = _gaussian_loo(xs.detach(), v, log_w, self_log_w, rows, weights,
                                         kernel, loss, step, backward, max_workers=max_workers)
         if backward:
@@ -114,7 +113,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
         # in order (commit), as they would accumulate into one leaf.
         leaf = xs.detach().requires_grad_(backward)  # (n, r)
         with torch.set_grad_enabled(backward):  # grad mode is the thread's own
-            logits = _loo_logits(leaf[chunk], leaf, kernel, log_w, self_log_w,
+            logits = loo_logits(leaf[chunk], leaf, kernel, log_w, self_log_w,
                                  chunk)  # (b, n)
             log_a = torch.log_softmax(logits, dim=1)  # (b, n)
             pooled = log_a.exp() @ v  # (b, t)
@@ -130,9 +129,9 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
         if part[1] is not None:
             grad = part[1] if grad is None else grad.add_(part[1])
 
-    with _compute_settings():
-        # On the workers, one torch thread each (see _engine._run_chunks).
-        _run_chunks(chunk_loss, rows, step, n, blocks=0, needs_grad=False, commit=commit,
+    with full_precision():
+        # On the workers, one torch thread each (see _engine.run_chunks).
+        run_chunks(chunk_loss, rows, step, n, blocks=0, needs_grad=False, commit=commit,
                     max_workers=max_workers)
     if backward:
         (xs_graph * grad).sum().backward()  # as above
@@ -160,7 +159,7 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
     xs_graph = transform(x, key_center(x), h)  # (n, r)
     xs = xs_graph.detach().requires_grad_(backward)
     value = 0.0
-    with _compute_settings(), torch.set_grad_enabled(backward):
+    with full_precision(), torch.set_grad_enabled(backward):
         for s, pooled in _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree,
                                        bounded, working_memory):
             per_row = loss.per_row(pooled, v[rows[s : s + len(pooled)]])  # (b,)
@@ -180,7 +179,7 @@ def loo_local_per_row(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bound
     loss = get_loss(loss)
     rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
     xs = transform(x, key_center(x), h)  # (n, r)
-    with _compute_settings(), torch.no_grad():
+    with full_precision(), torch.no_grad():
         pooled = torch.cat([p for _, p in _local_chunks(
             xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory)])
         return loss.per_row(pooled, v[rows])  # (m,)
@@ -192,11 +191,11 @@ def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, worki
     n, r = xs.shape
     p = n_terms(r, degree)
     # Each row's design, its weighted copy and the attention, kept for the backward pass.
-    step = chunk_rows(len(rows), n * xs.element_size() * (2 * p + _N_TEMPORARIES),
+    step = chunk_rows(len(rows), n * xs.element_size() * (2 * p + N_TEMPORARIES),
                       working_memory)
     for s in range(0, len(rows), step):
         chunk = rows[s : s + step]  # (b,)
-        logits = _loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk)  # (b, n)
+        logits = loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk)  # (b, n)
         attention = torch.softmax(logits, dim=1)  # (b, n)
         local, _, singular = local_fit_dense(xs[chunk], xs, attention, v, degree, bounded)
         yield s, torch.where(singular[:, None], attention @ v, local)  # (b, t)
@@ -266,7 +265,7 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
     grad = torch.zeros_like(xs) if need_grad else None  # (n, r)
     value = 0.0
 
-    def loo_chunk(s, blocks):  # blocks: two (chunk, n) blocks (see _engine._CACHE_BYTES)
+    def loo_chunk(s, blocks):  # blocks: two (chunk, n) blocks (see _workers.CACHE_BYTES)
         chunk = rows[s : s + step]  # (b,)
         b = len(chunk)
         qs1 = xs1[chunk]  # (b, r + 1)
@@ -284,10 +283,7 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
         unsure = 64 * eps * c * (q2[:, 0] + x2_max) > 0.01  # (b,)
         low = (num_den[:, -1] < tiny) | unsure  # (b,)
         if bool(low.any()):
-            again = -c * exact_sq_dist(qs1[low, :-1], xs, _EXACT_MIB) + (log_w - shift)  # (l, n)
-            set_self_(again, chunk[low], own[low])
-            e[low] = exp_(again - again.amax(1, keepdim=True), exact_zeros=False)
-            num_den[low] = (v1_t @ e[low].T).T
+            _exact_rows(e, num_den, low, qs1[:, :-1], xs, log_w - shift, c, chunk, own, v1_t)
         z = num_den[:, -1:]  # (b, 1)
         pred = num_den[:, :-1] / z  # (b, t)
         if pooled is not None:
@@ -305,11 +301,7 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
               else torch.mm(gz, v_t, out=blocks[1, :b]))  # (b, n)
         G = e.mul_(gv.sub_((gz * pred).sum(1, keepdim=True)))  # (b, n) = dL/dS
         set_self_(G, chunk, 0.0)  # the self entry is a constant
-        gx = (xs1_t @ G.T).T  # (b, r + 1): G @ x and the row sums of G
-        gq = (qs1.T @ G).T  # (n, r + 1): G.T @ q and the column sums of G
-        # The gradient in the chunk's own rows (b, r), and in every row (n, r).
-        return part, (chunk, -2.0 * c * (gx[:, -1:] * qs1[:, :-1] - gx[:, :-1]),
-                      2.0 * c * (gq[:, :-1] - gq[:, -1:] * xs))
+        return part, (chunk, *_coordinate_gradients(G, qs1, xs, xs1_t, c))
 
     def commit(part):
         nonlocal value
@@ -321,10 +313,29 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
             grad.index_add_(0, chunk, own_rows)
             grad.add_(every_row)
 
-    # On the workers, one torch thread each (see _engine._run_chunks).
-    _run_chunks(loo_chunk, xs[rows], step, n, blocks=2, needs_grad=False, commit=commit,
+    # On the workers, one torch thread each (see _engine.run_chunks).
+    run_chunks(loo_chunk, xs[rows], step, n, blocks=2, needs_grad=False, commit=commit,
                 max_workers=max_workers)
     return value, grad
+
+
+def _exact_rows(e, num_den, low, qs, xs, shifted_log_w, c, chunk, own, v1_t):
+    """Redo the ``low`` rows of a Gaussian chunk's weights ``e`` (b, n) and sums
+    ``num_den`` (b, t + 1) in place from exact differences, max-subtracted."""
+    again = -c * exact_sq_dist(qs[low], xs, _EXACT_MIB) + shifted_log_w  # (l, n)
+    set_self_(again, chunk[low], own[low])
+    e[low] = exp_(again - again.amax(1, keepdim=True), exact_zeros=False)
+    num_den[low] = (v1_t @ e[low].T).T
+
+
+def _coordinate_gradients(G, qs1, xs, xs1_t, c):
+    """From ``G = dL/dS`` (b, n) of a chunk of queries ``qs1`` (b, r + 1, a column of
+    ones last), the loss's gradient in the chunk's own rows (b, r) and in every key's row
+    (n, r): ``dS_ij/dq_i = -2c (q_i - x_j) = -dS_ij/dx_j``."""
+    gx = (xs1_t @ G.T).T  # (b, r + 1): G @ x and the row sums of G
+    gq = (qs1.T @ G).T  # (n, r + 1): G.T @ q and the column sums of G
+    return (-2.0 * c * (gx[:, -1:] * qs1[:, :-1] - gx[:, :-1]),
+            2.0 * c * (gq[:, :-1] - gq[:, -1:] * xs))
 
 
 def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_memory=1024):
@@ -357,24 +368,24 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     isotropic = bool(torch.allclose(ratios, ratios[:, :1], rtol=1e-12, atol=0.0))
     xs = transform(x, key_center(x), hs[0])  # (n, d)
     width = 1 if isotropic else d
-    row_bytes = n * x.element_size() * (_N_TEMPORARIES + width)
+    row_bytes = n * x.element_size() * (N_TEMPORARIES + width)
     m = len(rows_all)
     # Two chunks per worker at least, or the chunks run on the calling thread's team of
-    # threads (see _engine._run_chunks).
+    # threads (see _engine.run_chunks).
     step = chunk_rows(m, row_bytes, working_memory, workers=n_workers(x.device),
-                      cap_bytes=4 * _CACHE_BYTES)
+                      cap_bytes=4 * CACHE_BYTES)
     v1t = values_and_ones_t(v)  # (t + 1, n)
     pooled = x.new_empty(len(hs), m, v.shape[1])  # (G, m, t)
     if kernel.quadratic_coef is not None and isotropic:
         cs = [kernel.quadratic_coef / float(ratio) ** 2 for ratio in ratios[:, 0]]
-        with _compute_settings():
+        with full_precision():
             _gaussian_grid_loo(xs, v, log_w, self_log_w, rows_all, cs, step, pooled)
         return pooled
     if kernel.quadratic_coef is not None:
         # The fused Gaussian logits cost a (b, r + 1) @ (r + 1, n) product per grid point,
         # less than sharing explicit distances would.
         center = key_center(x)
-        with _compute_settings():
+        with full_precision():
             for g in range(len(hs)):
                 _gaussian_loo(transform(x, center, hs[g]), v, log_w, self_log_w, rows_all,
                               None, kernel, None, step, False, pooled[g])
@@ -382,7 +393,7 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     def pool_chunk(s, _):
         rows = rows_all[s : s + step]  # (b,)
         if isotropic:
-            d2_first = _augmented_sq_dist(xs[rows], xs, refine=True)  # (b, n)
+            d2_first = augmented_sq_dist(xs[rows], xs, refine=True)  # (b, n)
         else:
             diff2 = (xs[rows, None, :] - xs[None, :, :]) ** 2  # (b, n, d)
         for g in range(len(hs)):
@@ -390,18 +401,18 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
                 d2 = d2_first / ratios[g, 0] ** 2  # (b, n)
             else:
                 d2 = diff2 @ ratios[g] ** -2  # (b, n)
-            logits = _loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2)
+            logits = loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2)
             logits -= logits.amax(1, keepdim=True)
             num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
             pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
 
-    with _compute_settings():
-        # On worker threads, one torch thread each (see _engine._run_chunks).
-        _run_chunks(pool_chunk, xs[rows_all], step, n, blocks=0, needs_grad=False)
+    with full_precision():
+        # On worker threads, one torch thread each (see _engine.run_chunks).
+        run_chunks(pool_chunk, xs[rows_all], step, n, blocks=0, needs_grad=False)
     return pooled
 
 
-def _squaring_chains(cs, max_depth):
+def squaring_chains(cs, max_depth):
     """Group Gaussian coefficients into chains ``c, 2**k1 c, 2**(k1 + k2) c, ...``, each
     reached from the one before by ``k`` squarings, at most ``max_depth`` squarings from
     the chain's start. Returns lists of ``(index into cs, squarings from the previous)``."""
@@ -433,18 +444,18 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled):
     """
     n = xs.shape[0]
     max_depth = 3 if xs.dtype in (torch.float16, torch.bfloat16, torch.float32) else 10
-    chains = _squaring_chains(cs, max_depth)
+    chains = squaring_chains(cs, max_depth)
     # The exponent floor of exp_ squared must stay a normal number (denormals are slow).
     floor = math.exp(0.5 * math.log(torch.finfo(xs.dtype).tiny) + 5.0)
     w = torch.exp(log_w - log_w.max())  # (n,)
     self_w = torch.exp(self_log_w - log_w.max())  # (n,)
-    wv1_t = torch.cat([w[:, None] * v, w[:, None]], dim=1).T.contiguous()  # (t + 1, n)
+    weighted_t = torch.cat([w[:, None] * v, w[:, None]], dim=1).T.contiguous()  # (t + 1, n)
     v1 = torch.cat([v, v.new_ones(n, 1)], dim=1)  # (n, t + 1)
     no_weight = torch.nonzero(w == 0).flatten()  # (z,)
 
     def pool_chunk(s, blocks):  # blocks: the distance and kernel blocks (2, step, n)
         chunk = rows[s : s + step]  # (b,)
-        d2 = _augmented_sq_dist(xs[chunk], xs, out=blocks[0, : len(chunk)])  # (b, n)
+        d2 = augmented_sq_dist(xs[chunk], xs, out=blocks[0, : len(chunk)])  # (b, n)
         set_self_(d2, chunk, math.inf)  # its own weight is the self term below
         if len(no_weight):
             d2.index_fill_(1, no_weight, math.inf)
@@ -460,12 +471,12 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled):
                     exp_(torch.mul(d2, -cs[g], out=k), exact_zeros=False)
                 for _ in range(squarings):
                     k.clamp_(min=floor).square_()
-                num_den = (wv1_t @ k.T).T + self_term  # (b, t + 1)
+                num_den = (weighted_t @ k.T).T + self_term  # (b, t + 1)
                 pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
 
     # On worker threads, one torch thread each, each with its own two blocks, allocated
-    # once (see _engine._run_chunks and _engine._CACHE_BYTES).
-    _run_chunks(pool_chunk, xs[rows], step, n, blocks=2, needs_grad=False)
+    # once (see _engine.run_chunks and _workers.CACHE_BYTES).
+    run_chunks(pool_chunk, xs[rows], step, n, blocks=2, needs_grad=False)
 
 
 class SweepDistances:
@@ -495,10 +506,10 @@ class SweepDistances:
         xs = self.xc / h  # (n, d)
         self.d2 = exact_sq_dist(xs[rows], xs, working_memory)  # (m, n)
         m, n = len(rows), x.shape[0]
-        row_bytes = n * x.element_size() * (_N_TEMPORARIES + 1)
+        row_bytes = n * x.element_size() * (N_TEMPORARIES + 1)
         # Cache-sized chunks, two per worker at least (as in loo_grid_pool).
         self.step = chunk_rows(m, row_bytes, working_memory, workers=n_workers(x.device),
-                               cap_bytes=4 * _CACHE_BYTES)
+                               cap_bytes=4 * CACHE_BYTES)
 
     @staticmethod
     def fits(m, n, element_size, working_memory):
@@ -523,7 +534,7 @@ class SweepDistances:
                 # Clipped at 0: "ignoring" a feature (f >> 1) nearly cancels its share.
                 d2 = torch.add(self.d2[s : s + self.step], dj2,
                                alpha=float(f) ** -2 - 1.0).clamp_(min=0.0)  # (b, n)
-                logits = _loo_logits(None, None, self.kernel, self.log_w, self.self_log_w,
+                logits = loo_logits(None, None, self.kernel, self.log_w, self.self_log_w,
                                      chunk, d2=d2)  # (b, n)
                 logits -= logits.amax(1, keepdim=True)
                 num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
@@ -545,7 +556,7 @@ class SweepDistances:
 
     def _run(self, run_chunk):
         """``run_chunk(start, None)`` for the chunks of rows, on worker threads (see
-        :func:`~sklearn_nw._engine._run_chunks`)."""
-        with _compute_settings(), torch.no_grad():
-            _run_chunks(run_chunk, self.d2, self.step, self.d2.shape[1], blocks=0,
+        :func:`~sklearn_nw._engine.run_chunks`)."""
+        with full_precision(), torch.no_grad():
+            run_chunks(run_chunk, self.d2, self.step, self.d2.shape[1], blocks=0,
                         needs_grad=False)

@@ -30,17 +30,16 @@ from typing import NamedTuple
 import torch
 
 from ._engine import (
-    _CACHE_BYTES,
-    _N_TEMPORARIES,
-    _compute_settings,
-    _Problem,
-    _run_chunks,
-    chunk_rows,
+    N_TEMPORARIES,
+    PoolingCall,
     exact_sq_dist,
     exp_,
+    full_precision,
+    run_chunks,
     transform,
 )
 from ._leave_one_out import nearest_keys
+from ._workers import CACHE_BYTES, chunk_rows
 
 
 class PartialSums(NamedTuple):
@@ -69,7 +68,7 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
     projection ``h``, in chunks of queries within ``working_memory`` MiB. ``keys`` is
     :func:`~sklearn_nw._engine.prepare_keys` of them, centered where every shard is.
     """
-    problem = _Problem(x, v, h, kernel, log_w, None, working_memory, keys)
+    problem = PoolingCall(x, v, h, kernel, log_w, None, working_memory, keys)
     n_q, n = q.shape[0], x.shape[0]
     result = empty_partial(n_q, v.shape[1], q.dtype, q.device)
     quadratic = kernel.quadratic_coef is not None and not leave_out_equal
@@ -77,8 +76,8 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
     # most 0: no max pass (as in attention_pool).
     shift = float(problem.log_w[problem.positive].max()) if quadratic else 0.0
     tiny = math.sqrt(torch.finfo(q.dtype).tiny)
-    step = chunk_rows(n_q, n * q.element_size() * _N_TEMPORARIES, working_memory)
-    step = max(1, min(step, _CACHE_BYTES // max(1, n * q.element_size())))
+    step = chunk_rows(n_q, n * q.element_size() * N_TEMPORARIES, working_memory)
+    step = max(1, min(step, CACHE_BYTES // max(1, n * q.element_size())))
 
     def pool_chunk(s, block):
         qc = q[s : s + step]  # (b, d)
@@ -104,8 +103,8 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
         if bool(redo.any()):
             _careful(problem, qc[redo], rows[redo], result, leave_out_equal)
 
-    with _compute_settings():
-        _run_chunks(pool_chunk, q, step, n, blocks=int(quadratic), needs_grad=False)
+    with full_precision():
+        run_chunks(pool_chunk, q, step, n, blocks=int(quadratic), needs_grad=False)
     return result
 
 
@@ -168,7 +167,7 @@ def partial_gradient(q, x, v, h, kernel, *, log_w, center, pooled, log_den, cota
     grad = torch.zeros_like(h)
     n, d = x.shape
     step = chunk_rows(q.shape[0], n * q.element_size() * (d + 8), working_memory)
-    with torch.enable_grad(), _compute_settings():
+    with torch.enable_grad(), full_precision():
         for s in range(0, q.shape[0], step):
             rows = slice(s, s + step)
             qs = transform(q[rows], center, h)  # (b, r)

@@ -18,7 +18,8 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._adaptive import LeaveOneOutNeighbors
-from ._engine import candidate_pool, key_center
+from ._engine import key_center
+from ._engine_candidates import candidate_pool
 from ._engine_loo import loo_grid_pool
 from ._leave_one_out import nearest_keys, other_keys, set_self_
 from ._local_poly import local_fit_many, local_fit_sparse, n_terms
@@ -195,7 +196,7 @@ class LeaveOneOutGrid:
         the refit without it (:class:`~sklearn_nw._search.TreeSearch`, in the search space
         of the grid point's metric divided by its largest bandwidth; grid points of the
         same ratios share them), then each grid point's kernel over them
-        (:func:`~sklearn_nw._engine.candidate_pool`) and, for local polynomials, the
+        (:func:`~sklearn_nw._engine_candidates.candidate_pool`) and, for local polynomials, the
         local fits on that attention, a singular one keeping its Nadaraya-Watson value."""
         grid = np.asarray(self.grid, dtype=np.float64)
         torch_dtype = torch.float32 if dtype == np.float32 else torch.float64

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ._cells import CellList
-from ._engine import attention_pool, serial_if_small, transform
+from ._engine import attention_pool, transform
 from ._routes import TREE_MAX_FEATURES, PoolSettings, torch_dtype
 from ._routes_adaptive import AdaptiveRoute
 from ._routes_dense import DenseRoute
@@ -24,6 +24,7 @@ from ._routes_local import LocalPolynomialRoute
 from ._routes_search import KNearestRoute, PrecomputedRoute, RadiusRoute
 from ._routes_support import CellListRoute
 from ._search import TreeSearch
+from ._workers import serial_if_small
 
 # Radius search for compact kernels from this many training points (algorithm="auto"): a
 # cell list up to _CELL_MAX_FEATURES dimensions, a tree up to TREE_MAX_FEATURES.

@@ -19,7 +19,7 @@ A query whose intercept is not identified (fewer keys with weight than ``phi`` h
 terms, or keys on a lower-dimensional set that the query is off, or a query too far for
 the float type) has no unique fit: it is reported, and the caller keeps its
 Nadaraya-Watson value. Where it is identified, a constant coordinate or keys on a line
-through the query included, it is the minimum-norm fit's (:func:`_intercept_rows`), in
+through the query included, it is the minimum-norm fit's (:func:`intercept_rows`), in
 coordinates centered at the query's weighted mean (:func:`_centered`).
 
 A local polynomial extrapolates: at a query beyond the data, or with a wide bandwidth near
@@ -113,7 +113,7 @@ def _root_mean_square(d, a, top):
     return torch.where(rms > 0, rms, 1.0)
 
 
-def _intercept_rows(M, E, n_coords):
+def intercept_rows(M, E, n_coords):
     """``c`` (b, p) with ``c . sum_j a_j z_j v_j`` the fit's value at the query, from the
     moment matrices ``M`` (b, p, p) and the query's design ``E = phi(e)`` (b, p); and
     which rows have no unique value (b,) (``c`` is 0 there).
@@ -190,13 +190,13 @@ def local_fit_dense(qs, xs, attention, v, degree, bounded=False):
     kernel : Tensor (b, n)
         The equivalent kernel; 0 on singular rows.
     singular : Tensor (b,) of bool
-        The rows whose intercept is not identified (:func:`_intercept_rows`).
+        The rows whose intercept is not identified (:func:`intercept_rows`).
     """
     u, e = _centered(qs, xs, attention)  # (b, n, r), (b, r)
     z = design(u, degree)  # (b, n, p)
     az = attention[:, :, None] * z  # (b, n, p)
     M = az.transpose(1, 2) @ z  # (b, p, p)
-    c, singular = _intercept_rows(M, design(e, degree), e.shape[1])  # (b, p)
+    c, singular = intercept_rows(M, design(e, degree), e.shape[1])  # (b, p)
     kernel = (az @ c[:, :, None])[:, :, 0]  # (b, n)
     singular = _no_value(kernel, singular)
     kernel = torch.where(singular[:, None], 0.0, kernel)
@@ -228,7 +228,7 @@ def local_fit_sparse(qs, xs, crow, col, val, v, degree, bounded=False):
     az = val[:, None] * z  # (nnz, p)
     p = z.shape[1]
     M = qs.new_zeros(b, p, p).index_add_(0, row, az[:, :, None] * z[:, None, :])  # (b, p, p)
-    c, singular = _intercept_rows(M, design((qs - origin) / unit, degree), r)  # (b, p)
+    c, singular = intercept_rows(M, design((qs - origin) / unit, degree), r)  # (b, p)
     kernel = (az * c[row]).sum(1)  # (nnz,)
     bad = qs.new_zeros(b).index_add_(0, row, (~torch.isfinite(kernel.detach())).to(qs.dtype))
     singular = singular | (bad > 0)
@@ -289,7 +289,7 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False):
     M = torch.bmm(by_query, outer).reshape(b * G, p, p)  # (b G, p, p)
     E = torch.zeros_like(M[:, 0])  # (b G, p): phi(0), the value at the query
     E[:, 0] = 1.0
-    c, singular = _intercept_rows(M, E, xs.shape[1])  # (b G, p)
+    c, singular = intercept_rows(M, E, xs.shape[1])  # (b G, p)
     weighs_overflow = (by_query.detach() * overflow[:, None, :]).sum(2) > 0  # (b, G)
     singular = singular.reshape(b, G) | weighs_overflow
     c = torch.where(singular[:, :, None], 0.0, c.reshape(b, G, p))  # (b, G, p)

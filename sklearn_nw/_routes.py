@@ -37,6 +37,7 @@ This module holds what the routes share: the settings of a call, the pooled resu
 pooling of per-query candidates and the leave-one-out attention of a fixed bandwidth.
 """
 
+import threading
 from typing import NamedTuple
 
 import numpy as np
@@ -45,8 +46,9 @@ import torch
 from sklearn.neighbors import BallTree, KDTree
 from sklearn.utils import gen_batches
 
-from ._engine import candidate_pool
+from ._engine_candidates import candidate_pool
 from ._leave_one_out import leave_one_out_set
+from ._workers import on_workers
 
 ROUTES = ("dense", "cell_list", "radius", "k_nearest", "adaptive", "precomputed")
 # Above this many coordinates a k-d tree prunes too little: a ball tree, or no tree.
@@ -201,29 +203,30 @@ def pool_candidates(keys, n_q, candidates, scale, settings, values=None,
     def index(a):
         return torch.as_tensor(a, dtype=torch.long, device=device)
 
-    parts, offset = [], 0
-    for rows in gen_batches(n_q, chunk):
+    def pool_chunk(rows, _):
         dist, ind, counts, pair_w = candidates(rows)
         indptr = np.concatenate([[0], np.cumsum(counts)])
         with np.errstate(divide="ignore"):
             pair_log_w = None if pair_w is None else tensor(np.log(pair_w))
-        part = candidate_pool(
+        return candidate_pool(
             tensor(dist), index(ind), index(indptr), values, keys.kernel,
             scale=scale, log_w=pair_log_w, return_attention=settings.return_attention,
             exact_zeros=keys.exact_zeros,
         )
-        parts.append((part, offset))
-        offset += len(ind)
+
+    # Each chunk (its search and its pooling) on a worker (see sklearn_nw._workers).
+    parts = on_workers(gen_batches(n_q, chunk), pool_chunk, device)
     if len(parts) == 1:  # small calls: nothing to stitch
-        return parts[0][0]
-    out = torch.cat([p.out for p, _ in parts])
+        return parts[0]
+    out = torch.cat([p.out for p in parts])
     attention = None
     if settings.return_attention:
-        indptr = torch.cat([parts[0][0].attention[0][:1]]
-                           + [p.attention[0][1:] + o for p, o in parts])
-        attention = (indptr, torch.cat([p.attention[1] for p, _ in parts]),
-                     torch.cat([p.attention[2] for p, _ in parts]))
-    return out, attention, sum(p.n_fallback for p, _ in parts)
+        offsets = np.cumsum([0] + [len(p.attention[1]) for p in parts[:-1]])
+        indptr = torch.cat([parts[0].attention[0][:1]]
+                           + [p.attention[0][1:] + int(o) for p, o in zip(parts, offsets)])
+        attention = (indptr, torch.cat([p.attention[1] for p in parts]),
+                     torch.cat([p.attention[2] for p in parts]))
+    return out, attention, sum(p.n_fallback for p in parts)
 
 
 def leave_one_out_candidates(keys, loo, working_memory):
@@ -238,6 +241,7 @@ def leave_one_out_candidates(keys, loo, working_memory):
     rows_per_input = np.bincount(loo.inverse, minlength=len(loo.weight))  # (G,)
     budget = int(working_memory * 2**20) // (keys.dtype.itemsize + 8)
     stored = 0
+    counting = threading.Lock()  # the chunks run on the workers
 
     def others(query_rows, radius):
         """Indexed inputs within ``radius`` (one per query) of each query, itself out."""
@@ -259,9 +263,12 @@ def leave_one_out_candidates(keys, loo, working_memory):
             radius = d1 * (1.0 + 1e-9) + np.finfo(np.float64).tiny
             for j, dq, iq in zip(unreached, *others(query_rows[unreached], radius)):
                 dist[j], ind[j] = dq, iq
-        stored += int(sum(rows_per_input[q] * rows_per_input[i].sum()
+        entries = int(sum(rows_per_input[q] * rows_per_input[i].sum()
                           for q, i in zip(query_rows, ind)))
-        if stored > budget:
+        with counting:
+            stored += entries
+            over = stored > budget
+        if over:
             raise ValueError(
                 f"attention_weights_ would store more than {budget} nonzero weights "
                 f"(the support of {keys.kernel!r} holds many training points at "

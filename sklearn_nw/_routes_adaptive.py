@@ -11,9 +11,10 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._adaptive import LeaveOneOutNeighbors, kth_distances
-from ._engine import chunk_rows, dense_pool
+from ._engine_candidates import dense_pool
 from ._routes import Route, pooled_values, torch_dtype
 from ._search import exact_distances
+from ._workers import chunk_rows
 
 
 class AdaptiveRoute(Route):

@@ -14,11 +14,12 @@ import numpy as np
 import torch
 
 from ._compiled import AUTO_MAX_COORDS, CompileError, config_key, current_policy
-from ._engine import KeyTensors, fused_pool, prepare_keys, serial_if_small
+from ._engine import KeyTensors, fused_pool, prepare_keys
 from ._engine_partial import PartialSums, empty_partial, partial_pool
 from ._engine_partial import partial_gradient as engine_partial_gradient
 from ._routes import Route, pooled_values, torch_dtype
 from ._routes_support import SupportKeys, SupportSums
+from ._workers import serial_if_small
 
 
 class DenseRoute(Route):
@@ -88,11 +89,11 @@ class DenseRoute(Route):
                                  prepared=self._prepared_tensors(settings.device))
             return pooled_values(*result, queries.shape[0], keys.X.shape[0])
         tensor = lambda a: keys.tensor(a, settings.device)
-        xs, wv1_t, augmented = self.whole
+        xs, weighted_t, augmented = self.whole
         if augmented is not None:
             augmented = tuple(torch.as_tensor(a, device=settings.device) for a in augmented)
         sums = SupportSums(self.support, keys, queries, settings)
-        sums.block(np.arange(queries.shape[0]), tensor(xs), tensor(wv1_t), augmented)
+        sums.block(np.arange(queries.shape[0]), tensor(xs), tensor(weighted_t), augmented)
         return sums.finish()
 
     def compile_key(self, keys, device):

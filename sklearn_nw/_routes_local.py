@@ -11,9 +11,10 @@ import scipy.sparse as sp
 import torch
 from sklearn.utils import gen_batches
 
-from ._engine import chunk_rows, key_center
+from ._engine import key_center
 from ._local_poly import local_fit_dense, local_fit_sparse, n_terms
 from ._routes import PooledValues, Route
+from ._workers import chunk_rows
 
 
 class LocalPolynomialRoute(Route):

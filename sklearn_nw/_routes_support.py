@@ -11,12 +11,16 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ._engine import augment_keys, key_center, support_pairs_pool, support_pool
+from ._engine import augment_keys, key_center
+from ._engine_candidates import support_pairs_pool, support_pool
 from ._routes import PooledValues, Route, numpy_attention
+from ._workers import on_workers
 
 # A cell list's query with at most this many candidates is pooled over its own, as flat
 # pairs; queries with more share blocks of candidates (one dense problem per block).
 _PAIRS_MAX_CANDIDATES = 2048
+# (query, candidate) pairs per task at most, where a block of the cell list has more.
+_TASK_PAIRS = 2**20
 
 
 class SupportKeys:
@@ -60,7 +64,7 @@ class SupportKeys:
     def whole_layout(self):
         """Every key as one block, laid out once: the coordinates (n', r), the weighted
         values and weights (t + 1, n'), both contiguous, and above three coordinates the
-        key side of the distance expansion (:func:`_engine.augment_keys`), else None."""
+        key side of the distance expansion (:func:`~sklearn_nw._engine.augment_keys`), else None."""
         r = self.center.shape[0]
         xs = np.ascontiguousarray(self.key_rows[:, :r])  # (n', r)
         augmented = None
@@ -72,9 +76,9 @@ class SupportKeys:
 
 class SupportSums:
     """One call's sums over :class:`SupportKeys`: blocks of queries against blocks of keys
-    (:meth:`block`, :meth:`runs`) or each query against its own candidates
-    (:meth:`pairs`); :meth:`finish` redoes the queries that no key reached over every key
-    and assembles the result.
+    (:meth:`block`, :meth:`runs`, the blocks of a cell list on the workers) or each query
+    against its own candidates (:meth:`pairs`); :meth:`finish` redoes the queries that no
+    key reached over every key and assembles the result.
 
     Parameters
     ----------
@@ -95,33 +99,58 @@ class SupportSums:
     def _tensor(self, a):
         return self.keys.tensor(a, self.settings.device)
 
-    def block(self, rows, xs, wv1_t, augmented=None, found=None):
-        """Query ``rows`` against the keys ``xs`` (m, r) with weighted values and weights
-        ``wv1_t`` (t + 1, m): the support keys ``found`` (all, in order, when None)."""
+    def block(self, rows, xs, weighted_t, augmented=None):
+        """Query ``rows`` against every support key: ``xs`` (n', r) with weighted values
+        and weights ``weighted_t`` (t + 1, n')."""
+        self._record(self._block(rows, xs, weighted_t, augmented))
+
+    def runs(self, blocks, key_rows):
+        """Query blocks against the support keys of their runs: ``blocks`` are
+        ``(rows, runs)``, the runs ``(start, stop)`` slices of ``key_rows`` (the tensor of
+        :attr:`SupportKeys.key_rows`; none: no key in reach); each block on a worker,
+        recorded in order."""
+        r = self.qs.shape[1]  # key rows: r coordinates, t weighted values, the weight
+
+        def block_sums(block, _):
+            rows, runs = block
+            if not runs:
+                return rows, None, rows, None
+            # The candidates' key rows, copied whole (contiguous) when several runs.
+            candidates = (key_rows[runs[0][0]:runs[0][1]] if len(runs) == 1
+                          else torch.cat([key_rows[a:b] for a, b in runs]))  # (m, r + t + 1)
+            found = None
+            if self.settings.return_attention:
+                found = np.concatenate([np.arange(a, b) for a, b in runs])
+            return self._block(rows, candidates[:, :r], candidates[:, r:].T, found=found)
+
+        for sums in on_workers(blocks, block_sums, self.settings.device):
+            self._record(sums)
+
+    def _block(self, rows, xs, weighted_t, augmented=None, found=None):
+        """The sums of query ``rows`` against the keys ``xs`` (m, r) with weighted values
+        and weights ``weighted_t`` (t + 1, m), the support keys ``found`` (all, in order,
+        when None): ``(rows, pooled values, rows with no key in reach, attention part)``.
+        """
         settings = self.settings
         block_out, empty, attention = support_pool(
-            self._tensor(self.qs[rows]), xs, wv1_t, self.keys.kernel,
+            self._tensor(self.qs[rows]), xs, weighted_t, self.keys.kernel,
             return_attention=settings.return_attention,
             working_memory=settings.working_memory, augmented=augmented,
         )
-        self.out[rows] = block_out.cpu().numpy()
-        self.unreached.append(rows[empty.cpu().numpy()])
+        part = None
         if settings.return_attention:
             crow, col, val = (a.cpu().numpy() for a in attention)
             keys = self.support.rows[col if found is None else found[col]]
-            self.parts.append((np.repeat(rows, np.diff(crow)), keys, val))
+            part = (np.repeat(rows, np.diff(crow)), keys, val)
+        return rows, block_out.cpu().numpy(), rows[empty.cpu().numpy()], part
 
-    def runs(self, rows, runs, key_rows):
-        """Query ``rows`` against the support keys of ``runs`` (``(start, stop)`` slices of
-        ``key_rows``, the tensor of :attr:`SupportKeys.key_rows`)."""
-        r = self.qs.shape[1]  # key rows: r coordinates, t weighted values, the weight
-        # The candidates' key rows, copied whole (contiguous) when several runs.
-        block = (key_rows[runs[0][0]:runs[0][1]] if len(runs) == 1
-                 else torch.cat([key_rows[a:b] for a, b in runs]))  # (m, r + t + 1)
-        found = None
-        if self.settings.return_attention:
-            found = np.concatenate([np.arange(a, b) for a, b in runs])
-        self.block(rows, block[:, :r], block[:, r:].T, found=found)
+    def _record(self, sums):
+        rows, out, unreached, part = sums
+        if out is not None:
+            self.out[rows] = out
+        self.unreached.append(unreached)
+        if part is not None:
+            self.parts.append(part)
 
     def pairs(self, rows, lo, hi, key_rows):
         """Query ``rows``, each against its own candidates: the slices ``lo``, ``hi``
@@ -197,9 +226,12 @@ class CellListRoute(Route):
             sums.pairs(few, lo[few], hi[few], key_rows)
         many = np.flatnonzero(n_candidates > _PAIRS_MAX_CANDIDATES)
         if len(many):
+            blocks = []
             for rows, runs in self.index.blocks(search[many]):
-                if runs:
-                    sums.runs(many[rows], runs, key_rows)
-                else:
-                    sums.mark_unreached(many[rows])
+                # A block of many queries and candidates is split by rows: the workers
+                # share the call evenly.
+                m = sum(b - a for a, b in runs)
+                step = max(1, _TASK_PAIRS // max(1, m))
+                blocks += [(many[rows[s:s + step]], runs) for s in range(0, len(rows), step)]
+            sums.runs(blocks, key_rows)
         return sums.finish()

@@ -52,7 +52,7 @@ class Training(NamedTuple):
     sample_weight: np.ndarray  # (n,)
     values: np.ndarray  # (n, t) the values attention pools (scaled targets, one-hot labels)
     kernel: object  # the resolved Kernel
-    loss: object  # the loss of sklearn_nw._losses that leave-one-out minimises
+    loss: object  # the loss of sklearn_nw._losses that leave-one-out minimizes
     device: str
     working_memory: float  # MiB, scikit-learn's working_memory at fit
     estimator_name: str  # named in errors

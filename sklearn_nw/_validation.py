@@ -17,7 +17,8 @@ import numpy as np
 from sklearn.base import is_classifier
 from sklearn.utils._param_validation import Interval
 
-from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth
+from ._scale import RULES_OF_THUMB
+from .bandwidth import AdaptiveBandwidth, LeaveOneOutBandwidth
 
 
 class NumberInterval(Interval):

@@ -136,7 +136,7 @@ class NadarayaWatsonRegressor(RegressorMixin, ShardedNadarayaWatson):
         """Predictions at X, pooled over every shard.
 
         The partial sums are computed when this is called (to warn about queries with an
-        empty neighbourhood) and kept on the cluster.
+        empty neighborhood) and kept on the cluster.
 
         Parameters
         ----------

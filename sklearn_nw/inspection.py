@@ -46,7 +46,7 @@ class AttentionDisplay:
     image_ : matplotlib AxesImage
         The heatmap.
     colorbar_ : matplotlib Colorbar or None
-        The colour bar, if drawn.
+        The color bar, if drawn.
     query_indices_ : ndarray of shape (n_shown_queries,)
         The rows of ``attention`` shown, top to bottom.
     key_indices_ : ndarray of shape (n_shown_keys,)
@@ -89,12 +89,12 @@ class AttentionDisplay:
         ax : matplotlib Axes, default=None
             Axes to draw on; a new figure when None.
         cmap : str or Colormap, default=None
-            Colour map. None: ``"Reds"`` for non-negative weights; for signed ones (the
+            Color map. None: ``"Reds"`` for non-negative weights; for signed ones (the
             equivalent kernel of local polynomials) ``"RdBu_r"`` with a
-            :class:`~matplotlib.colors.CenteredNorm` (0 white, the colour scale symmetric),
+            :class:`~matplotlib.colors.CenteredNorm` (0 white, the color scale symmetric),
             unless ``norm`` is given.
         colorbar : bool, default=True
-            Whether to add a colour bar.
+            Whether to add a color bar.
         xlabel, ylabel, title : str
             Labels.
         max_queries, max_keys : int, default=None

@@ -1,7 +1,7 @@
 """Radial kernels for Nadaraya-Watson attention.
 
 A kernel is the profile ``k(u)`` of a radial smoothing kernel, a function of the scaled
-distance ``u = ||(q - x) / h|| >= 0``. Normalising constants are irrelevant: the
+distance ``u = ||(q - x) / h|| >= 0``. Normalizing constants are irrelevant: the
 Nadaraya-Watson weights ``k(u_i) / sum_j k(u_j)`` do not see them, so every profile here is
 scaled to ``k(0) = 1``.
 

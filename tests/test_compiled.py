@@ -81,7 +81,7 @@ def test_memory_is_bounded_by_the_chunk():
         return call
 
     X, y, w, _ = _data()
-    chunk = _compiled._CHUNK["cpu"]
+    chunk = _compiled.QUERY_CHUNK["cpu"]
     Q = np.random.default_rng(2).normal(size=(2 * chunk + 7, 2))
     h = np.array([0.9, 1.3])
     reg = NadarayaWatsonRegressor(bandwidth=h, compute="compiled").fit(X, y, sample_weight=w)
@@ -179,7 +179,7 @@ def test_auto_compiles_once_eager_time_reaches_the_compile_time():
 
 def _check_auto_compiles(policy, spy):
     X, y, w, _ = _data()
-    chunk = _compiled._CHUNK["cpu"]
+    chunk = _compiled.QUERY_CHUNK["cpu"]
     Q = np.random.default_rng(1).normal(size=(chunk, 2))
     reg = NadarayaWatsonRegressor(bandwidth=0.8).fit(X, y, sample_weight=w)
     expected = reg.predict(Q)
@@ -239,7 +239,7 @@ def test_compile_failure(compile_, message):
         with pytest.raises(_compiled.CompileError, match=message):  # remembered, not retried
             forced.predict(Q)
     # "auto" (which compiles for calls of a chunk or more) warns once and stays eager.
-    Q = np.random.default_rng(3).normal(size=(_compiled._CHUNK["cpu"], 2))
+    Q = np.random.default_rng(3).normal(size=(_compiled.QUERY_CHUNK["cpu"], 2))
     auto = NadarayaWatsonRegressor(bandwidth=0.8).fit(X, y)
     with using_policy(CompilePolicy(compile_seconds=0.0, compile=compile_)):
         with pytest.warns(UserWarning, match="eager engine"):

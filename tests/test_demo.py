@@ -7,7 +7,7 @@ from sklearn.model_selection import StratifiedKFold
 from sklearn.neighbors import KNeighborsClassifier
 
 from sklearn_nw import NadarayaWatsonClassifier
-from sklearn_nw.__main__ import AUTOMATIC, KNN_TUNED, _heatmap, _report, _verdict
+from sklearn_nw.__main__ import AUTOMATIC, KNN_TUNED, heatmap, report, verdict
 
 pytest.importorskip("matplotlib")
 
@@ -15,7 +15,7 @@ pytest.importorskip("matplotlib")
 def test_report_prints_one_line_per_model(capsys):
     X, y = load_wine(return_X_y=True)
     models = {"NW": NadarayaWatsonClassifier(bandwidth=200.0), "KNN": KNeighborsClassifier()}
-    _report("Wine", X, y, models, StratifiedKFold(3), "accuracy")
+    report("Wine", X, y, models, StratifiedKFold(3), "accuracy")
     out = capsys.readouterr().out.splitlines()
     assert out[1].startswith("Wine: n_samples=178, n_features=13")
     scores = {line.split()[0]: float(line.split()[1]) for line in out[2:]}
@@ -27,14 +27,14 @@ def test_heatmap_is_written(tmp_path):
     from matplotlib.image import imread
 
     path = tmp_path / "attention.png"
-    _heatmap(str(path), "cpu")
+    heatmap(str(path), "cpu")
     image = imread(path)
     assert image.shape[0] > 300 and image.shape[1] > 400
     assert np.ptp(image[..., :3]) > 0.5  # not a blank figure
 
 
 def test_verdict_says_where_k_nearest_neighbors_still_win(capsys):
-    _verdict({"A": {AUTOMATIC: 0.5, KNN_TUNED: 0.6}, "B": {AUTOMATIC: 0.9, KNN_TUNED: 0.8}})
+    verdict({"A": {AUTOMATIC: 0.5, KNN_TUNED: 0.6}, "B": {AUTOMATIC: 0.9, KNN_TUNED: 0.8}})
     out = capsys.readouterr().out
     assert "A" in out and "KNeighbors still wins (-0.100)" in out
     assert "Nadaraya-Watson wins (+0.100)" in out

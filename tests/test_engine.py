@@ -6,7 +6,7 @@ import sklearn
 import torch
 from numpy.testing import assert_allclose
 
-from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor, _engine
+from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor, _engine, _workers
 from sklearn_nw.kernels import Epanechnikov, Gaussian
 
 
@@ -32,7 +32,7 @@ def test_blocks_stay_small_while_predicting(monkeypatch):
     rng = np.random.default_rng(0)
     X = rng.standard_normal((30_000, 3)).astype(np.float32)
     NadarayaWatsonRegressor().fit(X, X[:, 0]).predict(X[:2_000])
-    assert sizes and max(sizes) <= _engine._CACHE_BYTES
+    assert sizes and max(sizes) <= _workers.CACHE_BYTES
     assert sum(s // (X.shape[0] * 4) for s in sizes) == 2_000  # every query row, once
 
 

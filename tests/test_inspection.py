@@ -1,5 +1,5 @@
 """The displays of sklearn_nw.inspection: the attention heatmap (signed weights on a
-diverging colour map, a subset of a large training set), the bandwidth search of the CV
+diverging color map, a subset of a large training set), the bandwidth search of the CV
 estimators, the loss curve of a learned bandwidth and the kernel profiles."""
 
 import math
@@ -66,7 +66,7 @@ def test_signed_equivalent_kernel_is_centered_on_zero():
     assert isinstance(display.image_.norm, CenteredNorm)
     assert display.image_.norm.vcenter == 0.0
     plt.close(display.figure_)
-    # A norm or a colour map given by the user is kept.
+    # A norm or a color map given by the user is kept.
     display = AttentionDisplay(np.abs(attention) + 1e-6).plot(cmap="viridis", norm=LogNorm())
     assert display.image_.get_cmap().name == "viridis"
     assert isinstance(display.image_.norm, LogNorm)
@@ -335,7 +335,7 @@ def test_given_kernels_on_one_axes_and_errors():
 
 def test_attention_figure_takes_a_tight_layout_afterwards():
     # The display's own figure has no layout engine, as scikit-learn's displays: a
-    # caller's tight_layout() (the demo's) must still work with the colour bar.
+    # caller's tight_layout() (the demo's) must still work with the color bar.
     X = np.linspace(0, 5, 40)[:, None]
     reg = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, np.sin(X[:, 0]))
     display = AttentionDisplay.from_estimator(reg, X[::2])

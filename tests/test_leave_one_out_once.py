@@ -9,13 +9,13 @@ import torch
 
 from sklearn_nw._dask_tasks import (
     Locations,
-    Spec,
+    ShardSettings,
     location_sums,
+    merge_distinct,
     merge_locations,
-    union,
 )
 from sklearn_nw._dask_tasks import distinct_inputs as block_distinct_inputs
-from sklearn_nw._engine_loo import _loo_logits
+from sklearn_nw._engine_loo import loo_logits
 from sklearn_nw._leave_one_out import (
     distinct_inputs,
     leave_one_out_set,
@@ -57,7 +57,7 @@ def test_union_of_blocks_is_the_local_distinct_inputs(minus_first):
     a, b = np.array([[-0.0, 1.0], [2.0, 2.0]]), np.array([[0.0, 1.0]])
     if not minus_first:
         a, b = b, a
-    merged = union(a, b)
+    merged = merge_distinct(a, b)
     local, _ = distinct_inputs(np.concatenate([a, b]))
     assert merged.shape == (2, 2)
     assert _same_bytes(merged, local)
@@ -86,8 +86,8 @@ def test_block_locations_merged_equal_the_local_leave_one_out_set():
     X[X == 0] = np.where(rng.random(np.count_nonzero(X == 0)) < 0.5, -0.0, 0.0)
     y = rng.normal(size=40)
     w = rng.integers(0, 3, 40).astype(np.float64)
-    spec = Spec(Gaussian(), None, np.zeros(2), np.dtype(np.float64), None, np.zeros(1), 1.0,
-                True, 1024)
+    spec = ShardSettings(Gaussian(), None, np.zeros(2), np.dtype(np.float64), None,
+                         np.zeros(1), 1.0, True, 1024)
     blocks = [location_sums(X[s], y[s], w[s], spec, False)
               for s in (slice(0, 17), slice(17, 40))]
     merged = merge_locations(*blocks)
@@ -151,7 +151,7 @@ def test_a_left_out_query_with_every_other_key_infinitely_far_never_attends_itse
     log_w = torch.log(torch.tensor([1.0, 1.0, 3.0, 0.0], dtype=torch.float64))
     self_log_w = torch.full((4,), -math.inf, dtype=torch.float64)
     rows = torch.tensor([0, 1])
-    logits = _loo_logits(None, None, Epanechnikov(), log_w, self_log_w, rows, d2=d2)
+    logits = loo_logits(None, None, Epanechnikov(), log_w, self_log_w, rows, d2=d2)
     attention = torch.softmax(logits, dim=1)
     expected = torch.tensor([[0.0, 0.25, 0.75, 0.0], [0.0, 0.0, 1.0, 0.0]],
                             dtype=torch.float64)

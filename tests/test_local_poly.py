@@ -16,7 +16,7 @@ from sklearn_nw import (
     NadarayaWatsonRegressor,
 )
 from sklearn_nw._leave_one_out import leave_one_out_set
-from sklearn_nw._local_poly import _intercept_rows
+from sklearn_nw._local_poly import intercept_rows
 from sklearn_nw._loo_objective import Objective
 from sklearn_nw.kernels import get_kernel
 
@@ -377,7 +377,7 @@ def test_the_local_fits_gradient_stays_finite_on_a_tiny_moment_diagonal():
     # A far query at a small bandwidth: its moments underflow towards 0, and the unit
     # diagonal scaling's own derivative (x^-3/2) would overflow into a NaN gradient.
     M = torch.tensor([[[1.0, 0.0], [0.0, 1e-250]]], dtype=torch.float64, requires_grad=True)
-    c, singular = _intercept_rows(M, torch.tensor([[1.0, 0.0]], dtype=torch.float64), 1)
+    c, singular = intercept_rows(M, torch.tensor([[1.0, 0.0]], dtype=torch.float64), 1)
     c.sum().backward()
     assert not singular.any() and torch.isfinite(M.grad).all()
     assert_allclose(c.detach().numpy(), [[1.0, 0.0]])

@@ -20,8 +20,9 @@ from sklearn_nw import (
     NadarayaWatsonRegressor,
     NadarayaWatsonRegressorCV,
 )
-from sklearn_nw._engine_loo import _squaring_chains, loo_loss
-from sklearn_nw.bandwidth import scott_bandwidth, search_reference
+from sklearn_nw._engine_loo import loo_loss, squaring_chains
+from sklearn_nw._scale import search_reference
+from sklearn_nw.bandwidth import scott_bandwidth
 from sklearn_nw.kernels import Gaussian, get_kernel
 
 # The CV estimators' fixed grid alone (and for the regressor Nadaraya-Watson alone): the
@@ -109,11 +110,11 @@ def test_gradcheck_of_the_objective():
     def objective(log_h):
         # Differentiable path without the chunked backward: build the loss as one graph.
         from sklearn_nw._engine import transform
-        from sklearn_nw._engine_loo import _loo_logits
+        from sklearn_nw._engine_loo import loo_logits
 
         xs = transform(_torch(X), _torch(X).mean(0), log_h.exp())
         rows = torch.arange(len(X))
-        a = torch.softmax(_loo_logits(xs, xs, Gaussian(), log_w, self_log_w, rows), dim=1)
+        a = torch.softmax(loo_logits(xs, xs, Gaussian(), log_w, self_log_w, rows), dim=1)
         return (w_t * (a @ _torch(y) - _torch(y)) ** 2).sum() / w_t.sum()
 
     w_t = _torch(w)
@@ -154,7 +155,7 @@ def test_irrelevant_feature_gets_large_bandwidth():
 
 
 def test_one_se_rule_keeps_the_reference_when_classes_separate():
-    # Standardised wine: per-feature bandwidths can make every left-out point's nearest
+    # Standardized wine: per-feature bandwidths can make every left-out point's nearest
     # neighbor decide its class with certainty, a leave-one-out log-loss of 0 reached by
     # shrinking bandwidths without end. "min" takes it; "one_se" keeps the reference,
     # Scott's rule times one factor, whose loss is positive.
@@ -388,7 +389,7 @@ def test_a_default_grid_goes_on_past_an_edge_holding_the_optimum():
 
 def test_squaring_chains_of_gaussian_coefficients():
     default = [1 / m**2 for m in np.geomspace(1 / 8, 8, 25)]
-    chains = _squaring_chains(default, max_depth=10)
+    chains = squaring_chains(default, max_depth=10)
     # Two interleaved chains of eleven points (ten squarings each), then what is left.
     assert [len(c) for c in chains] == [11, 11, 2, 1]
     assert sorted(g for c in chains for g, _ in c) == list(range(25))
@@ -396,9 +397,9 @@ def test_squaring_chains_of_gaussian_coefficients():
         for (parent, _), (g, k) in itertools.pairwise(chain):
             assert default[g] == pytest.approx(2**k * default[parent], rel=1e-12)
     # Coefficients four times apart are two squarings; the depth limit starts new chains.
-    assert _squaring_chains([1.0, 4.0, 16.0], max_depth=3) == [[(0, 0), (1, 2)], [(2, 0)]]
+    assert squaring_chains([1.0, 4.0, 16.0], max_depth=3) == [[(0, 0), (1, 2)], [(2, 0)]]
     # No doubling in the grid: every point is computed from exp.
-    assert _squaring_chains([1.0, 1.5, 2.5], max_depth=10) == [[(0, 0)], [(1, 0)], [(2, 0)]]
+    assert squaring_chains([1.0, 1.5, 2.5], max_depth=10) == [[(0, 0)], [(1, 0)], [(2, 0)]]
 
 
 def test_per_feature_grid_and_classifier_cv():

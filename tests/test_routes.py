@@ -91,6 +91,36 @@ def test_every_route_gives_the_same_numbers(Estimator, kernel):
                             err_msg=name)
 
 
+@pytest.mark.parametrize("task_pairs", [None, 5000])
+def test_the_workers_share_large_calls_without_changing_them(monkeypatch, task_pairs):
+    # Many queries, each with thousands of candidates: the cell list's blocks (past 2,048
+    # candidates a query) and the trees' chunks of 512 queries run on the workers, and
+    # their parts are put together in order. With task_pairs, the cell list's blocks are
+    # also split by rows into several tasks.
+    from sklearn_nw import _routes_support
+
+    if task_pairs is not None:
+        monkeypatch.setattr(_routes_support, "_TASK_PAIRS", task_pairs)
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0, 1, (5000, 2))
+    y = np.sin(6 * X[:, 0]) + X[:, 1]
+    w = rng.uniform(0.5, 2.0, len(X))
+    Q = rng.uniform(-0.1, 1.1, (1300, 2))
+    Q[7] = [4.0, -3.0]  # no key in reach: its nearest key
+    dense = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.45, algorithm="brute")
+    with pytest.warns(EmptyNeighborhoodWarning):
+        pred, attention = dense.fit(X, y, sample_weight=w).predict(Q, return_attention=True)
+    attention = attention.toarray()
+    for algorithm in ("cell_list", "kd_tree", "ball_tree"):
+        est = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.45, algorithm=algorithm)
+        with pytest.warns(EmptyNeighborhoodWarning):
+            got, got_attention = est.fit(X, y, sample_weight=w).predict(
+                Q, return_attention=True)
+        assert_allclose(got, pred, rtol=1e-12, atol=1e-14, err_msg=algorithm)
+        assert_allclose(got_attention.toarray(), attention, rtol=1e-12, atol=1e-14,
+                        err_msg=algorithm)
+
+
 def test_the_route_is_resolved_at_fit():
     X, y, w, _ = _data()
     big = np.random.default_rng(1).uniform(size=(6000, 2))

@@ -9,7 +9,7 @@ import torch
 from numpy.testing import assert_array_equal
 
 from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor
-from sklearn_nw._engine import _compute_settings
+from sklearn_nw._engine import full_precision
 from sklearn_nw.kernels import Kernel
 
 
@@ -65,7 +65,7 @@ def test_concurrent_predicts_leave_the_users_precision(medium_precision, n_threa
 def test_settings_are_held_until_the_last_computation_ends(medium_precision):
     # Two computations that overlap without nesting, as two threads' do: the first to end
     # must not restore the user's setting under the second, nor the second leave "highest".
-    first, second = _compute_settings(), _compute_settings()
+    first, second = full_precision(), full_precision()
     first.__enter__()
     assert torch.get_float32_matmul_precision() == "highest"
     second.__enter__()
@@ -79,7 +79,7 @@ def test_settings_already_highest_are_left_alone():
     before = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")
     try:
-        with _compute_settings():
+        with full_precision():
             assert torch.get_float32_matmul_precision() == "highest"
         assert torch.get_float32_matmul_precision() == "highest"
     finally:

@@ -11,7 +11,7 @@ import torch
 
 from sklearn_nw import _workers
 from sklearn_nw._adaptive import Adaptive, LeaveOneOutNeighbors
-from sklearn_nw._engine import support_pairs_pool
+from sklearn_nw._engine_candidates import support_pairs_pool
 from sklearn_nw._engine_loo import loo_loss
 from sklearn_nw._workers import chunk_rows, on_workers, reduce_in_order
 from sklearn_nw.kernels import get_kernel

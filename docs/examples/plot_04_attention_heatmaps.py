@@ -63,7 +63,7 @@ ax.legend()
 # The Gaussian gives every training point a positive weight; the compact kernels
 # (Epanechnikov, top-hat, linear) none beyond one bandwidth, so their bands have sharp
 # edges. The top-hat weighs every point in reach equally, the linear (triangular)
-# kernel favours the nearest ones most. Each panel has its own colour scale: the maps
+# kernel favors the nearest ones most. Each panel has its own color scale: the maps
 # show where the attention goes; the largest weight of each panel is printed below.
 kernels = ["gaussian", "epanechnikov", "tophat", "linear"]
 bandwidths = [0.2, 0.5, 1.0]

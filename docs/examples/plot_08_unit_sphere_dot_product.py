@@ -70,7 +70,7 @@ for h in bandwidths:
 # %%
 # The differences are rounding errors of float64. The identity needs equal norms: with
 # keys of different lengths the distance adds ``-||x_i||**2 / (2 h**2)`` to each logit,
-# which penalises long keys, while dot-product attention favours them.
+# which penalises long keys, while dot-product attention favors them.
 X_unnormalized = X * rng.uniform(0.5, 1.5, size=(len(X), 1))
 h = 0.3
 reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=h).fit(
@@ -208,7 +208,7 @@ plt.show()
 # %%
 # The temperature fitted to the estimator's attention lies on ``tau = h**2`` over the
 # whole range. Halving the bandwidth divides the temperature by four: the attention of
-# a Gaussian Nadaraya-Watson estimator on normalised inputs is the attention of a
+# a Gaussian Nadaraya-Watson estimator on normalized inputs is the attention of a
 # transformer head whose queries and keys are the raw inputs, with no learned
 # projections (the learned metric of :class:`~sklearn_nw.LeaveOneOutBandwidth` with
 # ``form="full"`` adds one, shared by queries and keys).

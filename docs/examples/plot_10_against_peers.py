@@ -10,7 +10,7 @@ example compares them on scikit-learn's diabetes data (442 patients, 10 features
 disease progression score one year later): the 5-fold cross-validated R² and the time
 each takes to fit.
 
-Every model is a pipeline whose first step standardises the features, so that the
+Every model is a pipeline whose first step standardizes the features, so that the
 distance-based models see them on one scale:
 
 * :class:`~sklearn_nw.NadarayaWatsonRegressorCV` with its default arguments: fixed,
