@@ -255,8 +255,10 @@ class LeaveOneOutNeighbors:
                 pick = (changed[0] >= a) & (changed[0] < b)
                 logits[changed[0][pick] - a, changed[1][pick]] = changed[2][pick]
             # An overflowed distance over an overflowed bandwidth (inf / inf) carries no
-            # weight: a row left without any falls back to its nearest inputs.
-            logits.nan_to_num_(nan=-math.inf)
+            # weight: a row left without any falls back to its nearest inputs. (Infinite
+            # logits stay infinite: torch's default would make -inf the lowest float, and a
+            # row of no mass a uniform one.)
+            logits.nan_to_num_(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
             set_self_(logits, torch.arange(a, b, device=W.device), -math.inf)
             if self.zero_weight is not None:
                 logits[:, self.zero_weight] = -math.inf

@@ -211,6 +211,29 @@ def test_cv_leave_one_out_scores_are_those_of_refits(kind):
                                "scale": results["scale"][best], "degree": 0}
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_cv_scores_of_a_compact_kernel_fall_back_as_refits_do(kind):
+    # At scale "auto" a compact kernel's support ends at the k-th neighbor: with k = 1 no
+    # other input carries weight, and the row takes its nearest input(s), as a refit
+    # without it predicts (not a uniform average of every input).
+    X, y = _data(30, 2)
+    cv = NadarayaWatsonRegressorCV(kernel="epanechnikov", bandwidth_kinds=[kind],
+                                   degree=0).fit(X, y)
+    results = cv.cv_results_
+    assert 1 in set(results["n_neighbors"].compressed())
+    for i in range(len(results["kind"])):
+        bandwidth = AdaptiveBandwidth(kind, n_neighbors=int(results["n_neighbors"][i]),
+                                      scale=float(results["scale"][i]),
+                                      base=cv.bandwidths_[i])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            loo = [NadarayaWatsonRegressor("epanechnikov", bandwidth=bandwidth).fit(
+                np.delete(X, j, 0), np.delete(y, j)).predict(X[j:j + 1])[0]
+                for j in range(len(y))]
+        mse = np.mean((np.array(loo) - y) ** 2)
+        assert results["mean_test_score"][i] == pytest.approx(-mse, rel=1e-9), i
+
+
 # -- the CV estimators' choice ----------------------------------------------------------------
 
 
