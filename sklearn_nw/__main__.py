@@ -6,14 +6,15 @@ and breast cancer for classification): the automatic CV estimators with default 
 exact leave-one-out), the bandwidth learned on the leave-one-out loss, and Scott's rule.
 It prints 5-fold cross-validated scores beside scikit-learn's k-nearest-neighbors
 baselines, what the automatic model chose, says on which data sets the tuned k nearest
-neighbors still win, and writes a heatmap of the attention of held-out diabetes patients on
-the training patients.
+neighbors still win (a difference within the folds' noise is a tie), and writes a heatmap
+of the attention of held-out diabetes patients on the training patients.
 """
 
 import argparse
 import time
 import warnings
 
+import numpy as np
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
 from sklearn.model_selection import (
     GridSearchCV,
@@ -57,7 +58,8 @@ def _models(nw, nw_cv, knn, device):
 
 def report(title, X, y, models, cv, scoring):
     """Print each model's cross-validated score (and what the automatic one chooses on the
-    whole data set); return the mean scores by name."""
+    whole data set); return the scores of the folds by name (every model on the same folds:
+    ``cv`` splits alike at each call)."""
     print(f"\n{title}: n_samples={X.shape[0]}, n_features={X.shape[1]}, "
           f"5-fold CV {scoring} (mean +- std)")
     means = {}
@@ -68,7 +70,7 @@ def report(title, X, y, models, cv, scoring):
             scores = cross_val_score(model, X, y, cv=cv, scoring=scoring)
         seconds = time.perf_counter() - start
         print(f"  {name:<36} {scores.mean():.3f} +- {scores.std():.3f}   ({seconds:.1f} s)")
-        means[name] = scores.mean()
+        means[name] = scores
         # One line per kind of warning instead of one per fold.
         for kind in sorted({w.category.__name__ for w in caught}):
             first = next(w for w in caught if w.category.__name__ == kind)
@@ -86,13 +88,23 @@ def report(title, X, y, models, cv, scoring):
 
 def verdict(results):
     """Say plainly, data set by data set, whether the automatic model or tuned k nearest
-    neighbors scored higher."""
-    print("\nThe automatic model against tuned k nearest neighbors:")
-    for title, means in results.items():
-        gap = means[AUTOMATIC] - means[KNN_TUNED]
-        who = ("KNeighbors still wins" if gap < 0 else "Nadaraya-Watson wins" if gap > 0
-               else "a tie")
-        print(f"  {title:<32} {who} ({gap:+.3f})")
+    neighbors scored higher, or neither beyond the folds' noise.
+
+    ``results`` maps each data set to the scores of the folds by model (the same folds for
+    every model). The difference of the means is a tie when it is within two standard
+    errors of the folds' paired differences (their standard deviation over the square root
+    of the number of folds): a one-sample difference on a test fold is noise, not a win.
+    """
+    print("\nThe automatic model against tuned k nearest neighbors "
+          "(mean difference +- two standard errors of the folds' differences):")
+    for title, scores in results.items():
+        diffs = np.asarray(scores[AUTOMATIC]) - np.asarray(scores[KNN_TUNED])
+        gap = float(diffs.mean())
+        noise = 2.0 * float(diffs.std(ddof=1)) / np.sqrt(len(diffs)) if len(diffs) > 1 else 0.0
+        who = ("a tie within the folds' noise" if abs(gap) <= noise
+               else "KNeighbors still wins" if gap < 0 else "Nadaraya-Watson wins")
+        shown = round(gap, 3) + 0.0  # no "-0.000" for a difference that rounds to 0
+        print(f"  {title:<32} {who} ({shown:+.3f} +- {noise:.3f})")
 
 
 def heatmap(output, device):
