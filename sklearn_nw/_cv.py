@@ -30,6 +30,7 @@ from ._docs import ATTRIBUTES, entries
 from ._regression import NadarayaWatsonRegressor
 from ._selection_grid import FAMILIES, BandwidthGridSearch
 from ._validation import NumberInterval, check_combinations
+from .bandwidth import UNITS
 
 
 def _search_constraints(plain_class):
@@ -42,6 +43,7 @@ def _search_constraints(plain_class):
         "scoring": [StrOptions(set(get_scorer_names())), callable, None],
         "bandwidth_kinds": [StrOptions({"auto"}), list, tuple],
         "selection": [StrOptions({"one_se", "min"})],
+        "leave_out": [StrOptions(set(UNITS))],
     })
     if "degree" in constraints:  # the regressor: a degree, or the best by the search
         constraints["degree"] = [*constraints["degree"], StrOptions({"auto"})]
@@ -126,7 +128,7 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, params):
         # Only named in a warning about sample weights.
         owner=None if sample_weight is None else str(estimator), degree=degree,
         kinds=kinds, bounded=bool(getattr(estimator, "bounded", False)),
-        selection=estimator.selection,
+        selection=estimator.selection, leave_out=estimator.leave_out,
     )
     return estimator._fit(X, y, sample_weight, classifier=is_classifier(estimator),
                           search=search, degree=degree)
@@ -304,7 +306,14 @@ _SELECTION_DOC = """    selection : {"one_se", "min"}, default="one_se"
         :class:`~sklearn_nw.LeaveOneOutBandwidth` keeps per-feature bandwidths. Without
         per-sample scores (the classifier's default leave-one-out log-loss, or a
         ``scoring`` of the leave-one-out predictions) the best candidate of all.
-        ``"min"``: the best candidate of all (the first on ties), as GridSearchCV."""
+        ``"min"``: the best candidate of all (the first on ties), as GridSearchCV.
+    leave_out : {"row", "input"}, default="row"
+        The unit the exact leave-one-out of ``cv=None`` leaves out: a training row with
+        its whole sample weight, as :class:`~sklearn.model_selection.LeaveOneOut` (other
+        rows at the same input stay and help predict it), or every row at the left-out
+        row's input (as a query at a new input is predicted; copies of a row, such as a
+        bootstrap drawn as rows, never predict it). The two are the same where no input
+        repeats. Unused with a splitter. See :ref:`the user guide <leave_out>`."""
 
 # The plain estimators' fitted attributes that the CV estimators share.
 _FITTED = entries(ATTRIBUTES, "bandwidth_kind_", "bandwidth_neighbors_", "bandwidth_scale_",
@@ -356,9 +365,11 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto", cv=None,
                  scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", degree="auto", bounded=True, selection="one_se"):
+                 device="cpu", degree="auto", bounded=True, selection="one_se",
+                 leave_out="row"):
         self.bandwidths = bandwidths
         self.selection = selection
+        self.leave_out = leave_out
         self.bandwidth_kinds = bandwidth_kinds
         self.kernel = kernel
         self.cv = cv
@@ -415,9 +426,10 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto", cv=None,
                  scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", selection="one_se"):
+                 device="cpu", selection="one_se", leave_out="row"):
         self.bandwidths = bandwidths
         self.selection = selection
+        self.leave_out = leave_out
         self.bandwidth_kinds = bandwidth_kinds
         self.kernel = kernel
         self.cv = cv

@@ -21,7 +21,7 @@ from ._adaptive import LeaveOneOutNeighbors
 from ._engine import key_center
 from ._engine_candidates import candidate_pool
 from ._engine_loo import loo_grid_pool
-from ._leave_one_out import nearest_keys, other_keys, set_self_
+from ._leave_one_out import nearest_keys, other_keys, self_logits, set_self_
 from ._local_poly import local_fit_many, local_fit_sparse, n_terms
 from ._losses import get_loss
 from ._preconditions import check_working_memory
@@ -75,6 +75,9 @@ class LeaveOneOutGrid:
         inputs holding that many units of sample weight, as the refit without it predicts
         (:meth:`_nearest_pool`); None: to every other input.
     """
+
+    # A key may keep weight on itself when left out (LeaveOneOutSet.self_weight).
+    keeps_self_weight = True
 
     def __init__(self, grid, scorer=None, degree=0, bounded=False, n_neighbors=None):
         self.grid = grid
@@ -158,6 +161,7 @@ class LeaveOneOutGrid:
         multiples = grid[:, 0] / grid[0, 0]  # (G,)
         proportional = np.allclose(grid, multiples[:, None] * grid[0], rtol=1e-12, atol=0)
         W = torch.as_tensor(loo.weight, device=device)  # (L,)
+        self_log_w = torch.as_tensor(loo.self_log_weight, device=device)  # (L,)
         values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
         coords = _centered(loo, grid[0], device)  # (L, r)
         fit = _local_blocks(L, G, coords.shape[1], self.degree, working_memory,
@@ -172,11 +176,12 @@ class LeaveOneOutGrid:
         def run(block, _):  # the blocks are disjoint: each writes its own
             rows, grid_rows = block
             if proportional:
-                attention = _attention_rows(_distances(first, rows), rows, W,
+                attention = _attention_rows(_distances(first, rows), rows, W, self_log_w,
                                             multiples[grid_rows], kernel)  # (g, b, L)
             else:
                 attention = torch.cat([
-                    _attention_rows(_distances(points(h), rows), rows, W, [1.0], kernel)
+                    _attention_rows(_distances(points(h), rows), rows, W, self_log_w,
+                                    [1.0], kernel)
                     for h in grid[grid_rows]])  # (g, b, L)
             nadaraya_watson = attention @ values  # (g, b, t)
             local, singular = local_fit_many(coords[rows], coords, attention, values,
@@ -210,12 +215,18 @@ class LeaveOneOutGrid:
         values = tensor(loo.values)  # (L, t)
         out = torch.empty(len(grid), L, values.shape[1], dtype=torch.float64)
         ratios = grid / grid.max(1, keepdims=True)  # (G, d)
+        own = {"skip_zero": True}
+        if loo.self_weight is not None:  # each key's own point, and what it keeps there
+            point = np.full(L, -1)
+            point[positive] = np.arange(len(positive))
+            own = {"own": (point, loo.self_weight)}
         for ratio in np.unique(ratios, axis=0):
             search_space = loo.X / ratio  # (L, d)
             index = TreeSearch(search_space[positive])
-            # The input's own location weighs nothing (distance 0): the others hold k.
+            # A key keeps its self weight (none under leave_out="input": its own
+            # location, at distance 0, weighs nothing): the others hold the rest of k.
             dist, ind, w, cumulative = index.nearest_holding(
-                search_space, weight, k, first=min(k + 1, len(positive)), skip_zero=True)
+                search_space, weight, k, first=min(k + 1, len(positive)), **own)
             keep = np.clip(k - (cumulative - w), 0.0, w)  # (L, m)
             m = dist.shape[1]
             indptr = torch.arange(0, L * m + 1, m, device=device)  # (L + 1,)
@@ -278,12 +289,13 @@ def _distances(points, rows):
     return torch.cdist(points[rows], points, compute_mode="donot_use_mm_for_euclid_dist")
 
 
-def _attention_rows(D, rows, W, h, kernel):
-    """Exact leave-one-out attention (g, b, L) of the inputs ``rows`` (a slice of b) on
-    every input, under fixed bandwidths ``h`` (g,) in units of their distances ``D``
-    (b, L): :meth:`~sklearn_nw._adaptive.LeaveOneOutNeighbors.fixed_attention` on a
-    block of rows. A row of no kernel mass (a compact kernel) attends to its nearest
-    other input(s), every tie, by weight."""
+def _attention_rows(D, rows, W, self_log_w, h, kernel):
+    """Exact leave-one-out attention (g, b, L) of the keys ``rows`` (a slice of b) on
+    every key, each keeping the log weight ``self_log_w`` (L,) on itself, under fixed
+    bandwidths ``h`` (g,) in units of their distances ``D`` (b, L):
+    :meth:`~sklearn_nw._adaptive.LeaveOneOutNeighbors.fixed_attention` on a block of
+    rows. A row of no kernel mass (a compact kernel) attends to its nearest other
+    key(s), every tie, by weight."""
     h = torch.as_tensor(np.asarray(h, dtype=np.float64), dtype=D.dtype, device=D.device)
     h_sq = (h * h)[:, None, None]  # (g, 1, 1)
     D_sq = (D * D)[None]  # (1, b, L)
@@ -294,8 +306,8 @@ def _attention_rows(D, rows, W, h, kernel):
     log_w = torch.log(W)  # (L,)
     logits += log_w
     own = torch.arange(rows.start, rows.stop, device=D.device)  # (b,) each row's own input
-    set_self_(logits, own, -math.inf)
     logits[:, :, W <= 0] = -math.inf
+    set_self_(logits, own, self_logits(kernel, self_log_w, own))
     attention = torch.softmax(logits, dim=2)  # (g, b, L); a row of no mass is NaN
     empty = torch.isnan(attention[:, :, 0]) | torch.isnan(attention[:, :, -1])  # (g, b)
     if bool(empty.any()):
@@ -412,6 +424,10 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
     bounded : bool, default=False
         As for :class:`LeaveOneOutGrid`.
     """
+
+    # The neighbors a left-out key's bandwidth comes from are the other keys: a key
+    # keeps no weight on itself (LeaveOneOutSet.single_rows).
+    keeps_self_weight = False
 
     def __init__(self, candidates, base, scorer=None, degree=0, shared=None, bounded=False):
         super().__init__(np.repeat(np.asarray(base, dtype=np.float64)[None], len(candidates),

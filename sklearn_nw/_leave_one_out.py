@@ -1,31 +1,35 @@
 """What leaving one out means with sample weights and repeated inputs, once.
 
-A training point is left out together with *all* the mass at its location: its own sample
-weight and every row with the same input. Then
+Leave-one-out scores a bandwidth by predicting each training row from the others. What
+"the others" are is the *unit* that leaves together, ``leave_out``:
 
-- multiplying every weight by a constant changes nothing (the predictions are ratios and
-  the loss a weighted mean);
-- integer weights equal repeated rows (a repeated row is more mass at one location);
-- no point ever predicts itself, however it was weighted or duplicated, so the loss cannot
-  be driven down by shrinking the bandwidth onto copies of the query (a bootstrap resample
-  collapses the bandwidth otherwise).
+- ``"row"`` (the default, as scikit-learn's :class:`~sklearn.model_selection.LeaveOneOut`,
+  statsmodels' ``cv_ls`` and R's np have it): a row leaves with its whole sample weight;
+  other rows at the same input stay, as the other observations they are. Multiplying
+  every weight by a constant changes nothing (the predictions are ratios and the loss a
+  weighted mean), but an integer weight is not a repeated row: a row of weight 2 leaves
+  entirely, one of two copies leaves its twin behind.
+- ``"input"``: a row leaves with all the mass at its location, its own weight and every
+  row with the same input. Integer weights then equal repeated rows, and no row ever sees
+  a copy of itself, so rows copied by resampling (a bootstrap drawn as rows) cannot pull
+  the bandwidth toward 0; but on tables whose inputs repeat, a query at a training input
+  never sees the targets observed there, which are its best predictors.
 
-The price: on data whose inputs repeat (tables of discrete features), a query at a
-training location never sees the targets observed there, so the leave-one-out loss rates
-small bandwidths a little worse than a held-out query at that location would.
-
-So the leave-one-out problem is posed on the *distinct* inputs (:func:`distinct_inputs`,
-where -0.0 and 0.0 are one input): each carries the summed weight of its rows and the
-weighted mean of their values, and leaves itself out entirely. For the squared error the
-loss over the rows is the loss over the locations plus the spread of the values within
-locations, a constant in the bandwidth; for the log-loss the one-hot labels become the
-class frequencies at each location (cross-entropy).
+Both are posed on *keys* (:func:`leave_one_out_set`): under ``"input"`` the distinct
+inputs (:func:`distinct_inputs`, where -0.0 and 0.0 are one input), each carrying the
+summed weight of its rows and the weighted mean of their values and leaving itself out
+entirely; under ``"row"`` the distinct rows (identical input, value and weight), each
+keeping on itself the weight of its copies, one row's less (:attr:`LeaveOneOutSet.self_weight`).
+For the squared error the loss over the rows is the loss over the keys plus the spread of
+the values within keys, a constant in the bandwidth; for the log-loss the one-hot labels
+become the class frequencies at each key (cross-entropy).
 
 The pieces every engine and strategy shares, in torch: query i of a leave-one-out block is
 key ``rows[i]``, whose entry gets the logit :func:`self_logits` (:func:`set_self_`); a
 left-out query may attend the keys :func:`other_keys` gives, and one left with no kernel
-mass falls back to its nearest of them, every tie (:func:`nearest_keys`). Numpy and torch;
-no scikit-learn.
+mass falls back to its nearest of them, every tie (:func:`nearest_keys`). An engine that
+cannot give a key weight on itself asks for :meth:`LeaveOneOutSet.single_rows`. Numpy and
+torch; no scikit-learn.
 """
 
 import math
@@ -36,6 +40,9 @@ import scipy.sparse as sp
 import torch
 
 from ._preconditions import check_two_inputs
+
+# The units leave-one-out can leave out (the estimators' ``leave_out``).
+UNITS = ("row", "input")
 
 
 def distinct_inputs(X, sample_weight=None):
@@ -66,13 +73,17 @@ def distinct_inputs(X, sample_weight=None):
 
 
 class LeaveOneOutSet(NamedTuple):
-    """The training set seen by leave-one-out: distinct inputs, their weight and values."""
+    """The training set seen by leave-one-out: its keys (distinct inputs, or distinct
+    rows), their weight and values, and the weight each keeps on itself when left out."""
 
-    X: np.ndarray  # (G, d) distinct training inputs
-    values: np.ndarray  # (G, t) sample-weighted mean of the values at each input
-    weight: np.ndarray  # (G,) summed sample weight at each input
-    inverse: np.ndarray  # (n,) the distinct input of each training row
-    spread: float  # weighted mean squared deviation of the values within each input
+    X: np.ndarray  # (G, d) the keys' inputs
+    values: np.ndarray  # (G, t) sample-weighted mean of the values of each key's rows
+    weight: np.ndarray  # (G,) summed sample weight of each key's rows
+    inverse: np.ndarray  # (n,) the key of each training row
+    spread: float  # weighted mean squared deviation of the values within each key
+    # (G,) the weight a key keeps on itself when one of its rows leaves: its copies'
+    # (leave_out="row"); None for none (leave_out="input").
+    self_weight: object = None
 
     @property
     def log_weight(self):
@@ -81,8 +92,25 @@ class LeaveOneOutSet(NamedTuple):
 
     @property
     def self_log_weight(self):
-        """The log weight a location keeps on itself when left out: none (``-inf``)."""
-        return np.full(len(self.weight), -np.inf)
+        """The log weight a key keeps on itself when left out (``-inf`` for none)."""
+        if self.self_weight is None:
+            return np.full(len(self.weight), -np.inf)
+        with np.errstate(divide="ignore"):
+            return np.log(self.self_weight)
+
+    def single_rows(self):
+        """The same leave-one-out as keys that keep no weight on themselves: every key
+        of ``self_weight > 0`` split into its rows, each of the key's weight over their
+        number (self, when no key keeps any)."""
+        if self.self_weight is None or not np.any(self.self_weight > 0):
+            return self
+        counts = np.bincount(self.inverse, minlength=len(self.weight))  # (G,)
+        keys = np.repeat(np.arange(len(self.weight)), counts)  # (m,) sorted by key
+        inverse = np.empty(len(self.inverse), dtype=np.intp)
+        inverse[np.argsort(self.inverse, kind="stable")] = np.arange(len(keys))
+        return LeaveOneOutSet(self.X[keys], self.values[keys],
+                              (self.weight / np.maximum(counts, 1))[keys], inverse,
+                              self.spread)
 
     def expand(self, pooled):
         """Per-location leave-one-out predictions (..., G, t) as per-row ones (..., n, t)."""
@@ -106,8 +134,9 @@ class LeaveOneOutSet(NamedTuple):
         return rows
 
 
-def leave_one_out_set(X, values, sample_weight, *, estimator_name="leave-one-out"):
-    """Group the training rows by input for leave-one-out (see the module docstring).
+def leave_one_out_set(X, values, sample_weight, *, leave_out="input",
+                      estimator_name="leave-one-out"):
+    """Group the training rows into leave-one-out's keys (see the module docstring).
 
     Parameters
     ----------
@@ -115,6 +144,10 @@ def leave_one_out_set(X, values, sample_weight, *, estimator_name="leave-one-out
     values : ndarray of shape (n_samples, t)
         Targets, or one-hot labels.
     sample_weight : ndarray of shape (n_samples,)
+    leave_out : {"row", "input"}, default="input"
+        The unit that leaves: a row (the keys are the distinct rows, each keeping its
+        copies' weight on itself), or all the rows at an input (the keys are the
+        distinct inputs).
     estimator_name : str
         Named in the error raised when fewer than two distinct inputs carry weight.
 
@@ -123,19 +156,29 @@ def leave_one_out_set(X, values, sample_weight, *, estimator_name="leave-one-out
     LeaveOneOutSet
     """
     n = X.shape[0]
-    X_distinct, inverse = distinct_inputs(X)
     w = np.asarray(sample_weight, dtype=np.float64)
-    weight = np.bincount(inverse, weights=w, minlength=len(X_distinct))  # (G,)
-    check_two_inputs(int(np.count_nonzero(weight > 0)), n, estimator_name)
     values = np.asarray(values, dtype=np.float64)
-    # (G, n) sums over each location's rows, weighted.
+    X_keys, inverse = distinct_inputs(X)
+    check_two_inputs(int(np.count_nonzero(np.bincount(inverse, weights=w) > 0)), n,
+                     estimator_name)
+    if leave_out == "row":
+        # A key is a distinct (input, values, weight) row: its rows are interchangeable.
+        _, first, inverse = np.unique(np.column_stack([X + 0.0, values, w]), axis=0,
+                                      return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        X_keys = (X[first] + 0.0).astype(X.dtype, copy=False)
+    weight = np.bincount(inverse, weights=w, minlength=len(X_keys))  # (G,)
+    # (G, n) sums over each key's rows, weighted.
     rows = sp.csr_array((w, (inverse, np.arange(n))), shape=(len(weight), n))
     sums = rows @ values  # (G, t)
-    # A location of zero weight takes no part; any finite values will do.
+    # A key of zero weight takes no part; any finite values will do.
     means = sums / np.where(weight > 0, weight, 1.0)[:, None]
     deviation = values - means[inverse]  # (n, t)
     spread = float(w @ (deviation**2).sum(1) / w.sum())
-    return LeaveOneOutSet(X_distinct, means, weight, inverse, spread)
+    self_weight = None
+    if leave_out == "row":
+        self_weight = np.maximum(weight - w[first], 0.0)  # (G,) the copies' weight
+    return LeaveOneOutSet(X_keys, means, weight, inverse, spread, self_weight)
 
 
 # -- the left-out query's own key, and its nearest others (torch) --------------------------

@@ -93,12 +93,14 @@ class TreeSearch:
             dist[far], ind[far] = self._brute_nearest(queries[far], k)
         return dist, ind
 
-    def nearest_holding(self, queries, weight, units, *, first, skip_zero=False):
+    def nearest_holding(self, queries, weight, units, *, first, skip_zero=False, own=None):
         """The nearest points of each query until their weights (``weight``, one per
         point: sample weights count as repeated rows) add up to ``units`` for every query,
         or all points: distances, indices, weights and cumulative weights, all (b, m).
         Starts from the ``first`` nearest and doubles (fractional weights need more).
-        ``skip_zero``: points at distance 0 weigh nothing (the query's own location)."""
+        ``skip_zero``: points at distance 0 weigh nothing (the query's own location).
+        ``own``: ``(point, weight)``, each query's own point (b,) (-1 for none) and the
+        weight it keeps there (b,), in place of its own."""
         n = len(weight)
         m = first
         while True:
@@ -106,6 +108,8 @@ class TreeSearch:
             w = weight[ind]  # (b, m)
             if skip_zero:
                 w = np.where(dist == 0, 0.0, w)
+            if own is not None:
+                w = np.where(ind == own[0][:, None], own[1][:, None], w)
             cumulative = np.cumsum(w, axis=1)  # (b, m)
             if m == n or np.all(cumulative[:, -1] >= units):
                 return dist, ind, w, cumulative

@@ -91,7 +91,7 @@ class Training(NamedTuple):
         """The :class:`Choice` of ``learner`` (a :class:`~sklearn_nw.LeaveOneOutBandwidth`)
         on these rows' leave-one-out loss, reporting ``n_iter_`` and ``loss_curve_`` (the
         loss of the training rows, in the targets' unit)."""
-        loo = self.leave_one_out_set("bandwidth='loo'")
+        loo = self.leave_one_out_set("bandwidth='loo'", learner.leave_out)
         result = learner.learn(
             loo, self.kernel, loss=self.loss, h_start=self.reference(), dtype=self.dtype,
             device=self.device, working_memory=self.working_memory, degree=self.degree,
@@ -102,15 +102,19 @@ class Training(NamedTuple):
         return Choice(result.bandwidth, self.degree, projection=result.projection,
                       report=report)
 
-    def leave_one_out_scores(self, grid, scorer=None, score_params=None):
+    def leave_one_out_scores(self, grid, scorer=None, score_params=None, *,
+                             leave_out="row"):
         """Exact leave-one-out scores of every point of ``grid`` (a
         :class:`~sklearn_nw._grids.LeaveOneOutGrid` or its adaptive kind), in one pass
-        over the data: to rank them by, as reported (the default loss in the targets'
-        unit, or ``scorer``'s score of the leave-one-out predictions) and per sample
-        (``((G, L) scores, (L,) weights)`` of the distinct inputs; None without them).
-        Ranked in the pooled values' unit: squared errors in the targets' unit can
-        underflow or overflow (targets of 1e-200 or 1e250)."""
-        loo = self.leave_one_out_set("cv=None")
+        over the data, leaving out the unit ``leave_out`` names: to rank them by, as
+        reported (the default loss in the targets' unit, or ``scorer``'s score of the
+        leave-one-out predictions) and per sample (``((G, L) scores, (L,) weights)`` of
+        leave-one-out's keys; None without them). Ranked in the pooled values' unit:
+        squared errors in the targets' unit can underflow or overflow (targets of
+        1e-200 or 1e250)."""
+        loo = self.leave_one_out_set("cv=None", leave_out)
+        if not grid.keeps_self_weight:
+            loo = loo.single_rows()
         score = None
         if scorer is not None:
 
@@ -133,11 +137,12 @@ class Training(NamedTuple):
                    else (-result.location_loss, loo.weight))
         return result.scores, -self.loss_over_rows(result.loss, loo), samples
 
-    def leave_one_out_set(self, what):
-        """The training set as leave-one-out sees it: its distinct inputs, each left out
-        with every copy of itself (:mod:`sklearn_nw._leave_one_out`); ``what`` names the
-        search in its error."""
+    def leave_one_out_set(self, what, leave_out):
+        """The training set as leave-one-out sees it, leaving out the unit ``leave_out``
+        names (:mod:`sklearn_nw._leave_one_out`); ``what`` names the search in its
+        error."""
         return leave_one_out_set(self.X, self.values, self.sample_weight,
+                                 leave_out=leave_out,
                                  estimator_name=f"{self.estimator_name} with {what}")
 
 

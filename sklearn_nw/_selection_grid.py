@@ -102,12 +102,16 @@ class BandwidthGridSearch:
     selection : {"one_se", "min"}
         The one-standard-error rule within and between the families, or the best
         candidate.
+    leave_out : {"row", "input"}
+        The unit the exact leave-one-out (``cv=None``) leaves out
+        (:mod:`sklearn_nw._leave_one_out`).
     """
 
     def __init__(self, bandwidths, *, cv=None, scorer=None, estimator=None, params=None,
                  routed=None, owner=None, degree=0, kinds=("fixed",), bounded=False,
-                 selection="one_se"):
+                 selection="one_se", leave_out="row"):
         self.bandwidths = bandwidths
+        self.leave_out = leave_out
         self.selection = selection
         self.degree = degree
         self.bounded = bounded
@@ -186,11 +190,11 @@ class BandwidthGridSearch:
         ``working_memory``, else fixed bandwidths only."""
         if self.kinds != "auto":
             return tuple(kind for kind in FAMILIES if kind in self.kinds)
-        n_inputs = len(distinct_inputs(training.X)[0])
+        n_keys = len(_adaptive_key_weights(training, self.leave_out))
         if (self.cv is None and default_multiples(self.bandwidths) is not None
-                and n_inputs <= _ADAPTIVE_AUTO_MAX_INPUTS
-                and dense_leave_one_out_bytes(n_inputs) <= training.working_memory * 2**20
-                and _max_neighbors(training) >= 2):
+                and n_keys <= _ADAPTIVE_AUTO_MAX_INPUTS
+                and dense_leave_one_out_bytes(n_keys) <= training.working_memory * 2**20
+                and _max_neighbors(training, self.leave_out) >= 2):
             return FAMILIES
         return ("fixed",)
 
@@ -209,7 +213,7 @@ class BandwidthGridSearch:
         bandwidth; a best point at the largest k adds the next k (with every c), one at
         either end of c the next c (with the best k and its neighbors in k)."""
         base = training.reference()
-        k_max = _max_neighbors(training)
+        k_max = _max_neighbors(training, self.leave_out)
         ks = [k for k in _ADAPTIVE_NEIGHBORS if k <= k_max] or [k_max]
         # Local polynomials: k alone sets the smoothing (as locfit's nearest-neighbor
         # fraction), at c = 1; their fits cost more per candidate.
@@ -264,7 +268,8 @@ class BandwidthGridSearch:
                                                      bounded=self.bounded))
             scores, reported, samples = training.leave_one_out_scores(
                 points, self.scorer,
-                None if self.scorer is None else self._score_params(training))
+                None if self.scorer is None else self._score_params(training),
+                leave_out=self.leave_out)
             return scores, {"mean_test_score": reported}, samples
         if base is not None:
             grid = [AdaptiveBandwidth(a.kind, n_neighbors=a.n_neighbors, scale=a.scale,
@@ -345,9 +350,18 @@ def _auto_degrees(shape, n_neighbors=None, working_memory=None):
                  or local_fit_row_bytes(n, d, p) <= working_memory * 2**20)]
 
 
-def _max_neighbors(training):
-    """The largest k an adaptive bandwidth's exact leave-one-out allows: k units of
-    weight at other locations than any input and any neighbor of it left out."""
+def _adaptive_key_weights(training, leave_out):
+    """The weights of the keys an adaptive bandwidth's exact leave-one-out poses (a key
+    keeps no weight on itself there): every row under ``leave_out="row"``, every
+    distinct input under ``"input"``."""
+    if leave_out == "row":
+        return training.sample_weight
     _, inverse = distinct_inputs(training.X)
-    weight = np.bincount(inverse, weights=training.sample_weight)
+    return np.bincount(inverse, weights=training.sample_weight)
+
+
+def _max_neighbors(training, leave_out):
+    """The largest k an adaptive bandwidth's exact leave-one-out allows: k units of
+    weight at other keys than any key and any neighbor of it left out."""
+    weight = _adaptive_key_weights(training, leave_out)
     return max(1, int(np.floor(weight.sum() - 2 * weight.max() + 1e-9)))

@@ -21,6 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._adaptive import KINDS, Adaptive, auto_scale, neighbors_held
+from ._leave_one_out import UNITS
 from ._loo_descent import EVAL_ROWS, FULL_BATCH_MAX, NEGLIGIBLE, descent
 from ._loo_objective import (
     Objective,
@@ -129,11 +130,14 @@ class LeaveOneOutBandwidth(BaseEstimator):
     Nadaraya-Watson estimator. ``fit`` then minimizes the leave-one-out loss -- mean squared
     error for the regressor, log-loss for the classifier -- with torch autograd. The
     in-sample loss cannot be used: it is minimized by ``h -> 0``, where every point predicts
-    itself. Each point is left out of its own prediction with all the mass at its
-    location: its whole sample weight and every training row with the same input. So
-    scaling all weights changes nothing, integer weights equal repeated rows, and
-    duplicated rows (a bootstrap resample) cannot pull the bandwidth to 0 by predicting
-    each other. The targets' unit does not matter either (the regressor pools them
+    itself. Each training row is left out of its own prediction with its whole sample
+    weight, as scikit-learn's :class:`~sklearn.model_selection.LeaveOneOut` leaves it
+    (``leave_out="row"``): other rows at the same input stay, so scaling all weights
+    changes nothing, and on tables whose inputs repeat the rows observed at a query's
+    input help predict it. Rows copied by resampling (a bootstrap drawn as rows) then see
+    their copies and can pull the bandwidth toward 0: pass such copies as sample weights,
+    or choose ``leave_out="input"``, which leaves out all the mass at a row's input. The
+    targets' unit does not matter either (the regressor pools them
     scaled), so the learned bandwidth is the same for ``y`` and ``1e77 * y``. With the
     regressor's local polynomials (``degree`` 1 or 2) the loss is that of the local fits
     themselves (bounded ones with ``bounded=True``), full batch only: statsmodels'
@@ -196,6 +200,12 @@ class LeaveOneOutBandwidth(BaseEstimator):
         With d bandwidths tuned on few samples the leave-one-out loss is optimistic; the
         rule keeps small samples from fitting its noise, and on large ones, where a
         difference is significant, it changes nothing.
+    leave_out : {"row", "input"}, default="row"
+        The unit leave-one-out leaves out: a training row with its whole sample weight
+        (other rows at the same input stay), or every row at the left-out row's input
+        (then integer weights equal repeated rows, and copies of a row never predict it).
+        The two are the same where no input repeats. See
+        :ref:`the user guide <leave_out>`.
     random_state : int, RandomState instance or None, default=None
         Seeds the minibatches and the evaluation subset used above 4096 samples.
     verbose : int, default=0
@@ -217,13 +227,14 @@ class LeaveOneOutBandwidth(BaseEstimator):
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "n_grid": [Interval(Integral, 1, None, closed="left")],
         "selection": [StrOptions({"one_se", "min"})],
+        "leave_out": [StrOptions(set(UNITS))],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
 
     def __init__(self, form="diagonal", *, n_components=None, max_iter=100, tol=1e-8,
                  batch_size="auto", n_neighbors="auto", learning_rate=0.05, n_grid=7,
-                 selection="one_se", random_state=None, verbose=0):
+                 selection="one_se", leave_out="row", random_state=None, verbose=0):
         self.form = form
         self.n_components = n_components
         self.max_iter = max_iter
@@ -233,6 +244,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         self.learning_rate = learning_rate
         self.n_grid = n_grid
         self.selection = selection
+        self.leave_out = leave_out
         self.random_state = random_state
         self.verbose = verbose
 
