@@ -164,27 +164,36 @@ class LeaveOneOutNeighbors:
         self.D_sq = D * D  # (L, L)
         self.zero_weight = (W <= 0) if bool((W <= 0).any()) else None
         self.max_neighbors = max_neighbors
-        self._sorted = None
+        # Keys at one input (the rows of leave_out="row"): a sample-point key's bandwidth
+        # counts other locations only, as the fitted estimator's does.
+        L = D.shape[0]
+        self.repeated = bool((D == 0).sum() > L)
+        self._sorted = {}  # whether other keys at a key's own input count -> neighbors
         self._left_out = {}  # k -> the pairs a left-out input changes, for every scale c
         self._left_out_locks = {}  # k -> its lock
 
     def prepare(self):
         """Find the nearest inputs now, for threads sharing this object to read."""
         self._neighbors()
+        self._neighbors(other_locations=True)
 
-    def _neighbors(self):
-        """Each input's nearest other inputs, nearest first: distances, indices and the
-        cumulative weight, (L, m) each, enough for ``max_neighbors`` units and, for a
-        sample-point key, that many more than the heaviest neighbor left out (all of them
-        when fractional weights need more)."""
-        if self._sorted is not None:
-            return self._sorted
+    def _neighbors(self, other_locations=False):
+        """Each key's nearest other keys (with ``other_locations``, at other inputs than
+        its own), nearest first: distances, indices and the cumulative weight, (L, m)
+        each, enough for ``max_neighbors`` units and, for a sample-point key, that many
+        more than the heaviest neighbor left out (all of them when fractional weights
+        need more)."""
+        other_locations = other_locations and self.repeated
+        if other_locations in self._sorted:
+            return self._sorted[other_locations]
         D, W, k = self.D, self.W, self.max_neighbors
         L = D.shape[0]
         # A distance that overflowed (a point at 1e160) is still a neighbor, ranked after
         # every finite one; an input itself and a location of zero weight are none.
         others = D.nan_to_num(posinf=torch.finfo(D.dtype).max)
         set_self_(others, torch.arange(L, device=D.device), math.inf)
+        if other_locations:
+            others[D == 0] = math.inf
         others[:, W <= 0] = math.inf
         m = min(L, k + math.ceil(float(W.max())) + 1)
         while True:
@@ -194,8 +203,8 @@ class LeaveOneOutNeighbors:
             if m == L or bool((cumulative[:, -1] >= k + float(W.max())).all()):
                 break
             m = min(L, 2 * m)
-        self._sorted = (near.values, near.indices, cumulative)
-        return self._sorted
+        self._sorted[other_locations] = (near.values, near.indices, cumulative)
+        return self._sorted[other_locations]
 
     def attention(self, adaptive, kernel, n_coords, out=None):
         """Exact leave-one-out attention (L, L) of the inputs on each other under
@@ -205,7 +214,8 @@ class LeaveOneOutNeighbors:
         sample-point normalization. ``out``: an (L, L) block to compute it in (a
         worker's, reused from one candidate to the next)."""
         k, c = adaptive.n_neighbors, adaptive.scale
-        h = (c * self._kth(k)).clamp(min=torch.finfo(self.D.dtype).tiny)  # (L,)
+        h = (c * self._kth(k, other_locations=adaptive.kind == "sample_point")).clamp(
+            min=torch.finfo(self.D.dtype).tiny)  # (L,)
         if adaptive.kind == "balloon":
             return self._attention(h, None, kernel, out)
         return self._attention(h, (k, c, n_coords), kernel, out)
@@ -296,9 +306,10 @@ class LeaveOneOutNeighbors:
         nearest, _ = nearest_keys(ratio.nan_to_num(nan=math.inf), other_keys(W > 0, rows))
         return torch.softmax(torch.where(nearest, key_log_w, -math.inf), dim=1)  # (e, L)
 
-    def _kth(self, k):
-        """Each input's distance to the nearest other inputs holding k units (L,)."""
-        sorted_D, _, cumulative = self._neighbors()
+    def _kth(self, k, other_locations=False):
+        """Each key's distance to the nearest other keys (at other inputs, with
+        ``other_locations``) holding k units (L,)."""
+        sorted_D, _, cumulative = self._neighbors(other_locations)
         need = k * (1 - _UNIT_RTOL)
         if bool((cumulative[:, -1] < need).any()):
             raise ValueError(
@@ -324,9 +335,9 @@ class LeaveOneOutNeighbors:
 
     def _left_out_distances(self, k):
         """:meth:`_left_out_bandwidths` at c = 1, unclamped."""
-        sorted_D, order, cumulative = self._neighbors()
+        sorted_D, order, cumulative = self._neighbors(other_locations=True)
         L, m = sorted_D.shape
-        d_k = self._kth(k)  # (L,)
+        d_k = self._kth(k, other_locations=True)  # (L,)
         affected = sorted_D <= d_k[:, None]  # (L, m) [key i, its p-th neighbor j]
         target = (k + self.W[order]) * (1 - _UNIT_RTOL)  # (L, m)
         column = torch.searchsorted(cumulative.contiguous(), target.contiguous())

@@ -194,7 +194,7 @@ class BandwidthGridSearch:
         if (self.cv is None and default_multiples(self.bandwidths) is not None
                 and n_keys <= _ADAPTIVE_AUTO_MAX_INPUTS
                 and dense_leave_one_out_bytes(n_keys) <= training.working_memory * 2**20
-                and _max_neighbors(training, self.leave_out) >= 2):
+                and _max_neighbors(training) >= 2):
             return FAMILIES
         return ("fixed",)
 
@@ -213,7 +213,7 @@ class BandwidthGridSearch:
         bandwidth; a best point at the largest k adds the next k (with every c), one at
         either end of c the next c (with the best k and its neighbors in k)."""
         base = training.reference()
-        k_max = _max_neighbors(training, self.leave_out)
+        k_max = _max_neighbors(training)
         ks = [k for k in _ADAPTIVE_NEIGHBORS if k <= k_max] or [k_max]
         # Local polynomials: k alone sets the smoothing (as locfit's nearest-neighbor
         # fraction), at c = 1; their fits cost more per candidate.
@@ -360,8 +360,9 @@ def _adaptive_key_weights(training, leave_out):
     return np.bincount(inverse, weights=training.sample_weight)
 
 
-def _max_neighbors(training, leave_out):
+def _max_neighbors(training):
     """The largest k an adaptive bandwidth's exact leave-one-out allows: k units of
-    weight at other keys than any key and any neighbor of it left out."""
-    weight = _adaptive_key_weights(training, leave_out)
+    weight at other locations than any input and any neighbor of it left out (under
+    either ``leave_out``: a sample-point key's bandwidth never counts its own input)."""
+    weight = _adaptive_key_weights(training, "input")
     return max(1, int(np.floor(weight.sum() - 2 * weight.max() + 1e-9)))

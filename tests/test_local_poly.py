@@ -347,11 +347,13 @@ def test_learned_local_linear_is_at_least_as_good_as_statsmodels_cv_ls(d):
 
 @pytest.mark.parametrize("degree", [1, 2])
 def test_learned_local_bandwidth_weights_equal_repeated_rows(degree):
+    # Leaving out inputs (a row with its copies), integer weights are repeated rows.
     X, y, rng = _data(n=40, d=2)
     counts = rng.integers(1, 3, len(X))
-    weighted = NadarayaWatsonRegressor(degree=degree, bandwidth="loo").fit(
+    loo = LeaveOneOutBandwidth(leave_out="input")
+    weighted = NadarayaWatsonRegressor(degree=degree, bandwidth=loo).fit(
         X, y, sample_weight=counts)
-    repeated = NadarayaWatsonRegressor(degree=degree, bandwidth="loo").fit(
+    repeated = NadarayaWatsonRegressor(degree=degree, bandwidth=loo).fit(
         np.repeat(X, counts, axis=0), np.repeat(y, counts))
     assert_allclose(weighted.bandwidth_, repeated.bandwidth_, rtol=1e-6)
     assert_allclose(weighted.predict(X), repeated.predict(X), rtol=1e-6, atol=1e-9)

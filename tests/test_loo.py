@@ -41,13 +41,15 @@ def _data(n=60, d=2, seed=0):
 
 def _refit_loo_predictions(make, X, y, w, method="predict", leave="location"):
     """Brute force: refit without each point, predict that point. ``leave="location"``
-    (the estimators') removes all the weight at the point's input, its copies included;
-    ``"unit"`` one unit of the point's own weight (the engine's ``self_log_w`` can pose
-    either)."""
+    (``leave_out="input"``) removes all the weight at the point's input, its copies
+    included; ``"row"`` (``leave_out="row"``) the row alone; ``"unit"`` one unit of the
+    point's own weight (the engine's ``self_log_w`` can pose each)."""
     preds = []
     for i in range(len(X)):
         w_i = w.copy()
-        if leave == "unit":
+        if leave == "row":
+            w_i[i] = 0.0
+        elif leave == "unit":
             w_i[i] -= min(w_i[i], 1.0)
         else:
             w_i[(X[i] == X).all(1)] = 0.0
@@ -237,11 +239,14 @@ def test_minibatch_is_deterministic_and_warns_without_convergence():
     assert a.n_iter_ == 3
 
 
-def test_weights_equal_repeated_rows_for_loo():
+def test_weights_equal_repeated_rows_for_loo_leaving_out_inputs():
+    # leave_out="input": a row leaves with its copies, so an integer weight is a repeated
+    # row (under the default "row", a weight leaves whole where a copy leaves its twin).
     X, y, w = _data(n=150)
     w = w.astype(int)
-    a = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y, sample_weight=w)
-    b = NadarayaWatsonRegressor(bandwidth="loo").fit(np.repeat(X, w, 0), np.repeat(y, w))
+    loo = LeaveOneOutBandwidth(leave_out="input")
+    a = NadarayaWatsonRegressor(bandwidth=loo).fit(X, y, sample_weight=w)
+    b = NadarayaWatsonRegressor(bandwidth=loo).fit(np.repeat(X, w, 0), np.repeat(y, w))
     assert a.loss_curve_[-1] == pytest.approx(b.loss_curve_[-1], rel=1e-9)
     np.testing.assert_allclose(a.bandwidth_, b.bandwidth_, rtol=1e-5)
 
@@ -503,8 +508,12 @@ def _bootstrap(seed, n=300):
 
 @pytest.mark.parametrize("seed", [4, 7, 8, 11])  # 0.23x to 0.007x before
 def test_bootstrap_resample_equals_its_weights_and_does_not_collapse(seed):
+    # A bootstrap drawn as rows, fitted leaving out inputs, equals the same draw passed
+    # as weights under the default row rule: either way a point's copies never predict
+    # it (the docs' advice for resampled data).
     X, y, rows = _bootstrap(seed)
-    resampled = NadarayaWatsonRegressor(bandwidth="loo").fit(X[rows], y[rows])
+    by_input = LeaveOneOutBandwidth(leave_out="input")
+    resampled = NadarayaWatsonRegressor(bandwidth=by_input).fit(X[rows], y[rows])
     counts = np.bincount(rows, minlength=len(X)).astype(float)
     weighted = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y, sample_weight=counts)
     np.testing.assert_allclose(resampled.bandwidth_, weighted.bandwidth_, rtol=1e-6)
@@ -568,26 +577,30 @@ def test_bandwidths_do_not_depend_on_the_unit_of_y(unit):
                                    rtol=1e-6)
 
 
-def test_cv_scores_are_the_row_losses_with_duplicates():
-    # Default scores are the rows' weighted loss, each left out with its copies.
+@pytest.mark.parametrize("leave_out, leave", [("row", "row"), ("input", "location")])
+def test_cv_scores_are_the_row_losses_with_duplicates(leave_out, leave):
+    # Default scores are the rows' weighted loss, each row left out alone or with the
+    # other rows at its input.
     X, y, w = _data(n=40)
-    X = np.vstack([X, X[:10]])
-    y = np.concatenate([y, y[:10] + 0.5])  # other targets at repeated inputs
-    w = np.concatenate([w, np.ones(10)])
+    X = np.vstack([X, X[:10], X[:3]])
+    y = np.concatenate([y, y[:10] + 0.5, y[:3]])  # other targets at repeated inputs
+    w = np.concatenate([w, np.ones(10), w[:3]])  # and copies of whole rows
     grid = [0.1, 0.4, 1.5]
-    cv = NadarayaWatsonRegressorCV(bandwidths=grid, degree=0).fit(X, y, sample_weight=w)
+    cv = NadarayaWatsonRegressorCV(bandwidths=grid, degree=0, leave_out=leave_out).fit(
+        X, y, sample_weight=w)
     losses = []
     for h in grid:
         preds = _refit_loo_predictions(lambda h=h: NadarayaWatsonRegressor(bandwidth=h),
-                                       X, y, w)
+                                       X, y, w, leave=leave)
         losses.append(np.sum(w * (preds - y) ** 2) / w.sum())
     np.testing.assert_allclose(-cv.cv_results_["mean_test_score"], losses, rtol=1e-10)
     labels = (y > 0).astype(int)
-    clf = NadarayaWatsonClassifierCV(bandwidths=grid).fit(X, labels, sample_weight=w)
+    clf = NadarayaWatsonClassifierCV(bandwidths=grid, leave_out=leave_out).fit(
+        X, labels, sample_weight=w)
     log_losses = []
     for h in grid:
         proba = _refit_loo_predictions(lambda h=h: NadarayaWatsonClassifier(bandwidth=h),
-                                       X, labels, w, "predict_proba")
+                                       X, labels, w, "predict_proba", leave=leave)
         # Clipped at float64's eps, as sklearn.metrics.log_loss clips.
         hit = np.maximum(proba[np.arange(len(X)), labels], np.finfo(np.float64).eps)
         log_losses.append(-np.sum(w * np.log(hit)) / w.sum())
