@@ -288,7 +288,7 @@ def grid_search(est):
     fixed bandwidths, Nadaraya-Watson, the best leave-one-out score (the only rule
     without per-sample scores)."""
     return BandwidthGridSearch(est.bandwidths, estimator=est, kinds=("fixed",), degree=0,
-                               selection="min")
+                               selection="min", leave_out=est.leave_out)
 
 
 def check_search_params(est):

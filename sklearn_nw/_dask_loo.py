@@ -37,6 +37,7 @@ from ._dask_tasks import (
     merge_distinct,
     merge_locations,
     merge_pairwise,
+    positive_rows,
     shard_part,
     training_inputs,
 )
@@ -97,15 +98,33 @@ class ShardedTraining:
             blocks = [client.compute(dask.delayed(distinct_inputs)(xb, wb))
                       for xb, _, wb in self.blocks]
             distinct = merge_pairwise(client, blocks, merge_distinct)
-            n_distinct = client.submit(len, distinct).result()
+            n_distinct = self._n_distinct = client.submit(len, distinct).result()
             check_two_inputs(n_distinct, self.n_samples, self.name)
             self._reference = rule_of_thumb("scott", self.sigma, n_distinct)
         return self._reference
+
+    def _check_leave_out(self, leave_out):
+        """Refuse ``leave_out="row"`` where rows repeat an input: the shards pose
+        leave-one-out on the distinct inputs, where the two units are the same."""
+        if leave_out != "row":
+            return
+        self.reference()
+        rows = sum(self.client.gather(self.client.compute(
+            [dask.delayed(positive_rows)(wb) for _, _, wb in self.blocks])))
+        if rows > self._n_distinct:
+            raise ValueError(
+                f"{self.name} leaves one row out (leave_out='row') on one machine only: "
+                f"{rows} training rows of positive weight share {self._n_distinct} "
+                "distinct inputs, and the shards pose leave-one-out on the distinct "
+                "inputs. Pass leave_out='input' (every row at an input leaves together), "
+                "or fit the local estimator."
+            )
 
     def learn_bandwidth(self, learner):
         """The :class:`~sklearn_nw._selection.Choice` of ``learner`` (a
         :class:`~sklearn_nw.LeaveOneOutBandwidth`) by its descent on the leave-one-out
         loss of the distinct inputs, sharded over the cluster (full batch)."""
+        self._check_leave_out(learner.leave_out)
         client, spec = self.client, self.spec
         kernel = get_kernel(spec.kernel, dtype=np.float64)  # the descent is in float64
         locations = client.compute([dask.delayed(location_sums)(xb, yb, wb, spec,
@@ -124,10 +143,12 @@ class ShardedTraining:
         return Choice(result.bandwidth, 0, projection=result.projection,
                       report={"n_iter_": result.n_iter, "loss_curve_": curve})
 
-    def leave_one_out_scores(self, grid, scorer=None, score_params=None):
+    def leave_one_out_scores(self, grid, scorer=None, score_params=None, *,
+                             leave_out="row"):
         """The exact leave-one-out scores of the fixed bandwidths of ``grid`` (a
         :class:`~sklearn_nw._grids.LeaveOneOutGrid` of Nadaraya-Watson over every
         input): to rank them by, as reported (the local CV's), and None per sample."""
+        self._check_leave_out(leave_out)
         if scorer is not None or grid.degree or grid.n_neighbors is not None:
             raise ValueError(
                 "sklearn_nw.dask scores fixed bandwidths by their leave-one-out loss, "

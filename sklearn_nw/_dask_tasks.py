@@ -124,6 +124,11 @@ def with_metric(shard, spec):
                                              exact_zeros=ks.exact_zeros, center=spec.center))
 
 
+def positive_rows(w):
+    """How many rows of a block carry positive weight."""
+    return int(np.count_nonzero(np.asarray(w) > 0))
+
+
 def distinct_inputs(X, w):
     """A block's distinct inputs of positive weight (as the local estimators count them)."""
     return _leave_one_out.distinct_inputs(X, w)[0]

@@ -270,6 +270,10 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         The best grid point. The local estimator's default, the one-standard-error
         rule, needs each distinct training input's leave-one-out loss, which the shards
         reduce to one number per block of rows.
+    leave_out : {"row", "input"}, default="row"
+        As in the local estimator. The shards pose leave-one-out on the distinct
+        inputs, where the two are the same: ``"row"`` on rows that repeat an input
+        raises (pass ``"input"``, or fit the local estimator).
 
     Attributes
     ----------
@@ -299,7 +303,9 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
                  cv=None, scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", degree="auto", bounded=True, selection="min"):
+                 device="cpu", degree="auto", bounded=True, selection="min",
+                 leave_out="row"):
+        self.leave_out = leave_out
         self.bandwidths = bandwidths
         self.kernel = kernel
         self.bandwidth_kinds = bandwidth_kinds
@@ -359,6 +365,10 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     selection : {"one_se", "min"}, default="one_se"
         Either keeps the best grid point (the leave-one-out log-loss has no per-sample
         scores), as in the local classifier.
+    leave_out : {"row", "input"}, default="row"
+        As in the local estimator. The shards pose leave-one-out on the distinct
+        inputs, where the two are the same: ``"row"`` on rows that repeat an input
+        raises (pass ``"input"``, or fit the local estimator).
 
     Attributes
     ----------
@@ -386,7 +396,8 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
                  cv=None, scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", selection="one_se"):
+                 device="cpu", selection="one_se", leave_out="row"):
+        self.leave_out = leave_out
         self.bandwidths = bandwidths
         self.kernel = kernel
         self.bandwidth_kinds = bandwidth_kinds

@@ -81,6 +81,8 @@ SPREAD_OUT = {"check_fit_idempotent", "check_sample_weight_equivalence_on_dense_
 # has terms: some local designs are singular, the documented local-constant fallback.
 FEW_ROWS = {"check_sample_weight_equivalence_on_dense_data": (15, 30),
             "check_array_api_input": (30, 10)}
+# Checks whose 16 rows are 4 inputs, each repeated 4 times with one target.
+FOUR_INPUTS = {"check_sample_weights_shape", "check_sample_weights_not_overwritten"}
 ONE_LABEL = {"check_classifiers_one_label", "check_classifiers_one_label_sample_weights"}
 
 
@@ -103,6 +105,11 @@ def _expected_warnings(estimator, check_name):
         n_samples, n_features = FEW_ROWS[check_name]
         if degree and math.comb(n_features + degree, degree) > n_samples:
             expected.append((LocalFitWarning, ""))
+    if degree and _leaves_rows_out(estimator) and check_name in FOUR_INPUTS:
+        # Each row has three copies with its target, which predict it exactly at every
+        # bandwidth: the local fits' leave-one-out loss is flat, and the learned
+        # bandwidth says so.
+        expected.append((ConvergenceWarning, "The leave-one-out loss does not depend"))
     if (isinstance(estimator, NadarayaWatsonClassifier) and check_name in ONE_LABEL
             and isinstance(bandwidth, LeaveOneOutBandwidth)):
         # One class: every bandwidth predicts it alike, and the learned one says so.
@@ -110,7 +117,30 @@ def _expected_warnings(estimator, check_name):
     return expected
 
 
-@parametrize_with_checks(ESTIMATORS)
+# A learned bandwidth leaves one row out with its whole weight (leave_out="row"): an
+# integer weight leaves whole where a repeated row leaves its copies behind, so the
+# bandwidth learned on the check's repeated rows differs from the weighted one's (the
+# user guide's "Leave-one-out with weights and repeated inputs"; tests/test_loo.py and
+# tests/test_leave_out.py test both rules). scikit-learn's own reason for estimators whose
+# fit holds rows out:
+WEIGHTS_ARE_NOT_ROWS = ("sample_weight is not equivalent to removing/repeating samples: "
+                        "leave_out='row' leaves a weighted row out whole, a repeated row's "
+                        "copies stay.")
+
+
+def _leaves_rows_out(estimator):
+    bandwidth = getattr(estimator, "bandwidth", None)
+    return (bandwidth == "loo" if isinstance(bandwidth, str)
+            else isinstance(bandwidth, LeaveOneOutBandwidth) and bandwidth.leave_out == "row")
+
+
+def _expected_failed_checks(estimator):
+    if _leaves_rows_out(estimator):
+        return {"check_sample_weight_equivalence_on_dense_data": WEIGHTS_ARE_NOT_ROWS}
+    return {}
+
+
+@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     with warnings.catch_warnings():
         for category, message in _expected_warnings(estimator, check.func.__name__):

@@ -83,9 +83,9 @@ def test_cv_scores_equal_refits_of_every_family(leave_out, search):
         if "n_neighbors" in search:
             plain["n_neighbors"] = search["n_neighbors"]
             plain.pop("kind")
-            model = lambda p=plain: NadarayaWatsonRegressor(**p)  # noqa: E731
+            model = lambda p=plain: NadarayaWatsonRegressor(**p)
         else:
-            model = lambda p=plain: _plain(p)  # noqa: E731
+            model = lambda p=plain: _plain(p)
         preds = _refit_predictions(model, X, y, w, leave_out)
         loss = np.sum(w * (preds - y) ** 2) / w.sum()
         np.testing.assert_allclose(-cv.cv_results_["mean_test_score"][i], loss,
