@@ -110,7 +110,7 @@ class ShardedTraining:
             return
         self.reference()
         rows = sum(self.client.gather(self.client.compute(
-            [dask.delayed(positive_rows)(wb) for _, _, wb in self.blocks])))
+            [dask.delayed(positive_rows)(xb, wb) for xb, _, wb in self.blocks])))
         if rows > self._n_distinct:
             raise ValueError(
                 f"{self.name} leaves one row out (leave_out='row') on one machine only: "

@@ -124,9 +124,9 @@ def with_metric(shard, spec):
                                              exact_zeros=ks.exact_zeros, center=spec.center))
 
 
-def positive_rows(w):
-    """How many rows of a block carry positive weight."""
-    return int(np.count_nonzero(np.asarray(w) > 0))
+def positive_rows(X, w):
+    """How many rows of a block carry positive weight (all of them without weights)."""
+    return len(X) if w is None else int(np.count_nonzero(np.asarray(w) > 0))
 
 
 def distinct_inputs(X, w):

@@ -122,9 +122,10 @@ def test_compact_kernel_empty_shards_and_fallback(client):
 def test_leave_one_out_grid_equals_local(client):
     X, y, w, _ = _data(n=300, d=2, seed=3)
     for kernel in ("gaussian", "epanechnikov"):
-        est = nw_dask.NadarayaWatsonRegressorCV(kernel=kernel).fit(
+        est = nw_dask.NadarayaWatsonRegressorCV(kernel=kernel, leave_out="input").fit(
             da.from_array(X, chunks=100), y, sample_weight=w)
-        local = NadarayaWatsonRegressorCV(kernel=kernel, bandwidth_kinds=["fixed"],
+        local = NadarayaWatsonRegressorCV(kernel=kernel, leave_out="input",
+                                          bandwidth_kinds=["fixed"],
                                           degree=0, selection="min").fit(
                                               X, y, sample_weight=w)
         assert est.best_index_ == local.best_index_
@@ -287,9 +288,10 @@ def test_learned_bandwidth_equals_local(client, kernel):
     # The descent on the distinct inputs, their loss and gradient summed over shards,
     # takes the local descent's path: same bandwidths, iterations and loss curve.
     X, y, w, Q = _data(n=200, d=2, seed=5)
-    est = nw_dask.NadarayaWatsonRegressor(kernel, "loo").fit(
+    loo = LeaveOneOutBandwidth(leave_out="input")  # the shards' unit on repeated inputs
+    est = nw_dask.NadarayaWatsonRegressor(kernel, loo).fit(
         da.from_array(X, chunks=70), y[:, 0], sample_weight=w)
-    local = NadarayaWatsonRegressor(kernel, "loo").fit(X, y[:, 0], sample_weight=w)
+    local = NadarayaWatsonRegressor(kernel, loo).fit(X, y[:, 0], sample_weight=w)
     np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
     assert est.n_iter_ == local.n_iter_
     np.testing.assert_allclose(est.loss_curve_, local.loss_curve_, rtol=1e-9)
@@ -307,14 +309,15 @@ def test_learned_bandwidth_equals_local(client, kernel):
 
 def test_learned_metric_and_classifier_equal_local(client):
     X, y, _, Q = _data(n=150, d=2, seed=6)
-    full = LeaveOneOutBandwidth(form="full")
+    full = LeaveOneOutBandwidth(form="full", leave_out="input")
     est = nw_dask.NadarayaWatsonRegressor(bandwidth=full).fit(X, y)
     local = NadarayaWatsonRegressor(bandwidth=full).fit(X, y)
     np.testing.assert_allclose(est.projection_, local.projection_, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(est.predict(Q).compute(), local.predict(Q), atol=1e-7)
     labels = (X[:, 0] + X[:, 1] > 0).astype(int)
-    est = nw_dask.NadarayaWatsonClassifier(bandwidth="loo").fit(X, labels)
-    local = NadarayaWatsonClassifier(bandwidth="loo").fit(X, labels)
+    by_input = LeaveOneOutBandwidth(leave_out="input")
+    est = nw_dask.NadarayaWatsonClassifier(bandwidth=by_input).fit(X, labels)
+    local = NadarayaWatsonClassifier(bandwidth=by_input).fit(X, labels)
     np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
 
 
@@ -515,10 +518,11 @@ def test_cv_results_as_local_and_a_data_frame(client):
     # cv_results_ as GridSearchCV's (1-D columns, "params"), the same as the local CV's.
     pd = pytest.importorskip("pandas")
     X, y, w, _ = _data(n=120, d=2, seed=5)
-    est = nw_dask.NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5, 1.0]).fit(
+    est = nw_dask.NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5, 1.0], leave_out="input").fit(
         da.from_array(X, chunks=40), y, sample_weight=w)
-    local = NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5, 1.0], bandwidth_kinds=["fixed"],
-                                      degree=0, selection="min").fit(X, y, sample_weight=w)
+    local = NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5, 1.0], leave_out="input",
+                                      bandwidth_kinds=["fixed"], degree=0,
+                                      selection="min").fit(X, y, sample_weight=w)
     frame = pd.DataFrame(est.cv_results_)
     assert len(frame) == 3
     for ours, theirs in zip(est.cv_results_["params"], local.cv_results_["params"]):
@@ -526,3 +530,19 @@ def test_cv_results_as_local_and_a_data_frame(client):
         np.testing.assert_array_equal(ours["bandwidth"], theirs["bandwidth"])
         assert (ours["kind"], ours["degree"]) == (theirs["kind"], theirs["degree"])
     assert est.best_params_.keys() == est.cv_results_["params"][est.best_index_].keys()
+
+
+def test_leaving_rows_out_on_repeated_inputs_is_refused_and_otherwise_as_local(client):
+    # The shards pose leave-one-out on the distinct inputs: the default row unit is the
+    # same model where no input repeats, and refused with a clear error where one does.
+    X, y, w, _ = _data(n=120, d=2, seed=5)
+    with pytest.raises(ValueError, match="leave_out='input'"):
+        nw_dask.NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5]).fit(X, y, sample_weight=w)
+    with pytest.raises(ValueError, match="leave_out='input'"):
+        nw_dask.NadarayaWatsonRegressor(bandwidth="loo").fit(X, y[:, 0])
+    X = np.random.default_rng(0).normal(size=(120, 2))
+    est = nw_dask.NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5]).fit(X, y)
+    local = NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5], bandwidth_kinds=["fixed"],
+                                      degree=0, selection="min").fit(X, y)
+    np.testing.assert_allclose(est.cv_results_["mean_test_score"],
+                               local.cv_results_["mean_test_score"], rtol=1e-12)
