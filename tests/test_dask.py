@@ -135,8 +135,9 @@ def test_leave_one_out_grid_equals_local(client):
         np.testing.assert_array_equal(est.cv_results_["rank_test_score"],
                                       local.cv_results_["rank_test_score"])
     labels = (X[:, 0] + 0.3 * X[:, 1] > 0).astype(int)
-    est = nw_dask.NadarayaWatsonClassifierCV(bandwidths=9).fit(X, labels)
-    local = NadarayaWatsonClassifierCV(bandwidths=9, bandwidth_kinds=["fixed"]).fit(X, labels)
+    est = nw_dask.NadarayaWatsonClassifierCV(bandwidths=9, leave_out="input").fit(X, labels)
+    local = NadarayaWatsonClassifierCV(bandwidths=9, leave_out="input",
+                                       bandwidth_kinds=["fixed"]).fit(X, labels)
     assert est.best_index_ == local.best_index_
     np.testing.assert_allclose(est.cv_results_["mean_test_score"],
                                local.cv_results_["mean_test_score"], atol=1e-12)
