@@ -157,10 +157,18 @@ class LeaveOneOutNeighbors:
         Their summed sample weights.
     max_neighbors : int
         The largest k to be asked for.
+    self_weight : Tensor of shape (L,), default=None
+        The weight a key keeps on itself when left out (``leave_out="row"``: its copies');
+        None for none.
     """
 
-    def __init__(self, D, W, max_neighbors=1):
+    def __init__(self, D, W, max_neighbors=1, self_weight=None):
         self.D, self.W = D, W
+        if self_weight is not None and not bool((self_weight > 0).any()):
+            self_weight = None
+        self.self_weight = self_weight
+        # The weight that leaves with a key's left-out row: all of it, or one row's.
+        self.removed = W if self_weight is None else W - self_weight
         self.D_sq = D * D  # (L, L)
         self.zero_weight = (W <= 0) if bool((W <= 0).any()) else None
         self.max_neighbors = max_neighbors
@@ -191,7 +199,9 @@ class LeaveOneOutNeighbors:
         # A distance that overflowed (a point at 1e160) is still a neighbor, ranked after
         # every finite one; an input itself and a location of zero weight are none.
         others = D.nan_to_num(posinf=torch.finfo(D.dtype).max)
-        set_self_(others, torch.arange(L, device=D.device), math.inf)
+        keeps_self = self.self_weight is not None and not other_locations
+        # A key keeping weight on itself holds it at distance 0.
+        set_self_(others, torch.arange(L, device=D.device), 0.0 if keeps_self else math.inf)
         if other_locations:
             others[D == 0] = math.inf
         others[:, W <= 0] = math.inf
@@ -199,6 +209,9 @@ class LeaveOneOutNeighbors:
         while True:
             near = torch.topk(others, m, dim=1, largest=False, sorted=True)
             weight = torch.where(torch.isinf(near.values), 0.0, W[near.indices])  # (L, m)
+            if keeps_self:
+                own = near.indices == torch.arange(L, device=D.device)[:, None]  # (L, m)
+                weight = torch.where(own, self.self_weight[:, None], weight)
             cumulative = torch.cumsum(weight, 1)  # (L, m)
             if m == L or bool((cumulative[:, -1] >= k + float(W.max())).all()):
                 break
@@ -248,6 +261,9 @@ class LeaveOneOutNeighbors:
         gaussian = kernel.quadratic_coef is not None  # the Gaussian family: one pass
         factor = -kernel.quadratic_coef / h_sq if gaussian else None  # (L, 1) or (L,)
         attention = torch.empty_like(D) if out is None else out  # (L, L)
+        self_log_ratio = None
+        if self.self_weight is not None:  # log(kept / W) (L,); 0/0 is a key of no weight
+            self_log_ratio = torch.log(self.self_weight / W).nan_to_num_(nan=-math.inf)
         # The logits of a block and their softmax.
         step = chunk_rows(L, 2 * L * D.element_size(), workers=n_workers(D.device),
                           cap_bytes=2 * CACHE_BYTES)
@@ -269,7 +285,12 @@ class LeaveOneOutNeighbors:
             # logits stay infinite: torch's default would make -inf the lowest float, and a
             # row of no mass a uniform one.)
             logits.nan_to_num_(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
-            set_self_(logits, torch.arange(a, b, device=W.device), -math.inf)
+            own = torch.arange(a, b, device=W.device)
+            if self.self_weight is None:
+                set_self_(logits, own, -math.inf)
+            else:  # the key's own logit, with the weight it keeps instead of all of it
+                set_self_(logits, own, logits[torch.arange(b - a, device=W.device), own]
+                          + self_log_ratio[a:b])
             if self.zero_weight is not None:
                 logits[:, self.zero_weight] = -math.inf
             rows_attention = torch.softmax(logits, dim=1)  # (b, L); a row of no mass is NaN
@@ -302,8 +323,15 @@ class LeaveOneOutNeighbors:
             H[position, i[pick]] = h_left[pick]
             ratio = D[rows] / H
             key_log_w = log_w - r * torch.log(H)
+        eligible = other_keys(W > 0, rows)  # (e, L)
+        if self.self_weight is not None:  # a key keeping weight on itself, at distance 0
+            kept = self.self_weight[rows]  # (e,)
+            set_self_(eligible, rows, kept > 0)
+            own = torch.arange(len(rows), device=W.device)
+            key_log_w = set_self_(key_log_w.clone(), rows,
+                                  key_log_w[own, rows] + torch.log(kept / W[rows]))
         # inf / inf: both overflowed; ranked after every finite ratio, tied with each other.
-        nearest, _ = nearest_keys(ratio.nan_to_num(nan=math.inf), other_keys(W > 0, rows))
+        nearest, _ = nearest_keys(ratio.nan_to_num(nan=math.inf), eligible)
         return torch.softmax(torch.where(nearest, key_log_w, -math.inf), dim=1)  # (e, L)
 
     def _kth(self, k, other_locations=False):
@@ -339,7 +367,7 @@ class LeaveOneOutNeighbors:
         L, m = sorted_D.shape
         d_k = self._kth(k, other_locations=True)  # (L,)
         affected = sorted_D <= d_k[:, None]  # (L, m) [key i, its p-th neighbor j]
-        target = (k + self.W[order]) * (1 - _UNIT_RTOL)  # (L, m)
+        target = (k + self.removed[order]) * (1 - _UNIT_RTOL)  # (L, m)
         column = torch.searchsorted(cumulative.contiguous(), target.contiguous())
         if bool((column[affected] >= m).any()):
             raise ValueError(

@@ -335,12 +335,12 @@ def _check_dense_leave_one_out(L, working_memory, what):
         instead=", or use cv=5")
 
 
-def _neighbors_of(scaled, W, device, max_neighbors=1):
-    """:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors` of the distinct inputs in the
+def _neighbors_of(scaled, W, device, max_neighbors=1, self_weight=None):
+    """:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors` of leave-one-out's keys in the
     scaled coordinates (L, r)."""
     points = torch.as_tensor(scaled, device=device)
     D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
-    return LeaveOneOutNeighbors(D, W, max_neighbors)
+    return LeaveOneOutNeighbors(D, W, max_neighbors, self_weight)
 
 
 def _centered(loo, metric, device):
@@ -425,9 +425,6 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         As for :class:`LeaveOneOutGrid`.
     """
 
-    # The neighbors a left-out key's bandwidth comes from are the other keys: a key
-    # keeps no weight on itself (LeaveOneOutSet.single_rows).
-    keeps_self_weight = False
 
     def __init__(self, candidates, base, scorer=None, degree=0, shared=None, bounded=False):
         super().__init__(np.repeat(np.asarray(base, dtype=np.float64)[None], len(candidates),
@@ -441,12 +438,14 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         ``max_neighbors``."""
         found = self.shared.get("neighbors")
         W = torch.as_tensor(loo.weight, device=device)
+        kept = (None if loo.self_weight is None
+                else torch.as_tensor(loo.self_weight, device=device))
         if found is None:
             base = self.grid[0]
             found = (max_neighbors, _neighbors_of(loo.X / (base / base.max()), W, device,
-                                                  max_neighbors))
+                                                  max_neighbors, kept))
         elif found[0] < max_neighbors:  # more neighbors: the same distances
-            found = (max_neighbors, LeaveOneOutNeighbors(found[1].D, W, max_neighbors))
+            found = (max_neighbors, LeaveOneOutNeighbors(found[1].D, W, max_neighbors, kept))
         self.shared["neighbors"] = found
         return found[1]
 

@@ -351,13 +351,15 @@ def _auto_degrees(shape, n_neighbors=None, working_memory=None):
 
 
 def _adaptive_key_weights(training, leave_out):
-    """The weights of the keys an adaptive bandwidth's exact leave-one-out poses (a key
-    keeps no weight on itself there): every row under ``leave_out="row"``, every
-    distinct input under ``"input"``."""
+    """The weights of the keys an adaptive bandwidth's exact leave-one-out poses: every
+    distinct row under ``leave_out="row"``, every distinct input under ``"input"``."""
+    w = training.sample_weight
     if leave_out == "row":
-        return training.sample_weight
-    _, inverse = distinct_inputs(training.X)
-    return np.bincount(inverse, weights=training.sample_weight)
+        rows = np.column_stack([training.X + 0.0, training.values, w])
+        _, inverse = np.unique(rows, axis=0, return_inverse=True)
+    else:
+        _, inverse = distinct_inputs(training.X)
+    return np.bincount(inverse.reshape(-1), weights=w)
 
 
 def _max_neighbors(training):
