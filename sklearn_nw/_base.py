@@ -368,7 +368,9 @@ class NadarayaWatsonBase(BaseEstimator):
         training distances). Row i holds the weights of every training point in the
         leave-one-out prediction of point i: point i is left out with all the mass at its
         location (every training row with the same input; for precomputed distances, every
-        stored distance of 0), so those entries are zero, and rows sum to 1. Computed when
+        stored distance of 0), so those entries are zero, and rows sum to 1. This is the
+        unit ``leave_out="input"`` leaves out, whichever unit chose the bandwidth: where no
+        input repeats, the two are the same. Computed when
         read (it is not stored), in chunks; compact kernels find each point's neighbors
         with a tree and never form a dense block. Refused when the dense matrix, or the
         sparse one's entries, would exceed scikit-learn's ``working_memory``. It attends to

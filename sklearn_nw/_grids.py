@@ -76,9 +76,6 @@ class LeaveOneOutGrid:
         (:meth:`_nearest_pool`); None: to every other input.
     """
 
-    # A key may keep weight on itself when left out (LeaveOneOutSet.self_weight).
-    keeps_self_weight = True
-
     def __init__(self, grid, scorer=None, degree=0, bounded=False, n_neighbors=None):
         self.grid = grid
         self.scorer = scorer

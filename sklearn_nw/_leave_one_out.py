@@ -27,8 +27,7 @@ become the class frequencies at each key (cross-entropy).
 The pieces every engine and strategy shares, in torch: query i of a leave-one-out block is
 key ``rows[i]``, whose entry gets the logit :func:`self_logits` (:func:`set_self_`); a
 left-out query may attend the keys :func:`other_keys` gives, and one left with no kernel
-mass falls back to its nearest of them, every tie (:func:`nearest_keys`). An engine that
-cannot give a key weight on itself asks for :meth:`LeaveOneOutSet.single_rows`. Numpy and
+mass falls back to its nearest of them, every tie (:func:`nearest_keys`). Numpy and
 torch; no scikit-learn.
 """
 
@@ -97,20 +96,6 @@ class LeaveOneOutSet(NamedTuple):
             return np.full(len(self.weight), -np.inf)
         with np.errstate(divide="ignore"):
             return np.log(self.self_weight)
-
-    def single_rows(self):
-        """The same leave-one-out as keys that keep no weight on themselves: every key
-        of ``self_weight > 0`` split into its rows, each of the key's weight over their
-        number (self, when no key keeps any)."""
-        if self.self_weight is None or not np.any(self.self_weight > 0):
-            return self
-        counts = np.bincount(self.inverse, minlength=len(self.weight))  # (G,)
-        keys = np.repeat(np.arange(len(self.weight)), counts)  # (m,) sorted by key
-        inverse = np.empty(len(self.inverse), dtype=np.intp)
-        inverse[np.argsort(self.inverse, kind="stable")] = np.arange(len(keys))
-        return LeaveOneOutSet(self.X[keys], self.values[keys],
-                              (self.weight / np.maximum(counts, 1))[keys], inverse,
-                              self.spread)
 
     def expand(self, pooled):
         """Per-location leave-one-out predictions (..., G, t) as per-row ones (..., n, t)."""

@@ -113,26 +113,16 @@ class Training(NamedTuple):
         squared errors in the targets' unit can underflow or overflow (targets of
         1e-200 or 1e250)."""
         loo = self.leave_one_out_set("cv=None", leave_out)
-        # The keys the grid's engine poses it on, and one of them for each key of loo
-        # (the rows of a key are alike: any one's loss is the key's).
-        keys, representative = loo, None
-        if not grid.keeps_self_weight:
-            keys = loo.single_rows()
-            representative = np.empty(len(loo.weight), dtype=np.intp)
-            representative[loo.inverse] = keys.inverse
         score = None
         if scorer is not None:
 
             def score(pooled):  # (L, t) at the keys
-                predictions = _as_fitted(self, self.outputs(keys.expand(pooled)))
+                predictions = _as_fitted(self, self.outputs(loo.expand(pooled)))
                 return scorer(predictions, self.X, self.y, **score_params)
 
         grid.scorer = score
-        result = grid.score(keys, self.kernel, loss=self.loss, dtype=self.dtype,
+        result = grid.score(loo, self.kernel, loss=self.loss, dtype=self.dtype,
                             device=self.device, working_memory=self.working_memory)
-        location_loss = result.location_loss
-        if representative is not None:
-            location_loss = location_loss[:, representative]
         if scorer is not None:
             return result.scores, result.scores, None
         # The classifier's candidates are all ranked by their log-loss, without
@@ -141,8 +131,9 @@ class Training(NamedTuple):
         # on per-sample log-loss kept fixed bandwidths where adaptive ones classify
         # better, and the accuracy (a step function of the bandwidth) chose noisily
         # between near-equal candidates.
-        samples = (None if self.classes is not None else (-location_loss, loo.weight))
-        return result.scores, -self.loss_over_rows(result.loss, keys), samples
+        samples = (None if self.classes is not None
+                   else (-result.location_loss, loo.weight))
+        return result.scores, -self.loss_over_rows(result.loss, loo), samples
 
     def leave_one_out_set(self, what, leave_out):
         """The training set as leave-one-out sees it, leaving out the unit ``leave_out``
