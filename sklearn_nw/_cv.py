@@ -198,9 +198,11 @@ _SHARED_DOC = r"""
         1/4, 1/2, 1, all in the metric of Scott's rule; a best point at the largest k, or
         at either end of c, goes on past it (k doubled, c halved or doubled) up to 4
         times. The kinds are searched one after the other, fixed first, and chosen
-        between as ``selection`` says. ``"auto"``: all three with ``cv=None``, the default grid and up to 4,096 distinct training
-        inputs (the exact leave-one-out of adaptive bandwidths holds dense matrices of
-        them) whose six dense (L, L) float64 matrices fit in scikit-learn's
+        between as ``selection`` says. ``"auto"``: all three with ``cv=None``, the
+        default grid and up to 4,096 leave-one-out keys (distinct rows under
+        ``leave_out="row"``, distinct inputs under ``"input"``; the exact leave-one-out
+        of adaptive bandwidths holds dense matrices of them) whose six dense (L, L)
+        float64 matrices fit in scikit-learn's
         ``working_memory``, without ``n_neighbors``; otherwise fixed bandwidths only.
         Adaptive kinds asked for by name whose matrices do not fit raise a ValueError
         that says how much memory, or how few distinct inputs, would. Adaptive

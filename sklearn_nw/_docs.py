@@ -78,7 +78,8 @@ PARAMETERS = {
         Nadaraya-Watson value, with a :class:`~sklearn_nw.LocalFitWarning`. A learned
         bandwidth (``"loo"``) minimizes the leave-one-out loss of these local fits, as
         statsmodels' ``KernelReg(reg_type="ll", bw="cv_ls")`` does, full batch (up to
-        4,096 distinct training inputs). Not with ``metric="precomputed"`` (no
+        4,096 leave-one-out keys: distinct rows, or distinct inputs under
+        ``leave_out="input"``). Not with ``metric="precomputed"`` (no
         coordinates) or ``compute="compiled"``.""",
     "bounded": """\
     bounded : bool, default=False

@@ -300,9 +300,10 @@ class LeaveOneOutBandwidth(BaseEstimator):
         if degree and not full_batch:
             raise ValueError(
                 f"A learned bandwidth for local polynomials (degree={degree}) descends on "
-                f"the full leave-one-out loss, up to {FULL_BATCH_MAX} distinct training "
-                f"inputs (batch_size='auto' or >= their number); got {n} distinct inputs "
-                f"with batch_size={self.batch_size!r}. Use NadarayaWatsonRegressorCV("
+                f"the full leave-one-out loss, up to {FULL_BATCH_MAX} leave-one-out keys "
+                f"(distinct rows, or inputs with leave_out='input'; batch_size='auto' or "
+                f">= their number); got {n} keys with batch_size={self.batch_size!r}. "
+                f"Use NadarayaWatsonRegressorCV("
                 f"degree={degree}) (an exact grid), or degree=0."
             )
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
