@@ -201,11 +201,9 @@ class LeaveOneOutBandwidth(BaseEstimator):
         rule keeps small samples from fitting its noise, and on large ones, where a
         difference is significant, it changes nothing.
     leave_out : {"row", "input"}, default="row"
-        The unit leave-one-out leaves out: a training row with its whole sample weight
-        (other rows at the same input stay), or every row at the left-out row's input
-        (then integer weights equal repeated rows, and copies of a row never predict it).
-        The two are the same where no input repeats. See
-        :ref:`the user guide <leave_out>`.
+        The unit left out: a row with its whole weight, or every row at its input
+        (integer weights then equal repeated rows). The same where no input repeats;
+        see :ref:`the user guide <leave_out>`.
     random_state : int, RandomState instance or None, default=None
         Seeds the minibatches and the evaluation subset used above 4096 samples.
     verbose : int, default=0
