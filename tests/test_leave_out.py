@@ -159,3 +159,12 @@ def test_an_unknown_unit_is_refused(make):
     X, y, _ = _table()
     with pytest.raises(ValueError, match="leave_out"):
         make("group").fit(X, y)
+
+
+def test_local_descent_past_the_full_batch_names_the_keys():
+    # The local polynomials' learned bandwidth descends on the full batch only: past
+    # 4,096 leave-one-out keys (here distinct rows) it says so and what to use instead.
+    X = np.linspace(0.0, 1.0, 4097)[:, None]
+    y = np.sin(6 * X[:, 0])
+    with pytest.raises(ValueError, match=r"up to 4096 leave-one-out keys .* got 4097 keys"):
+        NadarayaWatsonRegressor(bandwidth="loo", degree=1).fit(X, y)
