@@ -71,6 +71,22 @@ def distinct_inputs(X, sample_weight=None):
     return inputs, inverse.reshape(-1)
 
 
+def distinct_rows(X, values, sample_weight):
+    """The distinct rows of ``(X, values, sample_weight)`` (identical input, values and
+    weight: interchangeable rows), the keys of ``leave_out="row"``.
+
+    Returns
+    -------
+    first : ndarray of shape (n_keys,)
+        One row of each.
+    inverse : ndarray of shape (n_rows,)
+        The distinct row of each row.
+    """
+    rows = np.column_stack([np.asarray(X) + 0.0, values, sample_weight])
+    _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
+
+
 class LeaveOneOutSet(NamedTuple):
     """The training set seen by leave-one-out: its keys (distinct inputs, or distinct
     rows), their weight and values, and the weight each keeps on itself when left out."""
@@ -147,10 +163,7 @@ def leave_one_out_set(X, values, sample_weight, *, leave_out="input",
     check_two_inputs(int(np.count_nonzero(np.bincount(inverse, weights=w) > 0)), n,
                      estimator_name)
     if leave_out == "row":
-        # A key is a distinct (input, values, weight) row: its rows are interchangeable.
-        _, first, inverse = np.unique(np.column_stack([X + 0.0, values, w]), axis=0,
-                                      return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        first, inverse = distinct_rows(X, values, w)
         X_keys = (X[first] + 0.0).astype(X.dtype, copy=False)
     weight = np.bincount(inverse, weights=w, minlength=len(X_keys))  # (G,)
     # (G, n) sums over each key's rows, weighted.

@@ -22,7 +22,7 @@ from ._grids import (
     dense_leave_one_out_bytes,
     local_fit_row_bytes,
 )
-from ._leave_one_out import distinct_inputs
+from ._leave_one_out import distinct_inputs, distinct_rows
 from ._local_poly import n_terms
 from ._selection import (
     MAX_EXTENSIONS,
@@ -355,11 +355,10 @@ def _adaptive_key_weights(training, leave_out):
     distinct row under ``leave_out="row"``, every distinct input under ``"input"``."""
     w = training.sample_weight
     if leave_out == "row":
-        rows = np.column_stack([training.X + 0.0, training.values, w])
-        _, inverse = np.unique(rows, axis=0, return_inverse=True)
+        _, inverse = distinct_rows(training.X, training.values, w)
     else:
         _, inverse = distinct_inputs(training.X)
-    return np.bincount(inverse.reshape(-1), weights=w)
+    return np.bincount(inverse, weights=w)
 
 
 def _max_neighbors(training):
