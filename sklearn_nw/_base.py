@@ -31,13 +31,14 @@ from sklearn.utils.validation import (
 )
 
 from ._adaptive import Adaptive
+from ._categorical import CategoricalFeatures, categorical_columns
 from ._keys import FittedKeys
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
 from ._selection import Training
 from ._validation import NumberInterval, check_combinations
 from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
-from .kernels import KERNELS, Kernel, get_kernel
+from .kernels import CATEGORICAL_KERNELS, KERNELS, Kernel, get_kernel
 
 
 def _check_distances(X, *, square):
@@ -141,10 +142,13 @@ class NadarayaWatsonBase(BaseEstimator):
         "compute": [StrOptions({"auto", "eager", "compiled"})],
         "metric": [StrOptions({"euclidean", "precomputed"})],
         "device": [str],
+        "categorical_features": [StrOptions({"from_dtype"}), "array-like", None],
+        "categorical_kernel": [StrOptions(set(CATEGORICAL_KERNELS))],
     }
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
-                 algorithm="auto", compute="auto", metric="euclidean", device="cpu"):
+                 algorithm="auto", compute="auto", metric="euclidean", device="cpu",
+                 categorical_features="from_dtype", categorical_kernel="li_racine"):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
@@ -152,6 +156,8 @@ class NadarayaWatsonBase(BaseEstimator):
         self.compute = compute
         self.metric = metric
         self.device = device
+        self.categorical_features = categorical_features
+        self.categorical_kernel = categorical_kernel
 
     # -- fitting ---------------------------------------------------------------------------
 
@@ -166,6 +172,8 @@ class NadarayaWatsonBase(BaseEstimator):
         regressor's parameter; 0 is Nadaraya-Watson).
         """
         self._check_parameter_combinations(degree)
+        raw_X = X
+        X = self._fit_categorical(X)
         xp, _ = get_namespace(X)
         X, y = validate_data(
             self,
@@ -184,16 +192,46 @@ class NadarayaWatsonBase(BaseEstimator):
             sample_weight, X, dtype=np.float64, ensure_non_negative=True, copy=True
         )
         self.kernel_ = get_kernel(self.kernel, dtype=X.dtype)
+        if self._categorical is not None:
+            self._categorical.use_kernel(self.kernel_)
+            self._check_categorical_combinations(degree)
         self.device_ = str(resolve_device(self.device))
         self.X_fit_ = X.copy() if sp.issparse(X) else np.array(X, copy=True)
         self.sample_weight_ = sample_weight
         values = self._fit_targets(y)
         degree = self._fit_bandwidth(values, classifier=classifier, search=search,
-                                     degree=degree)
+                                     degree=degree, raw_X=raw_X)
         self._fit_keys(values, degree)
         return self
 
-    def _training(self, values, *, classifier, degree=0):
+    def _fit_categorical(self, X):
+        """Find the categorical features (``categorical_features``), learn their
+        categories and return ``X`` with them encoded as codes (``is_categorical_``: None
+        when there are none, as HistGradientBoosting's)."""
+        self._categorical = self.is_categorical_ = None
+        spec = self.categorical_features
+        frame = hasattr(X, "iloc") and hasattr(X, "dtypes")
+        if spec is None or (isinstance(spec, str) and not frame) or self._precomputed():
+            return X
+        n_features = X.shape[1] if hasattr(X, "shape") else np.asarray(X, dtype=object).shape[1]
+        categorical, ordered = categorical_columns(X, spec, n_features)
+        if not categorical.any():
+            return X
+        self._categorical = CategoricalFeatures(X, categorical, ordered,
+                                                self.categorical_kernel)
+        self.is_categorical_ = categorical
+        return self._categorical.encode(X)
+
+    def _check_categorical_combinations(self, degree):
+        """Refuse what categorical features do not go with yet."""
+        adaptive = isinstance(getattr(self, "bandwidth", None), AdaptiveBandwidth)
+        if adaptive or (degree != 0 and degree != "auto"):
+            what = ("an AdaptiveBandwidth (its distances are measured in every feature)"
+                    if adaptive else f"degree={degree} (local polynomials)")
+            raise ValueError(f"Categorical features do not support {what} yet; use a "
+                             "fixed or learned bandwidth with degree=0.")
+
+    def _training(self, values, *, classifier, degree=0, raw_X=None):
         """The training data for a bandwidth strategy, with this estimator's functions."""
         return Training(
             X=self.X_fit_, y=self._targets(), classes=self.classes_ if classifier else None,
@@ -204,6 +242,7 @@ class NadarayaWatsonBase(BaseEstimator):
             loss_over_rows=self._loss_over_rows, degree=degree,
             # The regressor's: local fits bounded by the targets' range.
             bounded=bool(getattr(self, "bounded", False)), precomputed=self._precomputed(),
+            categorical=self._categorical, raw_X=raw_X,
         )
 
     def _precomputed(self):
@@ -223,9 +262,11 @@ class NadarayaWatsonBase(BaseEstimator):
         its search index (a cell list, a tree, a k-nearest search)."""
         adaptive = (None if self.bandwidth_kind_ == "fixed" else Adaptive(
             self.bandwidth_kind_, self.bandwidth_neighbors_, self.bandwidth_scale_))
+        X, metric = self.X_fit_, getattr(self, "projection_", self.bandwidth_)
+        if self._categorical is not None:
+            X, metric = self._categorical.embed(X), self._categorical.expand(self._scales)
         self.key_set_ = FittedKeys(
-            self.X_fit_, self.sample_weight_, values,
-            getattr(self, "projection_", self.bandwidth_), self.kernel_,
+            X, self.sample_weight_, values, metric, self.kernel_,
             algorithm=self.algorithm, n_neighbors=self.n_neighbors, compute=self.compute,
             precomputed=self._precomputed(), adaptive=adaptive, degree=degree,
             # The regressor's: local fits bounded by the targets' range.
@@ -238,7 +279,7 @@ class NadarayaWatsonBase(BaseEstimator):
         if route.key_bandwidth is not None:
             self.key_bandwidths_ = route.key_bandwidth / self.key_set_.search_scale
 
-    def _fit_bandwidth(self, values, *, classifier, search=None, degree=0):
+    def _fit_bandwidth(self, values, *, classifier, search=None, degree=0, raw_X=None):
         """Set ``bandwidth_`` and what the bandwidth's strategy reports (``n_iter_`` and
         ``loss_curve_`` of a learned one, ``projection_`` of a full metric, a search's
         results): the strategy is ``search`` when given (the CV estimators'), else the
@@ -250,8 +291,12 @@ class NadarayaWatsonBase(BaseEstimator):
         strategy = (search if search is not None
                     else as_strategy(self.bandwidth, precomputed=self._precomputed()))
         choice = strategy.select(self._training(values, classifier=classifier,
-                                                degree=degree))
+                                                degree=degree, raw_X=raw_X))
         self.bandwidth_ = choice.bandwidth
+        if self._categorical is not None:  # the searches' scales; lambda in bandwidth_
+            self._scales = choice.bandwidth
+            self.bandwidth_ = (self._categorical.public(choice.bandwidth)
+                               if choice.shown is None else choice.shown)
         if choice.projection is not None:
             self.projection_ = choice.projection
         self._set_adaptive(choice.adaptive)
@@ -294,6 +339,8 @@ class NadarayaWatsonBase(BaseEstimator):
     def _validate_predict_data(self, X):
         xp, _ = get_namespace(X)
         precomputed = self._precomputed()
+        if self._categorical is not None:
+            X = self._categorical.encode(X)
         # C order: the engine views the queries as tensors, which take no negative strides
         # (X[::-1]); a C-contiguous array is passed through uncopied.
         X = validate_data(self, X, reset=False, dtype=[xp.float64, xp.float32],
@@ -301,7 +348,8 @@ class NadarayaWatsonBase(BaseEstimator):
         if precomputed:
             _check_distances(X, square=False)
         # Compute in the fitted dtype: a float32 query against a float64 fit is upcast.
-        return X.astype(self.X_fit_.dtype, copy=False)
+        X = X.astype(self.X_fit_.dtype, copy=False)
+        return X if self._categorical is None else self._categorical.embed(X)
 
     def _compute_device(self):
         try:

@@ -26,7 +26,7 @@ from sklearn.utils.metadata_routing import (
 )
 
 from ._classification import NadarayaWatsonClassifier
-from ._docs import ATTRIBUTES, entries
+from ._docs import ATTRIBUTES, PARAMETERS, entries
 from ._regression import NadarayaWatsonRegressor
 from ._selection_grid import FAMILIES, BandwidthGridSearch
 from ._validation import NumberInterval, check_combinations
@@ -315,13 +315,15 @@ _SELECTION_DOC = """    selection : {"one_se", "min"}, default="one_se"
         rows at the same input stay and help predict it), or every row at the left-out
         row's input (as a query at a new input is predicted; copies of a row, such as a
         bootstrap drawn as rows, never predict it). The two are the same where no input
-        repeats. Unused with a splitter. See :ref:`the user guide <leave_out>`."""
+        repeats. Unused with a splitter. See :ref:`the user guide <leave_out>`.
+""" + entries(PARAMETERS, "categorical_features", "categorical_kernel").replace(
+    "{", "{{").replace("}", "}}")  # _SHARED_DOC is formatted
 
 # The plain estimators' fitted attributes that the CV estimators share.
 _FITTED = entries(ATTRIBUTES, "bandwidth_kind_", "bandwidth_neighbors_", "bandwidth_scale_",
                  "key_bandwidths_", "kernel_", "device_", "X_fit_", "route_", "key_set_",
                   "sample_weight_", "attention_weights_", "n_features_in_",
-                  "feature_names_in_")
+                  "feature_names_in_", "is_categorical_")
 
 
 class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
@@ -368,8 +370,11 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto", cv=None,
                  scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
                  device="cpu", degree="auto", bounded=True, selection="one_se",
-                 leave_out="row"):
+                 leave_out="row", categorical_features="from_dtype",
+                 categorical_kernel="li_racine"):
         self.bandwidths = bandwidths
+        self.categorical_features = categorical_features
+        self.categorical_kernel = categorical_kernel
         self.selection = selection
         self.leave_out = leave_out
         self.bandwidth_kinds = bandwidth_kinds
@@ -428,8 +433,11 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto", cv=None,
                  scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", selection="one_se", leave_out="row"):
+                 device="cpu", selection="one_se", leave_out="row",
+                 categorical_features="from_dtype", categorical_kernel="li_racine"):
         self.bandwidths = bandwidths
+        self.categorical_features = categorical_features
+        self.categorical_kernel = categorical_kernel
         self.selection = selection
         self.leave_out = leave_out
         self.bandwidth_kinds = bandwidth_kinds

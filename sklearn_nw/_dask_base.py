@@ -302,6 +302,10 @@ SERVED_OPTIONS = {"algorithm": {"auto", "brute"}, "compute": {"auto", "eager"},
                    "metric": {"euclidean"}}
 
 
+# The local estimators' parameters the shards do not take: they hold numbers only.
+LOCAL_ONLY = {"categorical_features", "categorical_kernel"}
+
+
 def constraints_on_shards(local_class):
     """The local estimator's parameter constraints, the string options of ``algorithm``,
     ``compute`` and ``metric`` cut to those a shard computes."""
@@ -310,4 +314,5 @@ def constraints_on_shards(local_class):
                if name in SERVED_OPTIONS and isinstance(c, StrOptions) else c
                for c in allowed]
         for name, allowed in local_class._parameter_constraints.items()
+        if name not in LOCAL_ONLY
     }

@@ -74,6 +74,11 @@ class ShardedTraining:
     bounded = False
     precomputed = False
     n_neighbors = None
+    categorical = None  # the shards hold numbers only
+
+    def rule_of_thumb(self, rule):
+        """The bandwidths of a rule of thumb, from the reduced spread."""
+        return rule_of_thumb(rule, self.sigma, self.weight)
 
     def __init__(self, client, blocks, spec, sigma, weight, classifier, n_samples, name):
         self.client, self.blocks, self.spec = client, blocks, spec

@@ -91,6 +91,26 @@ PARAMETERS = {
         polynomial otherwise extrapolates beyond the data, or at its edge under a wide
         bandwidth (a local-linear fit of a concave trend), far past any target there.
         False fits as statsmodels' ``KernelReg``.""",
+    "categorical_features": """\
+    categorical_features : {"from_dtype"}, array-like of int, bool or str, or None, default="from_dtype"
+        The categorical features, spelled as in
+        :class:`~sklearn.ensemble.HistGradientBoostingRegressor`: ``"from_dtype"`` takes a
+        pandas DataFrame's ``category`` columns (an *ordered* categorical gets the ordered
+        kernel); a boolean mask, integer indices or feature names (of a DataFrame) name
+        them (unordered, unless an ordered categorical); None treats every feature as a
+        number. Their kernel is ``categorical_kernel``'s, a product with the Gaussian
+        ``kernel`` on the continuous features (the only kernel supported with them), and
+        their entry of a bandwidth vector is its smoothing ``lambda``, as statsmodels'
+        ``bw``. A category not seen at fit is different from every training point;
+        missing values are refused. See :ref:`the user guide <categorical>`.""",  # noqa: E501 (a numpydoc type line is one line)
+    "categorical_kernel": """\
+    categorical_kernel : {"li_racine", "aitchison_aitken"}, default="li_racine"
+        The kernels of the categorical features. ``"li_racine"``: 1 for the same category
+        and ``lambda`` for another (unordered), ``lambda ** |r - r'|`` between ranks
+        (ordered), ``lambda`` in [0, 1] (1 ignores the feature). ``"aitchison_aitken"``:
+        statsmodels' ``"u"`` (Aitchison-Aitken: ``1 - lambda`` and ``lambda / (c - 1)``)
+        and ``"o"`` (Wang-van Ryzin: ``1 - lambda`` and ``(1 - lambda) / 2 *
+        lambda ** |r - r'|``).""",
     "device": """\
     device : str, default="cpu"
         Torch device to compute on: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"``, or
@@ -141,7 +161,11 @@ ATTRIBUTES = {
         The resolved device.""",
     "X_fit_": """\
     X_fit_ : ndarray of shape (n_samples_fit, n_features)
-        Training inputs (the keys), float64 or float32 as given.""",
+        Training inputs (the keys), float64 or float32 as given; categorical features
+        hold the index of their category.""",
+    "is_categorical_": """\
+    is_categorical_ : ndarray of shape (n_features,) of bool, or None
+        The categorical features (``categorical_features``); None when there are none.""",
     "route_": """\
     route_ : {"dense", "cell_list", "radius", "k_nearest", "adaptive", "precomputed"}
         The route that ``predict`` takes, resolved once at fit from ``kernel``,

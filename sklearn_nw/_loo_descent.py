@@ -193,7 +193,7 @@ def adam(objective, theta, to_metric, positive, batch, generator, *, learning_ra
             curve.append(objective.loss(to_metric(theta), rows, backward=True))
         else:
             if step % _REFRESH == 0:  # the neighbor search follows the moving metric
-                search = NeighborSearch(objective.x, to_metric(theta).detach())
+                search = NeighborSearch(objective.x, objective.metric(to_metric(theta).detach()))
             curve.append(objective.loss_neighbors(
                 to_metric(theta), rows, search.neighbors(rows, k), backward=True))
         optimizer.step()

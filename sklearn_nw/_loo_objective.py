@@ -146,8 +146,11 @@ class Objective:
     (full batch only: no neighbor lists)."""
 
     def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory, degree=0,
-                 bounded=False):
+                 bounded=False, expand=None):
         self.x, self.v, self.log_w, self.self_log_w = x, v, log_w, self_log_w
+        # Bandwidths (..., d) -> those of x's columns (..., d_x): categorical features'
+        # scales spread over their embedded columns (_categorical.CategoricalFeatures).
+        self.expand = expand
         self.kernel, self.working_memory = kernel, working_memory
         self.loss_function = get_loss(loss)
         self.degree, self.bounded = degree, bounded
@@ -163,7 +166,13 @@ class Objective:
         keys = int(torch.isfinite(self.log_w).sum()) - 1
         return self.degree if keys >= n_terms(n_coords, self.degree) else 0
 
+    def metric(self, h):
+        """The bandwidths of ``x``'s columns (..., d_x) for bandwidths ``h`` (..., d) (a
+        projection of ``form="full"``, refused with ``expand``, as it is)."""
+        return h if self.expand is None else self.expand(h)
+
     def loss(self, metric, rows, backward=False):
+        metric = self.metric(metric)
         if self._degree(metric.shape[-1] if metric.ndim == 2 else len(metric)):
             return loo_local_loss(self.x, self.v, metric, self.kernel, self.log_w,
                                   self.self_log_w, loss=self.loss_function,
@@ -174,7 +183,7 @@ class Objective:
                         backward=backward)
 
     def loss_neighbors(self, metric, rows, neighbors, backward=False):
-        return loo_loss_neighbors(self.x, self.v, metric, self.kernel, self.log_w,
+        return loo_loss_neighbors(self.x, self.v, self.metric(metric), self.kernel, self.log_w,
                                    self.self_log_w, loss=self.loss_function, rows=rows,
                                    neighbors=neighbors, backward=backward)
 
@@ -182,7 +191,7 @@ class Objective:
         """Leave-one-out losses (G, m) of each of ``rows`` with bandwidth vectors ``hs``
         (G, d), in one pass, in float64."""
         x, v, log_w, self_log_w = self.x, self.v, self.log_w, self.self_log_w
-        hs = torch.as_tensor(hs, dtype=x.dtype, device=x.device)
+        hs = self.metric(torch.as_tensor(hs, dtype=x.dtype, device=x.device))  # (G, d_x)
         if self._degree(hs.shape[1]):
             return torch.stack([loo_local_per_row(
                 x, v, h, self.kernel, log_w, self_log_w, loss=self.loss_function,
@@ -207,7 +216,7 @@ class Objective:
         those of local fits, or the (m, n) distances would take more than half of
         ``working_memory``."""
         n = self.x.shape[0]
-        if (self._degree(len(h)) or len(h) < 2
+        if (self.expand is not None or self._degree(len(h)) or len(h) < 2
                 or not SweepDistances.fits(len(rows), n, self.x.element_size(),
                                            self.working_memory)):
             return None

@@ -89,9 +89,12 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
                  algorithm="auto", compute="auto", metric="euclidean", device="cpu",
-                 degree=0, bounded=False):
+                 degree=0, bounded=False, categorical_features="from_dtype",
+                 categorical_kernel="li_racine"):
         super().__init__(kernel, bandwidth, n_neighbors=n_neighbors, algorithm=algorithm,
-                         compute=compute, metric=metric, device=device)
+                         compute=compute, metric=metric, device=device,
+                         categorical_features=categorical_features,
+                         categorical_kernel=categorical_kernel)
         self.degree = degree
         self.bounded = bounded
 

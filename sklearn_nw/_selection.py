@@ -13,6 +13,7 @@ the scores (non-finite ones last, as GridSearchCV ranks them), the one-standard-
 and the candidates' ``params``.
 """
 
+import copy
 from collections.abc import Callable
 from numbers import Integral
 from typing import NamedTuple
@@ -65,6 +66,10 @@ class Training(NamedTuple):
     degree: int = 0  # the local polynomials' degree asked for (0: Nadaraya-Watson)
     bounded: bool = False  # local fits bounded by their targets' range (the regressor's)
     precomputed: bool = False  # X holds distances (metric="precomputed")
+    # The categorical features (X holds their codes; leave-one-out computes on their
+    # embedding, the bandwidths are one scale per feature); None without them.
+    categorical: object = None
+    raw_X: object = None  # the inputs as given, with categorical features (GridSearchCV's)
 
     @property
     def dtype(self):
@@ -85,7 +90,22 @@ class Training(NamedTuple):
         leaves with its copies), it is unchanged by scaling every weight or by repeating
         rows, which ``n = sum(w)`` is not."""
         n = len(distinct_inputs(self.X, self.sample_weight)[0])
-        return rule_of_thumb("scott", self.spread()[0], n)
+        return self.rule_of_thumb("scott", n)
+
+    def rule_of_thumb(self, rule, n=None):
+        """The bandwidths (d,) of a rule of thumb (``"scott"``, ``"silverman"``) for
+        sample size ``n`` (default: the total weight); with categorical features, the
+        rule over the continuous ones and Li and Racine's rate for the categories
+        (:meth:`~sklearn_nw._categorical.CategoricalFeatures.reference`)."""
+        sigma, weight = self.spread()
+        n = weight if n is None else n
+        if self.categorical is None:
+            return rule_of_thumb(rule, sigma, n)
+        h = np.ones(len(sigma))
+        continuous = self.categorical.continuous
+        if len(continuous):
+            h[continuous] = rule_of_thumb(rule, sigma[continuous], n)
+        return self.categorical.reference(h, n)
 
     def learn_bandwidth(self, learner):
         """The :class:`Choice` of ``learner`` (a :class:`~sklearn_nw.LeaveOneOutBandwidth`)
@@ -96,6 +116,7 @@ class Training(NamedTuple):
             loo, self.kernel, loss=self.loss, h_start=self.reference(), dtype=self.dtype,
             device=self.device, working_memory=self.working_memory, degree=self.degree,
             bounded=self.bounded,
+            expand=None if self.categorical is None else self.categorical.expand,
         )
         report = {"n_iter_": result.n_iter,
                   "loss_curve_": self.loss_over_rows(result.loss_curve, loo)}
@@ -121,6 +142,9 @@ class Training(NamedTuple):
                 return scorer(predictions, self.X, self.y, **score_params)
 
         grid.scorer = score
+        if self.categorical is not None:  # the bandwidths of the embedded columns
+            grid = copy.copy(grid)
+            grid.grid = self.categorical.expand(grid.grid)
         result = grid.score(loo, self.kernel, loss=self.loss, dtype=self.dtype,
                             device=self.device, working_memory=self.working_memory)
         if scorer is not None:
@@ -139,9 +163,12 @@ class Training(NamedTuple):
         """The training set as leave-one-out sees it, leaving out the unit ``leave_out``
         names (:mod:`sklearn_nw._leave_one_out`); ``what`` names the search in its
         error."""
-        return leave_one_out_set(self.X, self.values, self.sample_weight,
-                                 leave_out=leave_out,
-                                 estimator_name=f"{self.estimator_name} with {what}")
+        loo = leave_one_out_set(self.X, self.values, self.sample_weight,
+                                leave_out=leave_out,
+                                estimator_name=f"{self.estimator_name} with {what}")
+        if self.categorical is None:
+            return loo
+        return loo._replace(X=self.categorical.embed(loo.X))  # the keys, embedded
 
 
 class Choice(NamedTuple):
@@ -154,6 +181,9 @@ class Choice(NamedTuple):
     # The strategy's fitted attributes by name: n_iter_ and loss_curve_ of a learned
     # bandwidth, cv_results_, best_index_, ... of a search; None for none.
     report: object = None
+    # bandwidth_ as given or reported, where the scales differ (lambda at categorical
+    # features); None: the categorical features' own conversion of ``bandwidth``.
+    shown: object = None
 
 
 # -- the grid of a search ------------------------------------------------------------------
@@ -373,23 +403,28 @@ def candidate_params(grid, adaptive, degree):
     return column, params
 
 
-def search_choice(grid, cv_results, best, degree, adaptive=None, with_degree=True):
+def search_choice(grid, cv_results, best, degree, adaptive=None, with_degree=True,
+                  shown=None):
     """The :class:`Choice` of a search: candidate ``best`` of ``grid`` (G, d) with its
     ``cv_results`` (``params`` and ``rank_test_score`` among them), and the attributes a
     CV estimator reports, as GridSearchCV's (``best_params_`` is the chosen candidate's
     entry of ``params``, its bandwidth the very array of ``bandwidth_``); ``degree_``
-    when ``with_degree`` (the regressor's)."""
+    when ``with_degree`` (the regressor's). ``shown`` (G, d) is the grid as reported
+    (lambda at categorical features; default ``grid``)."""
     bandwidth = grid[best]
+    shown = grid if shown is None else shown
     report = {
         "cv_results_": cv_results,
         "best_index_": best,
         "best_score_": float(cv_results["mean_test_score"][best]),
-        "bandwidths_": grid,
-        "best_params_": {**cv_results["params"][best], "bandwidth": bandwidth},
+        "bandwidths_": shown,
+        "best_params_": {**cv_results["params"][best],
+                         "bandwidth": bandwidth if shown is grid else shown[best]},
     }
     if with_degree:
         report["degree_"] = degree
-    return Choice(bandwidth, degree, adaptive, report=report)
+    return Choice(bandwidth, degree, adaptive, report=report,
+                  shown=None if shown is grid else report["best_params_"]["bandwidth"])
 
 
 # -- leave-one-out predictions as scikit-learn's scorers take them --------------------------

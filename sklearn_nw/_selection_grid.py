@@ -150,6 +150,8 @@ class BandwidthGridSearch:
         degrees = (_auto_degrees(training.X.shape, self.estimator.n_neighbors,
                                  training.working_memory) if self.degree == "auto"
                    else [self.degree])
+        if training.categorical is not None and self.degree == "auto":
+            degrees = [0]  # local polynomials in the continuous features: not yet
         self._shared = {}  # the adaptive grids' neighbors, found once for this fit
         self._caught = {}  # the candidate fits' warnings, emitted once each (_warn_once)
         kinds = self._kinds(training)
@@ -174,20 +176,29 @@ class BandwidthGridSearch:
         degree_of = np.concatenate(
             [np.full(len(run.grid), degree) for run, (degree, _) in zip(runs, families)])
         with_degree = "degree" in self.estimator.get_params()
+        # Reported as bandwidth_ is, lambda at the categorical features.
+        shown = grid if training.categorical is None else training.categorical.public(grid)
         cv_results["param_bandwidth"], cv_results["params"] = candidate_params(
-            grid, adaptive, degree_of if with_degree else None)
+            shown, adaptive, degree_of if with_degree else None)
         cv_results["rank_test_score"] = rank_scores(
             np.concatenate([run.scores for run in runs]))
         self._warn_once()
         best, chosen = choose(runs, self.selection)
         return search_choice(grid, cv_results, best, families[chosen][0], adaptive[best],
-                             with_degree=with_degree)
+                             with_degree=with_degree, shown=shown)
 
     def _kinds(self, training):
         """The kinds of bandwidth searched: as given, in the order of ``FAMILIES``; for
         ``"auto"`` all three with a default grid and exact leave-one-out up to
         ``_ADAPTIVE_AUTO_MAX_INPUTS`` distinct inputs whose dense matrices fit in
         ``working_memory``, else fixed bandwidths only."""
+        if training.categorical is not None:
+            if self.kinds not in ("auto", ("fixed",)):
+                raise ValueError(
+                    "Adaptive bandwidths measure distances in the continuous features, "
+                    "which categorical features do not support yet: use "
+                    "bandwidth_kinds=['fixed'] (or 'auto') with categorical features.")
+            return ("fixed",)
         if self.kinds != "auto":
             return tuple(kind for kind in FAMILIES if kind in self.kinds)
         n_keys = len(_adaptive_key_weights(training, self.leave_out))
@@ -203,8 +214,13 @@ class BandwidthGridSearch:
         that holds its best point."""
         if kind != "fixed":
             return self._adaptive_search(training, degree, kind)
+        bandwidths = self.bandwidths
+        if training.categorical is not None and default_multiples(bandwidths) is None:
+            # Given as bandwidth_ is: lambda at the categorical features.
+            bandwidths = np.array([training.categorical.check(row)
+                                   for row in np.asarray(bandwidths, dtype=object)])
         return search_fixed(lambda grid: self._scores(grid, training, degree),
-                            self.bandwidths, training.reference())
+                            bandwidths, training.reference())
 
     def _adaptive_search(self, training, degree, kind):
         """Scores and results of the adaptive bandwidths of one kind: every k of
@@ -306,10 +322,15 @@ class BandwidthGridSearch:
         # per message, its counts aside (_warn_once).
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            X, grid = training.X, list(grid)
+            if training.categorical is not None:
+                # The candidates as the plain estimator takes them (lambda), on the inputs
+                # as given (their categories learned on each split's training part).
+                X, grid = training.raw_X, list(training.categorical.public(np.array(grid)))
             search = GridSearchCV(
-                estimator, {"bandwidth": list(grid)}, cv=self.cv, scoring=self.scorer,
+                estimator, {"bandwidth": grid}, cv=self.cv, scoring=self.scorer,
                 refit=False,
-            ).fit(training.X, training.y, **self._search_params(training))
+            ).fit(X, training.y, **self._search_params(training))
         for caught_warning in caught:
             key = (caught_warning.category, re.sub(r"\d+", "#", str(caught_warning.message)))
             self._caught.setdefault(key, []).append(str(caught_warning.message))

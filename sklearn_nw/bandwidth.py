@@ -35,7 +35,6 @@ from ._preconditions import check_two_inputs
 from ._scale import (
     RULES_OF_THUMB,
     check_bandwidth,
-    rule_of_thumb,
     scott_bandwidth,
     silverman_bandwidth,
 )
@@ -63,6 +62,9 @@ class _GivenBandwidth:
         self.bandwidth = bandwidth
 
     def select(self, training):
+        if training.categorical is not None:
+            return Choice(training.categorical.check(self.bandwidth), training.degree,
+                          shown=np.asarray(self.bandwidth, dtype=np.float64).copy())
         d = 1 if training.precomputed else training.n_features
         return Choice(check_bandwidth(self.bandwidth, d), training.degree)
 
@@ -74,7 +76,7 @@ class _RuleOfThumb:
         self.rule = rule
 
     def select(self, training):
-        return Choice(rule_of_thumb(self.rule, *training.spread()), training.degree)
+        return Choice(training.rule_of_thumb(self.rule), training.degree)
 
 
 def as_strategy(bandwidth, *, precomputed=False):
@@ -254,7 +256,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         return training.learn_bandwidth(self)
 
     def learn(self, loo, kernel, *, loss, h_start, dtype=np.float64, device="cpu",
-              working_memory=1024, degree=0, bounded=False):
+              working_memory=1024, degree=0, bounded=False, expand=None):
         """Learn the bandwidth on a training set as leave-one-out sees it.
 
         Parameters
@@ -277,6 +279,9 @@ class LeaveOneOutBandwidth(BaseEstimator):
             polynomials of that degree (1 or 2, full batch only).
         bounded : bool, default=False
             Local fits bounded by their targets' range, as the regressor's ``bounded``.
+        expand : callable, default=None
+            Bandwidths (d,) -> those of the columns of ``loo.X`` when they differ: the
+            categorical features' scales over their embedded columns.
 
         Returns
         -------
@@ -304,8 +309,13 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 f"Use NadarayaWatsonRegressorCV("
                 f"degree={degree}) (an exact grid), or degree=0."
             )
+        if expand is not None and self.form == "full":
+            raise ValueError(
+                "LeaveOneOutBandwidth(form='full') learns a linear metric of numbers, not "
+                "of categories: with categorical features use form='diagonal' or "
+                "'isotropic'.")
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
-                              degree=degree, bounded=bounded)
+                              degree=degree, bounded=bounded, expand=expand)
         return self.learn_on(objective, kernel, h_start=h_start, full_batch=full_batch)
 
     def learn_on(self, objective, kernel, *, h_start, full_batch=True):

@@ -36,6 +36,13 @@ __all__ = [
     "Tricube",
     "Triweight",
     "get_kernel",
+    # Kernels of categorical and ordered features.
+    "CATEGORICAL_KERNELS",
+    "AitchisonAitken",
+    "CategoricalKernel",
+    "LiRacine",
+    "LiRacineOrdered",
+    "WangVanRyzin",
 ]
 
 
@@ -449,3 +456,116 @@ def get_kernel(kernel, dtype=None):
             dtype = torch.float32 if np.dtype(dtype) == np.float32 else torch.float64
         _check_user_kernel(kernel, (torch.float64, torch.float32) if dtype is None else (dtype,))
     return kernel
+
+
+# -- kernels of categorical and ordered features --------------------------------------------
+
+
+class CategoricalKernel(BaseEstimator):
+    """Base class of the kernels of a categorical (or ordered) feature with smoothing
+    ``lambda``, as statsmodels' ``KernelReg`` and R's np have them.
+
+    Nadaraya-Watson weights are ratios, so a kernel matters only through
+    ``L(q, x) / L(q, q)``, which every kernel here writes as
+    ``exp(-D(q, x) / s**2) * m(q, x)``: ``D`` counts a mismatch (unordered) or the
+    distance between ranks (ordered), ``s > 0`` is the *scale* that the estimators'
+    searches move like a continuous bandwidth, and ``m`` is a fixed factor (Wang-van
+    Ryzin's 1/2 for any mismatch; 1 otherwise). With a continuous kernel whose log-profile
+    is ``-c u**2`` (the Gaussian) the product kernel is then that kernel on the
+    continuous features and on an embedding of the categories (one-hot for a mismatch,
+    "thermometer" codes for ranks), which is how the estimators compute it.
+
+    Attributes
+    ----------
+    ordered : bool
+        Whether the kernel is for ordered features.
+    mismatch_factor : float
+        ``m`` of any two different categories (1 for none).
+    """
+
+    ordered = False
+    mismatch_factor = 1.0
+
+    def max_smoothing(self, n_levels):
+        """The largest ``lambda`` (1, or less where the kernel gives a mismatch more
+        weight than a match beyond it)."""
+        return 1.0
+
+    def _ratio(self, smoothing, n_levels):
+        """``exp(-1 / s**2)`` for ``lambda`` (ndarray)."""
+        return smoothing
+
+    def _smoothing(self, ratio, n_levels):
+        return ratio
+
+    def scale(self, smoothing, n_levels):
+        """The scale ``s`` (ndarray) of ``lambda`` (ndarray in ``[0, max_smoothing]``):
+        ``inf`` at the largest smoothing where that is ``lambda = 1``, 0 at ``lambda = 0``."""
+        ratio = np.asarray(self._ratio(np.asarray(smoothing, dtype=np.float64), n_levels))
+        with np.errstate(divide="ignore"):
+            return 1.0 / np.sqrt(-np.log(ratio) + 0.0)  # + 0.0: log(1) is -0.0
+
+    def smoothing(self, scale, n_levels):
+        """``lambda`` of scales ``s`` (ndarray), the inverse of :meth:`scale`."""
+        with np.errstate(divide="ignore", over="ignore"):
+            ratio = np.exp(-1.0 / np.square(np.asarray(scale, dtype=np.float64)))
+        return self._smoothing(ratio, n_levels)
+
+    def weight(self, q, x, smoothing, n_levels):
+        """``L(q, x) / L(q, q)`` for category codes (ranks for an ordered kernel) ``q`` and
+        ``x`` (broadcast): the oracle of the embedding the estimators compute with."""
+        q, x = np.asarray(q), np.asarray(x)
+        distance = np.abs(q - x) if self.ordered else (q != x).astype(np.float64)
+        ratio = self._ratio(np.float64(smoothing), n_levels)
+        with np.errstate(divide="ignore"):
+            weight = np.where(distance > 0, ratio ** np.where(distance > 0, distance, 1), 1.0)
+        return np.where(q != x, weight * self.mismatch_factor, 1.0)
+
+
+class LiRacine(CategoricalKernel):
+    """Li and Racine's unordered kernel: 1 for the same category, ``lambda`` for another
+    (``lambda`` in [0, 1]; 1 ignores the feature)."""
+
+
+class AitchisonAitken(CategoricalKernel):
+    """Aitchison and Aitken's unordered kernel (statsmodels' ``"u"``): ``1 - lambda`` for
+    the same category, ``lambda / (c - 1)`` for another, ``c`` the number of categories
+    seen at fit; ``lambda`` in ``[0, (c - 1) / c]``, the largest ignoring the feature.
+    As a ratio it is Li and Racine's with ``lambda / ((c - 1) (1 - lambda))``."""
+
+    def max_smoothing(self, n_levels):
+        c = max(n_levels, 2)
+        return (c - 1) / c
+
+    def _ratio(self, smoothing, n_levels):
+        c = max(n_levels, 2)
+        with np.errstate(divide="ignore"):
+            return np.minimum(smoothing / ((c - 1) * (1.0 - smoothing)), 1.0)
+
+    def _smoothing(self, ratio, n_levels):
+        c = max(n_levels, 2)
+        return ratio * (c - 1) / (1.0 + ratio * (c - 1))
+
+
+class LiRacineOrdered(CategoricalKernel):
+    """Li and Racine's ordered kernel: ``lambda ** |r - r'|`` for categories of ranks
+    ``r`` and ``r'`` (``lambda`` in [0, 1]; 1 ignores the feature)."""
+
+    ordered = True
+
+
+class WangVanRyzin(CategoricalKernel):
+    """Wang and van Ryzin's ordered kernel (statsmodels' ``"o"``): ``1 - lambda`` for the
+    same category, ``(1 - lambda) / 2 * lambda ** |r - r'|`` for another (``lambda`` in
+    [0, 1]); any two different categories keep a factor 1/2 apart, also at
+    ``lambda = 1``."""
+
+    ordered = True
+    mismatch_factor = 0.5
+
+
+CATEGORICAL_KERNELS = {
+    "li_racine": (LiRacine, LiRacineOrdered),
+    "aitchison_aitken": (AitchisonAitken, WangVanRyzin),
+}
+"""The estimators' ``categorical_kernel`` -> (unordered kernel, ordered kernel) classes."""

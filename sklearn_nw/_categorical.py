@@ -1,0 +1,312 @@
+"""Categorical and ordered features: which columns they are, their categories, and the
+embedding their kernels are computed on.
+
+A categorical feature's kernel (:class:`~sklearn_nw.kernels.CategoricalKernel`) enters the
+Nadaraya-Watson weights as ``exp(-D / s**2)`` times a fixed factor, ``D`` a mismatch
+(unordered) or a distance between ranks (ordered), ``s`` the feature's *scale*. With a
+continuous kernel whose log-profile is ``-c u**2`` (the Gaussian) the product kernel is
+the continuous kernel on one vector: the continuous features, then each categorical
+feature's embedding, its columns divided by the feature's scale:
+
+- unordered: one-hot codes times ``1 / sqrt(2c)`` (a mismatch is ``D = 1``), with one
+  column more for a category never seen at fit, different from every key;
+- ordered: "thermometer" codes (``t_i = [rank > i]``) times ``1 / sqrt(c)``
+  (``D = |rank - rank'|``); Wang and van Ryzin's kernel adds one-hot codes at the fixed
+  scale that gives any mismatch its factor 1/2.
+
+Every route, leave-one-out engine and search then computes on the embedded keys with a
+bandwidth per embedded column (:meth:`CategoricalFeatures.expand`) while the searches
+move one scale per feature; ``bandwidth_`` reports ``lambda`` at the categorical
+positions (:meth:`CategoricalFeatures.public`). Local polynomials are polynomial in the
+continuous features, the leading columns of the embedding (np's rule).
+"""
+
+import numpy as np
+import torch
+
+from ._scale import check_bandwidth
+from .kernels import CATEGORICAL_KERNELS
+
+# The scales of a categorical feature are kept in [SCALE_MIN, SCALE_MAX]:
+# exp(-1 / SCALE_MIN**2) = exp(-2000) is 0 and exp(-1 / SCALE_MAX**2) is 1 in float64,
+# while the embedded coordinates stay small enough (about 45) for the distance expansion.
+SCALE_MIN = 2000.0**-0.5
+SCALE_MAX = 1e8
+
+
+def _is_frame(X):
+    return hasattr(X, "iloc") and hasattr(X, "dtypes")
+
+
+def _is_category(dtype):
+    return getattr(dtype, "name", None) == "category"
+
+
+def categorical_columns(X, categorical_features, n_features):
+    """The categorical features (d,) bool and the ordered ones among them (d,) bool.
+
+    ``categorical_features`` is spelled as :class:`~sklearn.ensemble.HistGradientBoostingRegressor`
+    spells it: ``"from_dtype"`` (a pandas DataFrame's ``category`` columns; an ordered
+    one is ordered), a boolean mask, integer indices, feature names (of a DataFrame), or
+    None. Only a pandas ordered categorical is ordered."""
+    categorical = np.zeros(n_features, dtype=bool)
+    dtypes = list(X.dtypes) if _is_frame(X) else [None] * n_features
+    if isinstance(categorical_features, str) and categorical_features == "from_dtype":
+        categorical = np.array([_is_category(t) for t in dtypes], dtype=bool)
+    elif categorical_features is not None:
+        given = np.asarray(categorical_features)
+        if given.ndim != 1:
+            raise ValueError("categorical_features must be 'from_dtype', None, a boolean "
+                             "mask, integer indices or feature names (one dimension); got "
+                             f"an array of shape {given.shape}.")
+        if given.dtype.kind in "OUS":
+            names = [str(c) for c in X.columns] if _is_frame(X) else None
+            if names is None:
+                raise ValueError("categorical_features given as feature names needs X as a "
+                                 "pandas DataFrame with those column names.")
+            missing = [str(c) for c in given if str(c) not in names]
+            if missing:
+                raise ValueError(f"categorical_features names {missing} are not columns of "
+                                 f"X; its columns are {names}.")
+            categorical[[names.index(str(c)) for c in given]] = True
+        elif given.dtype.kind == "b":
+            if len(given) != n_features:
+                raise ValueError(f"categorical_features as a boolean mask must have "
+                                 f"n_features={n_features} entries; got {len(given)}.")
+            categorical = given.copy()
+        elif given.dtype.kind in "iu" or given.size == 0:
+            given = given.astype(np.int64)
+            if np.any((given < 0) | (given >= n_features)):
+                raise ValueError(f"categorical_features indices must be in [0, "
+                                 f"{n_features - 1}]; got {given.tolist()}.")
+            categorical[given] = True
+        else:
+            raise ValueError("categorical_features must be 'from_dtype', None, a boolean "
+                             f"mask, integer indices or feature names; got "
+                             f"{categorical_features!r}.")
+    ordered = np.array([categorical[j] and _is_category(t) and bool(t.ordered)
+                        for j, t in enumerate(dtypes)], dtype=bool)
+    return categorical, ordered
+
+
+def _column(X, j):
+    return X.iloc[:, j] if _is_frame(X) else np.asarray(X)[:, j]
+
+
+def _missing(values):
+    values = np.asarray(values)
+    if values.dtype.kind == "f":
+        return np.isnan(values)
+    if values.dtype.kind == "O":
+        return np.array([v is None or (isinstance(v, float) and v != v) for v in values],
+                        dtype=bool)
+    return np.zeros(len(values), dtype=bool)
+
+
+class CategoricalFeatures:
+    """The categorical features of a fit: their categories, kernels and embedding.
+
+    Parameters
+    ----------
+    X : array-like or pandas DataFrame of shape (n_samples, n_features)
+        The training inputs as the user gave them.
+    categorical, ordered : ndarray of bool, shape (n_features,)
+        :func:`categorical_columns`.
+    categorical_kernel : {"li_racine", "aitchison_aitken"}
+        The kernels of unordered and ordered features
+        (:data:`~sklearn_nw.kernels.CATEGORICAL_KERNELS`).
+
+    The continuous kernel is set by :meth:`use_kernel`, before :meth:`embed`.
+    """
+
+    def __init__(self, X, categorical, ordered, categorical_kernel):
+        self.categorical, self.ordered = categorical, ordered
+        self.n_features = len(categorical)
+        self.continuous = np.flatnonzero(~categorical)
+        self.columns = np.flatnonzero(categorical)
+        self.n_continuous = len(self.continuous)
+        unordered_kernel, ordered_kernel = CATEGORICAL_KERNELS[categorical_kernel]
+        self.kernels = [ordered_kernel() if ordered[j] else unordered_kernel()
+                        for j in self.columns]
+        self.categories = []
+        for j in self.columns:
+            column = _column(X, j)
+            self._check_missing(column, j)
+            if _is_category(getattr(column, "dtype", None)):
+                self.categories.append(np.asarray(column.cat.categories))
+            else:
+                try:
+                    self.categories.append(np.unique(np.asarray(column)))
+                except TypeError as exc:
+                    raise ValueError(f"The categories of feature {j} cannot be sorted "
+                                     f"({exc}); give them one type.") from None
+        codes = self._codes(X)
+        # The number of categories seen at fit (statsmodels' num_levels).
+        self.n_levels = [len(np.unique(codes[:, k])) for k in range(len(self.columns))]
+
+    # -- encoding -------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_missing(column, j):
+        if np.any(_missing(np.asarray(column, dtype=object))):
+            raise ValueError(
+                f"Categorical feature {j} has missing values; give them a category of "
+                "their own (e.g. the string 'missing') before fitting.")
+
+    def _codes(self, X):
+        """Category codes (n, k) of the categorical features: indices into their
+        categories; an unordered category not seen at fit gets ``len(categories)``."""
+        codes = np.empty((X.shape[0], len(self.columns)), dtype=np.int64)
+        for k, (j, categories) in enumerate(zip(self.columns, self.categories)):
+            column = _column(X, j)
+            self._check_missing(column, j)
+            values = np.asarray(column, dtype=object)
+            index = {value: i for i, value in enumerate(categories.tolist())}
+            code = np.array([index.get(v, -1) for v in values.tolist()], dtype=np.int64)
+            unseen = code < 0
+            if np.any(unseen) and self.ordered[j]:
+                raise ValueError(
+                    f"Ordered feature {j} has values {sorted(set(values[unseen].tolist()))[:5]} "
+                    f"that are not among its categories {categories.tolist()}: an ordered "
+                    "category needs a rank.")
+            codes[:, k] = np.where(unseen, len(categories), code)
+        return codes
+
+    def encode(self, X):
+        """``X`` with its categorical columns replaced by their codes (float64): a
+        DataFrame stays a DataFrame (its column names are checked as usual), anything
+        else becomes a float64 array."""
+        codes = self._codes(X).astype(np.float64)
+        if _is_frame(X):
+            X = X.copy()
+            for k, j in enumerate(self.columns):
+                X[X.columns[j]] = codes[:, k]
+            return X
+        X = np.asarray(X)
+        out = np.empty(X.shape, dtype=np.float64)
+        try:
+            out[:, self.continuous] = X[:, self.continuous].astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"The continuous features of X must be numbers: {exc}") from None
+        out[:, self.columns] = codes
+        return out
+
+    # -- the embedding --------------------------------------------------------------------
+
+    def use_kernel(self, kernel):
+        """Embed for the continuous ``kernel``, whose log-profile must be ``-c u**2``; set
+        ``source`` (d_emb,), the feature whose scale divides each embedded column (-1: a
+        fixed scale), and ``fixed`` (d_emb,), that scale."""
+        quadratic_coef = kernel.quadratic_coef
+        if quadratic_coef is None:
+            raise ValueError(
+                f"Categorical features are computed with the Gaussian kernel (a product "
+                f"with it is one Gaussian on the continuous features and the categories' "
+                f"codes); got kernel={kernel!r}. Use kernel='gaussian', or "
+                "categorical_features=None to treat every feature as a number.")
+        self._one_hot = 1.0 / np.sqrt(2.0 * quadratic_coef)
+        self._rank = 1.0 / np.sqrt(quadratic_coef)
+        source = list(self.continuous)
+        fixed = [np.nan] * len(source)
+        for j, kernel, categories in zip(self.columns, self.kernels, self.categories):
+            c = len(categories)
+            if kernel.ordered:
+                source += [j] * (c - 1)
+                fixed += [np.nan] * (c - 1)
+            if not kernel.ordered:  # one column more: a category not seen at fit
+                source += [j] * (c + 1)
+                fixed += [np.nan] * (c + 1)
+            elif kernel.mismatch_factor != 1.0:  # -1 / s**2 = log(mismatch_factor)
+                source += [-1] * c
+                fixed += [1.0 / np.sqrt(-np.log(kernel.mismatch_factor))] * c
+        self.source = np.asarray(source, dtype=np.int64)
+        self.fixed = np.asarray(fixed)
+
+    def embed(self, codes):
+        """The embedded inputs (n, d_emb) of encoded inputs ``codes`` (n, d), in their
+        dtype: the continuous features first."""
+        codes = np.asarray(codes)
+        parts = [codes[:, self.continuous]]
+        for j, kernel, categories in zip(self.columns, self.kernels, self.categories):
+            c = len(categories)
+            code = codes[:, j].astype(np.int64)
+            if kernel.ordered:
+                parts.append((code[:, None] > np.arange(c - 1)) * self._rank)
+            if not kernel.ordered or kernel.mismatch_factor != 1.0:
+                width = c if kernel.ordered else c + 1
+                parts.append((code[:, None] == np.arange(width)) * self._one_hot)
+        return np.concatenate(parts, axis=1).astype(codes.dtype, copy=False)
+
+    def expand(self, h):
+        """The bandwidth of every embedded column (d_emb,) from one scale per feature
+        ``h`` (d,) (a continuous feature's bandwidth, a categorical one's scale): numpy
+        or torch (differentiable in ``h``), the categorical scales clamped to
+        [SCALE_MIN, SCALE_MAX]."""
+        is_fixed = self.source < 0
+        source = np.where(is_fixed, 0, self.source)
+        categorical = self.categorical[source] & ~is_fixed
+        if isinstance(h, torch.Tensor):
+            device = h.device
+            e = h[..., torch.as_tensor(source, device=device)]
+            e = torch.where(torch.as_tensor(categorical, device=device),
+                            e.clamp(SCALE_MIN, SCALE_MAX), e)
+            fixed = torch.as_tensor(np.nan_to_num(self.fixed), dtype=h.dtype, device=device)
+            return torch.where(torch.as_tensor(is_fixed, device=device), fixed, e)
+        h = np.asarray(h, dtype=np.float64)
+        e = h[..., source]
+        e = np.where(categorical, np.clip(e, SCALE_MIN, SCALE_MAX), e)
+        return np.where(is_fixed, self.fixed, e)
+
+    # -- bandwidth_ as the user reads and gives it ----------------------------------------
+
+    def public(self, h):
+        """``bandwidth_`` (d,) of scales ``h`` (d,): ``lambda`` at the categorical
+        features."""
+        out = np.array(h, dtype=np.float64)
+        for j, kernel, n_levels in zip(self.columns, self.kernels, self.n_levels):
+            out[..., j] = kernel.smoothing(np.clip(out[..., j], SCALE_MIN, SCALE_MAX),
+                                           n_levels)
+        return out
+
+    def internal(self, bandwidth):
+        """Scales (d,) of a bandwidth vector given in ``bandwidth_``'s terms, ``lambda``
+        at the categorical features, each checked against its kernel's range."""
+        out = np.array(bandwidth, dtype=np.float64)
+        for j, kernel, n_levels in zip(self.columns, self.kernels, self.n_levels):
+            lam, top = out[..., j], kernel.max_smoothing(n_levels)
+            if np.any(~np.isfinite(lam)) or np.any((lam < 0) | (lam > top)):
+                raise ValueError(
+                    f"The bandwidth of categorical feature {j} is the smoothing lambda of "
+                    f"the {type(kernel).__name__} kernel, in [0, {top:.6g}]; got "
+                    f"{np.ravel(lam).tolist()}.")
+            out[..., j] = kernel.scale(lam, n_levels)
+        return out
+
+    def check(self, bandwidth):
+        """Scales (d,) of a ``bandwidth`` the user gave, one value per feature: a
+        continuous feature's bandwidth (positive, finite), a categorical one's
+        ``lambda``."""
+        if np.ndim(bandwidth) != 1:
+            raise ValueError(
+                "With categorical features, bandwidth must hold one value per feature "
+                "(the bandwidth of a continuous feature, the smoothing lambda of a "
+                f"categorical one), as statsmodels' bw; got {bandwidth!r}.")
+        try:
+            given = np.asarray(bandwidth, dtype=np.float64)
+        except (TypeError, ValueError):
+            given = None
+        if given is None or len(given) != self.n_features:
+            check_bandwidth(bandwidth, self.n_features)  # raises what is wrong
+        h = check_bandwidth(np.where(self.categorical, 1.0, given), self.n_features)
+        h[self.columns] = given[self.columns]
+        return self.internal(h)
+
+    def reference(self, h, n):
+        """The scales (d,) a rule of thumb gives: its continuous bandwidths ``h`` (d,)
+        kept, each categorical feature at the scale where a mismatch (one rank) weighs
+        ``n ** (-2 / (q + 4))`` of a match, ``q`` continuous features and ``n`` the
+        sample size: Li and Racine's rate, ``lambda ~ h**2``."""
+        out = np.array(h, dtype=np.float64)
+        exponent = 2.0 / (self.n_continuous + 4)
+        out[self.columns] = 1.0 / np.sqrt(exponent * np.log(max(float(n), 2.0)))
+        return out

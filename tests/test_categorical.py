@@ -1,0 +1,259 @@
+"""Categorical and ordered features: statsmodels' KernelReg and an explicit product kernel
+as oracles, exact leave-one-out against refits, the spellings of
+``categorical_features``, and the errors."""
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.model_selection import KFold
+
+from sklearn_nw import (
+    LeaveOneOutBandwidth,
+    NadarayaWatsonClassifier,
+    NadarayaWatsonClassifierCV,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
+
+
+def _table(n=120, seed=0):
+    """Two continuous features, two unordered and one ordered categorical (every category
+    on at least two rows), as a DataFrame and as statsmodels' numbers."""
+    rng = np.random.default_rng(seed)
+    x1, x2 = rng.normal(size=n), rng.uniform(size=n)
+    u1, u2, o1 = (np.arange(n) % 3, rng.permutation(np.arange(n) % 4),
+                  rng.permutation(np.arange(n) % 5))
+    y = (np.sin(2 * x1) + x2 + 0.5 * u1 - 0.4 * (u2 == 2) + 0.2 * o1
+         + rng.normal(scale=0.3, size=n))
+    X = pd.DataFrame({"x1": x1, "x2": x2,
+                      "u1": pd.Categorical(np.array(["a", "b", "c"])[u1]),
+                      "u2": pd.Categorical(u2),
+                      "o1": pd.Categorical(o1, categories=range(5), ordered=True)})
+    return X, np.column_stack([x1, x2, u1, u2, o1]).astype(float), y
+
+
+def _product_kernel(Q, X, bandwidth, kind):
+    """The weights (m, n) of the product kernel, written out: Gaussian on columns 0-1,
+    the unordered kernel on 2-3 (3 and 4 categories seen), the ordered one on 4."""
+    h, lam = np.asarray(bandwidth[:2]), np.asarray(bandwidth[2:])
+    u = (Q[:, None, :2] - X[None, :, :2]) / h
+    w = np.exp(-0.5 * (u**2).sum(-1))
+    for j, c in ((2, 3), (3, 4)):
+        same = Q[:, None, j] == X[None, :, j]
+        lj = lam[j - 2]
+        w = w * (np.where(same, 1.0, lj) if kind == "li_racine"
+                 else np.where(same, 1 - lj, lj / (c - 1)))
+    dist = np.abs(Q[:, None, 4] - X[None, :, 4])
+    lo = lam[2]
+    w = w * (lo**dist if kind == "li_racine"
+             else np.where(dist == 0, 1 - lo, 0.5 * (1 - lo) * lo**dist))
+    return w
+
+
+BANDWIDTH = [0.4, 0.2, 0.3, 0.5, 0.6]
+
+
+@pytest.mark.filterwarnings("ignore:After 0.17:FutureWarning")  # statsmodels RNG notice
+def test_equals_statsmodels_kernelreg_local_constant():
+    KernelReg = pytest.importorskip(
+        "statsmodels.nonparametric.kernel_regression").KernelReg
+    X, Xn, y = _table()
+    reg = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, categorical_kernel="aitchison_aitken")
+    reg.fit(X, y)
+    expected = KernelReg(y, Xn, var_type="ccuuo", reg_type="lc", bw=BANDWIDTH).fit(Xn[:40])[0]
+    np.testing.assert_allclose(reg.predict(X.iloc[:40]), expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(reg.bandwidth_, BANDWIDTH)
+    np.testing.assert_array_equal(reg.is_categorical_, [False, False, True, True, True])
+
+
+@pytest.mark.parametrize("kind", ["li_racine", "aitchison_aitken"])
+def test_equals_the_product_kernel(kind):
+    X, Xn, y = _table()
+    w = np.random.default_rng(3).uniform(0.5, 2.0, len(y))
+    reg = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, categorical_kernel=kind)
+    pred, attention = reg.fit(X, y, sample_weight=w).predict(X, return_attention=True)
+    weights = _product_kernel(Xn, Xn, BANDWIDTH, kind) * w
+    expected = weights / weights.sum(1, keepdims=True)
+    np.testing.assert_allclose(attention, expected, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(pred, expected @ y, rtol=1e-9)
+
+
+def test_classifier_equals_the_product_kernel():
+    X, Xn, y = _table()
+    labels = np.where(y > np.median(y), "high", "low")
+    clf = NadarayaWatsonClassifier(bandwidth=BANDWIDTH).fit(X, labels)
+    weights = _product_kernel(Xn[:30], Xn, BANDWIDTH, "li_racine")
+    expected = (weights @ (labels[:, None] == clf.classes_)) / weights.sum(1, keepdims=True)
+    np.testing.assert_allclose(clf.predict_proba(X.iloc[:30]), expected, rtol=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore:After 0.17:FutureWarning")  # statsmodels RNG notice
+def test_statsmodels_leave_one_out_objective_equals_ours():
+    KernelReg = pytest.importorskip(
+        "statsmodels.nonparametric.kernel_regression").KernelReg
+    X, Xn, y = _table(n=80)
+    bandwidth = [0.5, 0.3, 0.2, 0.4, 0.5]
+    model = KernelReg(y, Xn, var_type="ccuuo", reg_type="lc", bw=bandwidth)
+    expected = model.cv_loo(np.asarray(bandwidth), model._est_loc_constant)  # a mean
+    cv = NadarayaWatsonRegressorCV(bandwidths=[bandwidth],
+                                   categorical_kernel="aitchison_aitken").fit(X, y)
+    np.testing.assert_allclose(-cv.best_score_, expected, rtol=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore:After 0.17:FutureWarning")  # statsmodels RNG notice
+def test_learned_loss_is_at_most_statsmodels_cv_ls():
+    KernelReg = pytest.importorskip(
+        "statsmodels.nonparametric.kernel_regression").KernelReg
+    X, Xn, y = _table(n=60, seed=1)
+    model = KernelReg(y, Xn, var_type="ccuuo", reg_type="lc", bw="cv_ls")
+    theirs = model.cv_loo(model.bw, model._est_loc_constant)  # a mean
+    reg = NadarayaWatsonRegressor(bandwidth="loo",
+                                  categorical_kernel="aitchison_aitken").fit(X, y)
+    assert reg.loss_curve_[-1] <= theirs * (1 + 1e-9)
+
+
+def _refit_loss(X, y, w, bandwidth, kind):
+    """The weighted leave-one-row-out squared error of explicit refits."""
+    errors = []
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        reg = NadarayaWatsonRegressor(bandwidth=bandwidth, categorical_kernel=kind)
+        reg.fit(X.iloc[keep], y[keep], sample_weight=w[keep])
+        errors.append((reg.predict(X.iloc[[i]])[0] - y[i]) ** 2)
+    return float(np.average(errors, weights=w))
+
+
+@pytest.mark.parametrize("kind", ["li_racine", "aitchison_aitken"])
+def test_learned_loss_and_cv_scores_equal_refits(kind):
+    X, _, y = _table(n=48, seed=2)
+    w = np.random.default_rng(4).uniform(0.5, 2.0, len(y))
+    reg = NadarayaWatsonRegressor(
+        bandwidth=LeaveOneOutBandwidth(n_grid=5, max_iter=200), categorical_kernel=kind)
+    reg.fit(X, y, sample_weight=w)
+    # Refits keep the categories of the whole table: a category seen once would change
+    # the Aitchison-Aitken c of its refit.
+    np.testing.assert_allclose(reg.loss_curve_[-1],
+                               _refit_loss(X, y, w, reg.bandwidth_, kind), rtol=1e-8)
+    cv = NadarayaWatsonRegressorCV(bandwidths=[BANDWIDTH], categorical_kernel=kind)
+    cv.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(-cv.best_score_, _refit_loss(X, y, w, BANDWIDTH, kind),
+                               rtol=1e-9)
+
+
+def test_a_learned_bandwidth_ignores_an_irrelevant_category():
+    rng = np.random.default_rng(5)
+    n = 300
+    x = rng.uniform(-2, 2, n)
+    X = pd.DataFrame({"x": x, "noise": pd.Categorical(rng.integers(0, 4, n)),
+                      "signal": pd.Categorical(rng.integers(0, 3, n))})
+    y = np.sin(2 * x) + 1.5 * X["signal"].cat.codes.to_numpy() + rng.normal(0, 0.2, n)
+    reg = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    lam = reg.bandwidth_[1:]
+    assert lam[0] > 0.5 and lam[1] < 0.05, lam
+
+
+def test_spellings_of_categorical_features_agree():
+    X, Xn, y = _table()
+    plain = pd.DataFrame(X)
+    for column in ("u1", "u2"):  # object and integer columns, not pandas categoricals
+        plain[column] = np.asarray(X[column]).astype(object if column == "u1" else int)
+    plain["o1"] = Xn[:, 4].astype(int)
+    bandwidth = [0.4, 0.2, 0.3, 0.5, 0.6]
+    expected = NadarayaWatsonRegressor(
+        bandwidth=bandwidth, categorical_features=[2, 3, 4]).fit(Xn, y).predict(Xn)
+    for spec in ([2, 3, 4], [False, False, True, True, True], ["u1", "u2", "o1"]):
+        reg = NadarayaWatsonRegressor(bandwidth=bandwidth, categorical_features=spec)
+        np.testing.assert_allclose(reg.fit(plain, y).predict(plain), expected, rtol=1e-12)
+    # None: the codes are numbers, a different model.
+    numbers = NadarayaWatsonRegressor(bandwidth=bandwidth, categorical_features=None)
+    assert not np.allclose(numbers.fit(Xn, y).predict(Xn), expected)
+    assert numbers.is_categorical_ is None
+
+
+def test_an_ordered_categorical_gets_the_ordered_kernel():
+    X, Xn, y = _table()
+    as_unordered = X.assign(o1=pd.Categorical(Xn[:, 4].astype(int)))
+    ordered = NadarayaWatsonRegressor(bandwidth=BANDWIDTH).fit(X, y)
+    unordered = NadarayaWatsonRegressor(bandwidth=BANDWIDTH).fit(as_unordered, y)
+    assert not np.allclose(ordered.predict(X), unordered.predict(as_unordered))
+
+
+def test_an_unseen_category_is_different_from_every_key():
+    X, Xn, y = _table()
+    query = X.iloc[:5].copy()
+    query["u1"] = pd.Categorical(["z"] * 5)
+    reg = NadarayaWatsonRegressor(bandwidth=BANDWIDTH).fit(X, y)
+    Q = Xn[:5].copy()
+    Q[:, 2] = -1  # matches no key
+    weights = _product_kernel(Q, Xn, BANDWIDTH, "li_racine")
+    np.testing.assert_allclose(reg.predict(query), weights @ y / weights.sum(1), rtol=1e-9)
+
+
+def test_the_bandwidth_round_trips_and_the_fit_pickles():
+    X, _, y = _table()
+    cv = NadarayaWatsonRegressorCV(bandwidths=7).fit(X, y)
+    plain = NadarayaWatsonRegressor(bandwidth=cv.bandwidth_).fit(X, y)
+    np.testing.assert_allclose(plain.predict(X), cv.predict(X), rtol=1e-10)
+    assert np.all((cv.bandwidth_[2:] >= 0) & (cv.bandwidth_[2:] <= 1))
+    np.testing.assert_array_equal(cv.cv_results_["params"][cv.best_index_]["bandwidth"],
+                                  cv.bandwidth_)
+    again = pickle.loads(pickle.dumps(cv))
+    np.testing.assert_array_equal(again.predict(X), cv.predict(X))
+
+
+def test_cv_with_a_splitter_and_the_classifier():
+    X, _, y = _table()
+    cv = NadarayaWatsonRegressorCV(bandwidths=5, cv=KFold(3)).fit(X, y)
+    assert cv.cv_results_["mean_test_score"].shape == (5,)
+    assert np.all((cv.bandwidth_[2:] >= 0) & (cv.bandwidth_[2:] <= 1))
+    labels = (y > np.median(y)).astype(int)
+    clf = NadarayaWatsonClassifierCV(bandwidths=5).fit(X, labels)
+    assert clf.score(X, labels) > 0.7
+
+
+def test_the_user_data_is_not_modified():
+    X, _, y = _table()
+    before = X.copy()
+    NadarayaWatsonRegressor(bandwidth="loo").fit(X, y).predict(X)
+    pd.testing.assert_frame_equal(X, before)
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"kernel": "epanechnikov"}, "Gaussian kernel"),
+    ({"degree": 1}, "degree=1"),
+    ({"bandwidth": 0.5}, "one value per feature"),
+    ({"bandwidth": [0.4, 0.2, 1.5, 0.5, 0.6]}, r"lambda of the LiRacine kernel, in \[0, 1\]"),
+    ({"bandwidth": [0.4, 0.2, 0.3, 0.5, 0.6], "categorical_kernel": "aitchison_aitken"},
+     None),
+    ({"bandwidth": [0.4, 0.2, 0.9, 0.5, 0.6], "categorical_kernel": "aitchison_aitken"},
+     r"in \[0, 0.666667\]"),
+    ({"bandwidth": LeaveOneOutBandwidth(form="full")}, "form='full'"),
+])
+def test_refused_combinations(params, match):
+    X, _, y = _table()
+    reg = NadarayaWatsonRegressor(**params)
+    if match is None:
+        reg.fit(X, y)
+        return
+    with pytest.raises(ValueError, match=match):
+        reg.fit(X, y)
+
+
+def test_bad_categorical_input():
+    X, Xn, y = _table()
+    with pytest.raises(ValueError, match="missing values"):
+        NadarayaWatsonRegressor(bandwidth=BANDWIDTH).fit(
+            X.assign(u1=pd.Categorical(["a", None] * 60)), y)
+    with pytest.raises(ValueError, match="needs X as a pandas DataFrame"):
+        NadarayaWatsonRegressor(categorical_features=["u1"]).fit(Xn, y)
+    with pytest.raises(ValueError, match="not columns of X"):
+        NadarayaWatsonRegressor(categorical_features=["nope"]).fit(X, y)
+    with pytest.raises(ValueError, match=r"indices must be in \[0, 4\]"):
+        NadarayaWatsonRegressor(categorical_features=[7]).fit(Xn, y)
+    reg = NadarayaWatsonRegressor(bandwidth=BANDWIDTH).fit(X, y)
+    with pytest.raises(ValueError, match="Ordered feature 4 has values"):
+        reg.predict(X.assign(o1=pd.Categorical([9] * 120, categories=[9], ordered=True)))
+    with pytest.raises(ValueError, match="bandwidth_kinds"):
+        NadarayaWatsonRegressorCV(bandwidth_kinds=["balloon"]).fit(X, y)
