@@ -64,7 +64,11 @@ from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from sklearn_nw import NadarayaWatsonClassifierCV, NadarayaWatsonRegressor, NadarayaWatsonRegressorCV
+from sklearn_nw import (
+    NadarayaWatsonClassifierCV,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
 
 SECTIONS = ("speed", "tables")
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -101,8 +105,8 @@ def section_speed(args):
                          "bandwidth": timing.result.bandwidth_.tolist()}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)  # statsmodels' RNG notice
-            timing = timed(lambda: KernelReg(y, Xn, var_type="ccuuo", reg_type="lc",
-                                             bw="cv_ls"))
+            timing = timed(partial(KernelReg, y, Xn, var_type="ccuuo", reg_type="lc",
+                                   bw="cv_ls"))
             model = timing.result
             row["statsmodels"] = {"seconds": timing.best,
                                   "loss": float(np.ravel(model.cv_loo(

@@ -194,7 +194,7 @@ class NadarayaWatsonBase(BaseEstimator):
         self.kernel_ = get_kernel(self.kernel, dtype=X.dtype)
         if self._categorical is not None:
             self._categorical.use_kernel(self.kernel_)
-            self._check_categorical_combinations(degree)
+            self._check_categorical_combinations()
         self.device_ = str(resolve_device(self.device))
         self.X_fit_ = X.copy() if sp.issparse(X) else np.array(X, copy=True)
         self.sample_weight_ = sample_weight
@@ -222,14 +222,13 @@ class NadarayaWatsonBase(BaseEstimator):
         self.is_categorical_ = categorical
         return self._categorical.encode(X)
 
-    def _check_categorical_combinations(self, degree):
+    def _check_categorical_combinations(self):
         """Refuse what categorical features do not go with yet."""
-        adaptive = isinstance(getattr(self, "bandwidth", None), AdaptiveBandwidth)
-        if adaptive or (degree != 0 and degree != "auto"):
-            what = ("an AdaptiveBandwidth (its distances are measured in every feature)"
-                    if adaptive else f"degree={degree} (local polynomials)")
-            raise ValueError(f"Categorical features do not support {what} yet; use a "
-                             "fixed or learned bandwidth with degree=0.")
+        if isinstance(getattr(self, "bandwidth", None), AdaptiveBandwidth):
+            raise ValueError(
+                "Categorical features do not support an AdaptiveBandwidth yet (its "
+                "neighbor distances would be measured in every feature); use a fixed or "
+                "learned bandwidth.")
 
     def _training(self, values, *, classifier, degree=0, raw_X=None):
         """The training data for a bandwidth strategy, with this estimator's functions."""
@@ -273,6 +272,8 @@ class NadarayaWatsonBase(BaseEstimator):
             bounded=bool(getattr(self, "bounded", False)),
             # Class probabilities must be exactly 0 where no attention goes.
             exact_zeros=is_classifier(self),
+            polynomial_columns=(None if self._categorical is None
+                                else self._categorical.n_continuous),
         )
         route = self.key_set_.route
         self.route_ = route.name

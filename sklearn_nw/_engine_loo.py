@@ -145,13 +145,14 @@ def _workers_within(working_memory, chunk_bytes):
 
 
 def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=False,
-                   rows=None, working_memory=1024, backward=False):
+                   rows=None, working_memory=1024, backward=False, polynomial_columns=None):
     """:func:`loo_loss` of local polynomials of ``degree`` (1 or 2): each left-out row
     predicts the intercept of its kernel-weighted polynomial fit over the other keys
     (:func:`~sklearn_nw._local_poly.local_fit_dense`, bounded or not), its
     Nadaraya-Watson value where that local design is singular, as the fitted regressor
     does. Plain autograd through the fits, chunk by chunk; the losses row by row are
-    :func:`loo_local_per_row`'s."""
+    :func:`loo_local_per_row`'s. The polynomials are in the leading
+    ``polynomial_columns`` of ``x`` (None: all)."""
     loss = get_loss(loss)
     rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
     w_rows = log_w[rows].exp()  # (m,)
@@ -161,7 +162,7 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
     value = 0.0
     with full_precision(), torch.set_grad_enabled(backward):
         for s, pooled in _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree,
-                                       bounded, working_memory):
+                                       bounded, working_memory, polynomial_columns):
             per_row = loss.per_row(pooled, v[rows[s : s + len(pooled)]])  # (b,)
             part = loss.weighted_mean(per_row, w_rows[s : s + len(pooled)], total)
             if backward:
@@ -173,7 +174,7 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
 
 
 def loo_local_per_row(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=False,
-                      rows=None, working_memory=1024):
+                      rows=None, working_memory=1024, polynomial_columns=None):
     """The leave-one-out losses (m,) of :func:`loo_local_loss`, row by row, without
     gradient."""
     loss = get_loss(loss)
@@ -181,15 +182,19 @@ def loo_local_per_row(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bound
     xs = transform(x, key_center(x), h)  # (n, r)
     with full_precision(), torch.no_grad():
         pooled = torch.cat([p for _, p in _local_chunks(
-            xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory)])
+            xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory,
+            polynomial_columns)])
         return loss.per_row(pooled, v[rows])  # (m,)
 
 
-def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory):
+def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory,
+                  polynomial_columns=None):
     """``(start, pooled)`` for chunks of ``rows``: the leave-one-out local fits (b, t) of
-    scaled keys ``xs`` (n, r), Nadaraya-Watson on singular rows."""
-    n, r = xs.shape
-    p = n_terms(r, degree)
+    scaled keys ``xs`` (n, r), polynomial in their leading ``polynomial_columns`` (None:
+    all), Nadaraya-Watson on singular rows."""
+    n = xs.shape[0]
+    px = xs[:, :polynomial_columns]  # (n, r') the polynomials' coordinates
+    p = n_terms(px.shape[1], degree)
     # Each row's design, its weighted copy and the attention, kept for the backward pass.
     step = chunk_rows(len(rows), n * xs.element_size() * (2 * p + N_TEMPORARIES),
                       working_memory)
@@ -197,7 +202,7 @@ def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, worki
         chunk = rows[s : s + step]  # (b,)
         logits = loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk)  # (b, n)
         attention = torch.softmax(logits, dim=1)  # (b, n)
-        local, _, singular = local_fit_dense(xs[chunk], xs, attention, v, degree, bounded)
+        local, _, singular = local_fit_dense(px[chunk], px, attention, v, degree, bounded)
         yield s, torch.where(singular[:, None], attention @ v, local)  # (b, t)
 
 

@@ -344,7 +344,7 @@ def _centered(loo, metric, device):
     """The distinct inputs divided by ``metric`` and centered (L, r) where the fitted
     estimator centers its keys (:func:`~sklearn_nw._engine.key_center`): the coordinates
     of the local fits (whose intercepts do not depend on a scaling of each coordinate)."""
-    scaled = torch.as_tensor(loo.X / metric, device=device)
+    scaled = torch.as_tensor(loo.X / metric, device=device)[:, : loo.polynomial_columns]
     return scaled - key_center(scaled[torch.as_tensor(loo.weight > 0, device=device)])
 
 

@@ -77,7 +77,7 @@ class FittedKeys:
 
     def __init__(self, X, sample_weight, values, metric, kernel, *, algorithm="brute",
                  n_neighbors=None, compute="auto", precomputed=False, adaptive=None, degree=0,
-                 bounded=False, exact_zeros=False, center=None):
+                 bounded=False, exact_zeros=False, center=None, polynomial_columns=None):
         self.X = X
         self.dtype = X.dtype
         self.sample_weight = sample_weight
@@ -87,6 +87,7 @@ class FittedKeys:
         self.exact_zeros = exact_zeros
         self.center = center
         self.degree = degree
+        self.polynomial_columns = polynomial_columns
         with np.errstate(divide="ignore"):
             self.log_w = np.log(sample_weight).astype(self.dtype)  # (n,)
         if precomputed:

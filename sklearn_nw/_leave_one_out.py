@@ -99,6 +99,9 @@ class LeaveOneOutSet(NamedTuple):
     # (G,) the weight a key keeps on itself when one of its rows leaves: its copies'
     # (leave_out="row"); None for none (leave_out="input").
     self_weight: object = None
+    # The leading columns of X that local polynomials are in: the continuous features
+    # of embedded categorical ones (sklearn_nw._categorical); None for all.
+    polynomial_columns: object = None
 
     @property
     def log_weight(self):

@@ -146,11 +146,13 @@ class Objective:
     (full batch only: no neighbor lists)."""
 
     def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory, degree=0,
-                 bounded=False, expand=None):
+                 bounded=False, expand=None, polynomial_columns=None):
         self.x, self.v, self.log_w, self.self_log_w = x, v, log_w, self_log_w
         # Bandwidths (..., d) -> those of x's columns (..., d_x): categorical features'
         # scales spread over their embedded columns (_categorical.CategoricalFeatures).
         self.expand = expand
+        # The leading columns of x the local polynomials are in (None: all).
+        self.polynomial_columns = polynomial_columns
         self.kernel, self.working_memory = kernel, working_memory
         self.loss_function = get_loss(loss)
         self.degree, self.bounded = degree, bounded
@@ -164,6 +166,8 @@ class Objective:
         than the polynomial's terms are left to every query, whose designs are then all
         singular (their Nadaraya-Watson values: the same loss, without the solves)."""
         keys = int(torch.isfinite(self.log_w).sum()) - 1
+        if self.polynomial_columns is not None:
+            n_coords = self.polynomial_columns
         return self.degree if keys >= n_terms(n_coords, self.degree) else 0
 
     def metric(self, h):
@@ -177,7 +181,8 @@ class Objective:
             return loo_local_loss(self.x, self.v, metric, self.kernel, self.log_w,
                                   self.self_log_w, loss=self.loss_function,
                                   degree=self.degree, bounded=self.bounded, rows=rows,
-                                  working_memory=self.working_memory, backward=backward)
+                                  working_memory=self.working_memory, backward=backward,
+                                  polynomial_columns=self.polynomial_columns)
         return loo_loss(self.x, self.v, metric, self.kernel, self.log_w, self.self_log_w,
                         loss=self.loss_function, rows=rows, working_memory=self.working_memory,
                         backward=backward)
@@ -196,7 +201,8 @@ class Objective:
             return torch.stack([loo_local_per_row(
                 x, v, h, self.kernel, log_w, self_log_w, loss=self.loss_function,
                 degree=self.degree, bounded=self.bounded, rows=rows,
-                working_memory=self.working_memory).double() for h in hs])  # (G, m)
+                working_memory=self.working_memory,
+                polynomial_columns=self.polynomial_columns).double() for h in hs])  # (G, m)
         pooled = loo_grid_pool(x, v, hs, self.kernel, log_w, self_log_w, rows=rows,
                                working_memory=self.working_memory)  # (G, m, t)
         return self.loss_function.per_row(pooled.double(), self.v[rows].double())  # (G, m)

@@ -49,6 +49,10 @@ class LocalPolynomialRoute(Route):
         self.leave_one_out_is_sparse = base.leave_one_out_is_sparse
         with np.errstate(over="ignore", invalid="ignore"):
             scaled = keys.scaled(keys.X)  # (n, r)
+        # The polynomials' coordinates: the leading polynomial_columns (the continuous
+        # features of embedded categorical ones; all by default).
+        self.columns = slice(0, keys.polynomial_columns)
+        scaled = scaled[:, self.columns]
         self.center = key_center(torch.from_numpy(scaled[keys.sample_weight > 0])).numpy()
         self.centered_keys = (scaled - self.center).astype(keys.dtype)
 
@@ -66,7 +70,7 @@ class LocalPolynomialRoute(Route):
         for rows in gen_batches(n_q, step):
             pooled = self.base.pool(keys, queries[rows], with_attention)
             with np.errstate(over="ignore", invalid="ignore"):
-                qs = keys.scaled(queries[rows]) - self.center  # (b, r)
+                qs = keys.scaled(queries[rows])[:, self.columns] - self.center  # (b, r)
             out, attention, singular = self._local_fit(
                 keys, qs, pooled.out, pooled.attention, settings.device)
             outs.append(out)

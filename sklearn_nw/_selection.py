@@ -168,7 +168,9 @@ class Training(NamedTuple):
                                 estimator_name=f"{self.estimator_name} with {what}")
         if self.categorical is None:
             return loo
-        return loo._replace(X=self.categorical.embed(loo.X))  # the keys, embedded
+        # The keys, embedded; local polynomials in their continuous features.
+        return loo._replace(X=self.categorical.embed(loo.X),
+                            polynomial_columns=self.categorical.n_continuous)
 
 
 class Choice(NamedTuple):

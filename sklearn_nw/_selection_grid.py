@@ -151,7 +151,11 @@ class BandwidthGridSearch:
                                  training.working_memory) if self.degree == "auto"
                    else [self.degree])
         if training.categorical is not None and self.degree == "auto":
-            degrees = [0]  # local polynomials in the continuous features: not yet
+            # Local polynomials in the continuous features (np's rule): their count.
+            n_continuous = training.categorical.n_continuous
+            degrees = [0] if not n_continuous else _auto_degrees(
+                (len(training.X), n_continuous), self.estimator.n_neighbors,
+                training.working_memory)
         self._shared = {}  # the adaptive grids' neighbors, found once for this fit
         self._caught = {}  # the candidate fits' warnings, emitted once each (_warn_once)
         kinds = self._kinds(training)

@@ -315,7 +315,8 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 "of categories: with categorical features use form='diagonal' or "
                 "'isotropic'.")
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
-                              degree=degree, bounded=bounded, expand=expand)
+                              degree=degree, bounded=bounded, expand=expand,
+                              polynomial_columns=loo.polynomial_columns)
         return self.learn_on(objective, kernel, h_start=h_start, full_batch=full_batch)
 
     def learn_on(self, objective, kernel, *, h_start, full_batch=True):

@@ -10,6 +10,7 @@ import pytest
 from sklearn.model_selection import KFold
 
 from sklearn_nw import (
+    AdaptiveBandwidth,
     LeaveOneOutBandwidth,
     NadarayaWatsonClassifier,
     NadarayaWatsonClassifierCV,
@@ -80,6 +81,23 @@ def test_equals_the_product_kernel(kind):
     np.testing.assert_allclose(pred, expected @ y, rtol=1e-9)
 
 
+@pytest.mark.parametrize("degree", [1, 2])
+def test_local_polynomials_are_in_the_continuous_features(degree):
+    X, Xn, y = _table()
+    reg = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, degree=degree).fit(X, y)
+    weights = _product_kernel(Xn[:20], Xn, BANDWIDTH, "li_racine")
+    expected = []
+    for q, w in zip(Xn[:20], weights):
+        u = Xn[:, :2] - q[:2]  # the continuous features only (np's rule)
+        terms = [np.ones(len(u)), u[:, 0], u[:, 1]]
+        if degree == 2:
+            terms += [u[:, 0] ** 2, u[:, 0] * u[:, 1], u[:, 1] ** 2]
+        design = np.column_stack(terms)
+        beta = np.linalg.solve(design.T @ (w[:, None] * design), design.T @ (w * y))
+        expected.append(beta[0])
+    np.testing.assert_allclose(reg.predict(X.iloc[:20]), expected, rtol=1e-8)
+
+
 def test_classifier_equals_the_product_kernel():
     X, Xn, y = _table()
     labels = np.where(y > np.median(y), "high", "low")
@@ -114,32 +132,36 @@ def test_learned_loss_is_at_most_statsmodels_cv_ls():
     assert reg.loss_curve_[-1] <= theirs * (1 + 1e-9)
 
 
-def _refit_loss(X, y, w, bandwidth, kind):
+def _refit_loss(X, y, w, bandwidth, kind, degree=0):
     """The weighted leave-one-row-out squared error of explicit refits."""
     errors = []
     for i in range(len(y)):
         keep = np.arange(len(y)) != i
-        reg = NadarayaWatsonRegressor(bandwidth=bandwidth, categorical_kernel=kind)
+        reg = NadarayaWatsonRegressor(bandwidth=bandwidth, categorical_kernel=kind,
+                                      degree=degree)
         reg.fit(X.iloc[keep], y[keep], sample_weight=w[keep])
         errors.append((reg.predict(X.iloc[[i]])[0] - y[i]) ** 2)
     return float(np.average(errors, weights=w))
 
 
-@pytest.mark.parametrize("kind", ["li_racine", "aitchison_aitken"])
-def test_learned_loss_and_cv_scores_equal_refits(kind):
+@pytest.mark.parametrize("kind, degree", [("li_racine", 0), ("aitchison_aitken", 0),
+                                          ("li_racine", 1)])
+def test_learned_loss_and_cv_scores_equal_refits(kind, degree):
     X, _, y = _table(n=48, seed=2)
     w = np.random.default_rng(4).uniform(0.5, 2.0, len(y))
     reg = NadarayaWatsonRegressor(
-        bandwidth=LeaveOneOutBandwidth(n_grid=5, max_iter=200), categorical_kernel=kind)
+        bandwidth=LeaveOneOutBandwidth(n_grid=5, max_iter=200), categorical_kernel=kind,
+        degree=degree)
     reg.fit(X, y, sample_weight=w)
-    # Refits keep the categories of the whole table: a category seen once would change
-    # the Aitchison-Aitken c of its refit.
-    np.testing.assert_allclose(reg.loss_curve_[-1],
-                               _refit_loss(X, y, w, reg.bandwidth_, kind), rtol=1e-8)
-    cv = NadarayaWatsonRegressorCV(bandwidths=[BANDWIDTH], categorical_kernel=kind)
+    # Every category is on several rows: a refit keeps them all (a category seen once
+    # would change the Aitchison-Aitken c of its refit).
+    np.testing.assert_allclose(
+        reg.loss_curve_[-1], _refit_loss(X, y, w, reg.bandwidth_, kind, degree), rtol=1e-8)
+    cv = NadarayaWatsonRegressorCV(bandwidths=[BANDWIDTH], categorical_kernel=kind,
+                                   degree=degree, bounded=False)
     cv.fit(X, y, sample_weight=w)
-    np.testing.assert_allclose(-cv.best_score_, _refit_loss(X, y, w, BANDWIDTH, kind),
-                               rtol=1e-9)
+    np.testing.assert_allclose(-cv.best_score_,
+                               _refit_loss(X, y, w, BANDWIDTH, kind, degree), rtol=1e-9)
 
 
 def test_a_learned_bandwidth_ignores_an_irrelevant_category():
@@ -194,7 +216,9 @@ def test_an_unseen_category_is_different_from_every_key():
 def test_the_bandwidth_round_trips_and_the_fit_pickles():
     X, _, y = _table()
     cv = NadarayaWatsonRegressorCV(bandwidths=7).fit(X, y)
-    plain = NadarayaWatsonRegressor(bandwidth=cv.bandwidth_).fit(X, y)
+    assert set(cv.cv_results_["degree"]) == {0, 1, 2}  # two continuous features
+    plain = NadarayaWatsonRegressor(bandwidth=cv.bandwidth_, degree=cv.degree_,
+                                    bounded=True).fit(X, y)
     np.testing.assert_allclose(plain.predict(X), cv.predict(X), rtol=1e-10)
     assert np.all((cv.bandwidth_[2:] >= 0) & (cv.bandwidth_[2:] <= 1))
     np.testing.assert_array_equal(cv.cv_results_["params"][cv.best_index_]["bandwidth"],
@@ -205,7 +229,7 @@ def test_the_bandwidth_round_trips_and_the_fit_pickles():
 
 def test_cv_with_a_splitter_and_the_classifier():
     X, _, y = _table()
-    cv = NadarayaWatsonRegressorCV(bandwidths=5, cv=KFold(3)).fit(X, y)
+    cv = NadarayaWatsonRegressorCV(bandwidths=5, cv=KFold(3), degree=0).fit(X, y)
     assert cv.cv_results_["mean_test_score"].shape == (5,)
     assert np.all((cv.bandwidth_[2:] >= 0) & (cv.bandwidth_[2:] <= 1))
     labels = (y > np.median(y)).astype(int)
@@ -222,7 +246,7 @@ def test_the_user_data_is_not_modified():
 
 @pytest.mark.parametrize("params, match", [
     ({"kernel": "epanechnikov"}, "Gaussian kernel"),
-    ({"degree": 1}, "degree=1"),
+    ({"bandwidth": AdaptiveBandwidth()}, "AdaptiveBandwidth"),
     ({"bandwidth": 0.5}, "one value per feature"),
     ({"bandwidth": [0.4, 0.2, 1.5, 0.5, 0.6]}, r"lambda of the LiRacine kernel, in \[0, 1\]"),
     ({"bandwidth": [0.4, 0.2, 0.3, 0.5, 0.6], "categorical_kernel": "aitchison_aitken"},
