@@ -274,7 +274,7 @@ def _tables_markdown(r):
     return lines
 
 
-def run_benchmark(sections=SECTIONS, sizes=(250, 500), seeds=(0, 1, 2, 3, 4), n_fair=3000,
+def run_benchmark(sections=SECTIONS, sizes=(250, 500), seeds=(0, 1, 2, 3, 4), n_fair=1500,
                   out_dir=RESULTS_DIR):
     args = argparse.Namespace(sizes=tuple(sizes), seeds=tuple(seeds), n_fair=n_fair)
     report = {"machine": machine_info(), "sections": {},
@@ -293,7 +293,7 @@ def main(argv=None):
     parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=SECTIONS)
     parser.add_argument("--sizes", nargs="+", type=int, default=[250, 500])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    parser.add_argument("--n-fair", type=int, default=3000)
+    parser.add_argument("--n-fair", type=int, default=1500)
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
     args = parser.parse_args(argv)
     run_benchmark(args.sections, args.sizes, args.seeds, args.n_fair, args.out_dir)

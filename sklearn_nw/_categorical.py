@@ -2,11 +2,12 @@
 embedding their kernels are computed on.
 
 A categorical feature's kernel (:class:`~sklearn_nw.kernels.CategoricalKernel`) enters the
-Nadaraya-Watson weights as ``exp(-D / s**2)`` times a fixed factor, ``D`` a mismatch
-(unordered) or a distance between ranks (ordered), ``s`` the feature's *scale*. With a
-continuous kernel whose log-profile is ``-c u**2`` (the Gaussian) the product kernel is
-the continuous kernel on one vector: the continuous features, then each categorical
-feature's embedding, its columns divided by the feature's scale:
+Nadaraya-Watson weights as ``rho ** D = exp(-D / s**2)`` times a fixed factor, ``D`` a
+mismatch (unordered) or a distance between ranks (ordered), ``rho`` the weight of one
+mismatch relative to a match. With a continuous kernel whose log-profile is ``-c u**2``
+(the Gaussian) the product kernel is the continuous kernel on one vector: the continuous
+features, then each categorical feature's embedding, its columns divided by the scale
+``s = 1 / sqrt(-log rho)``:
 
 - unordered: one-hot codes times ``1 / sqrt(2c)`` (a mismatch is ``D = 1``), with one
   column more for a category never seen at fit, different from every key;
@@ -15,9 +16,13 @@ feature's embedding, its columns divided by the feature's scale:
   scale that gives any mismatch its factor 1/2.
 
 Every route, leave-one-out engine and search then computes on the embedded keys with a
-bandwidth per embedded column (:meth:`CategoricalFeatures.expand`) while the searches
-move one scale per feature; ``bandwidth_`` reports ``lambda`` at the categorical
-positions (:meth:`CategoricalFeatures.public`). Local polynomials are polynomial in the
+bandwidth per embedded column (:meth:`CategoricalFeatures.expand`). The searches move one
+parameter per feature, multiplicatively: a continuous feature's bandwidth, and a
+categorical one's odds ``t = rho / (1 - rho)`` (about ``rho`` where it is small, infinite
+where the feature is ignored), so that a step of the grid or of the descent changes the
+weight of a mismatch in proportion, and a small ``rho`` keeps its gradient (``s`` itself
+would make ``rho = exp(-1 / s**2)`` flat near 0). ``bandwidth_`` reports ``lambda`` at the
+categorical positions (:meth:`CategoricalFeatures.public`). Local polynomials are polynomial in the
 continuous features, the leading columns of the embedding (np's rule).
 """
 
@@ -238,39 +243,42 @@ class CategoricalFeatures:
         return np.concatenate(parts, axis=1).astype(codes.dtype, copy=False)
 
     def expand(self, h):
-        """The bandwidth of every embedded column (d_emb,) from one scale per feature
-        ``h`` (d,) (a continuous feature's bandwidth, a categorical one's scale): numpy
-        or torch (differentiable in ``h``), the categorical scales clamped to
-        [SCALE_MIN, SCALE_MAX]."""
+        """The bandwidth of every embedded column (d_emb,) from one parameter per feature
+        ``h`` (..., d) (a continuous feature's bandwidth, a categorical one's odds ``t``):
+        numpy or torch (differentiable in ``h``). A categorical column's is the scale
+        ``s = 1 / sqrt(log(1 + 1 / t))``, clamped to [SCALE_MIN, SCALE_MAX]."""
         is_fixed = self.source < 0
         source = np.where(is_fixed, 0, self.source)
         categorical = self.categorical[source] & ~is_fixed
         if isinstance(h, torch.Tensor):
             device = h.device
             e = h[..., torch.as_tensor(source, device=device)]
-            e = torch.where(torch.as_tensor(categorical, device=device),
-                            e.clamp(SCALE_MIN, SCALE_MAX), e)
+            scale = torch.rsqrt(torch.log1p(1.0 / e)).clamp(SCALE_MIN, SCALE_MAX)
+            e = torch.where(torch.as_tensor(categorical, device=device), scale, e)
             fixed = torch.as_tensor(np.nan_to_num(self.fixed), dtype=h.dtype, device=device)
             return torch.where(torch.as_tensor(is_fixed, device=device), fixed, e)
-        h = np.asarray(h, dtype=np.float64)
-        e = h[..., source]
-        e = np.where(categorical, np.clip(e, SCALE_MIN, SCALE_MAX), e)
+        e = np.asarray(h, dtype=np.float64)[..., source]
+        with np.errstate(divide="ignore"):
+            scale = np.clip(1.0 / np.sqrt(np.log1p(1.0 / e)), SCALE_MIN, SCALE_MAX)
+        e = np.where(categorical, scale, e)
         return np.where(is_fixed, self.fixed, e)
 
     # -- bandwidth_ as the user reads and gives it ----------------------------------------
 
     def public(self, h):
-        """``bandwidth_`` (d,) of scales ``h`` (d,): ``lambda`` at the categorical
-        features."""
+        """``bandwidth_`` (..., d) of the searches' parameters ``h`` (..., d): ``lambda``
+        at the categorical features (of the odds ``t``, ``rho = 1 / (1 + 1 / t)``)."""
         out = np.array(h, dtype=np.float64)
         for j, kernel, n_levels in zip(self.columns, self.kernels, self.n_levels):
-            out[..., j] = kernel.smoothing(np.clip(out[..., j], SCALE_MIN, SCALE_MAX),
-                                           n_levels)
+            with np.errstate(divide="ignore"):
+                ratio = 1.0 / (1.0 + 1.0 / out[..., j])
+            out[..., j] = kernel.smoothing(ratio, n_levels)
         return out
 
     def internal(self, bandwidth):
-        """Scales (d,) of a bandwidth vector given in ``bandwidth_``'s terms, ``lambda``
-        at the categorical features, each checked against its kernel's range."""
+        """The searches' parameters (..., d) of a bandwidth vector given in
+        ``bandwidth_``'s terms, ``lambda`` at the categorical features, each checked
+        against its kernel's range."""
         out = np.array(bandwidth, dtype=np.float64)
         for j, kernel, n_levels in zip(self.columns, self.kernels, self.n_levels):
             lam, top = out[..., j], kernel.max_smoothing(n_levels)
@@ -279,7 +287,9 @@ class CategoricalFeatures:
                     f"The bandwidth of categorical feature {j} is the smoothing lambda of "
                     f"the {type(kernel).__name__} kernel, in [0, {top:.6g}]; got "
                     f"{np.ravel(lam).tolist()}.")
-            out[..., j] = kernel.scale(lam, n_levels)
+            ratio = kernel.ratio(lam, n_levels)
+            with np.errstate(divide="ignore"):
+                out[..., j] = ratio / (1.0 - ratio)  # inf where the feature is ignored
         return out
 
     def check(self, bandwidth):
@@ -302,11 +312,11 @@ class CategoricalFeatures:
         return self.internal(h)
 
     def reference(self, h, n):
-        """The scales (d,) a rule of thumb gives: its continuous bandwidths ``h`` (d,)
-        kept, each categorical feature at the scale where a mismatch (one rank) weighs
-        ``n ** (-2 / (q + 4))`` of a match, ``q`` continuous features and ``n`` the
+        """The parameters (d,) a rule of thumb gives: its continuous bandwidths ``h`` (d,)
+        kept, each categorical feature where a mismatch (one rank) weighs
+        ``rho = n ** (-2 / (q + 4))`` of a match, ``q`` continuous features and ``n`` the
         sample size: Li and Racine's rate, ``lambda ~ h**2``."""
         out = np.array(h, dtype=np.float64)
-        exponent = 2.0 / (self.n_continuous + 4)
-        out[self.columns] = 1.0 / np.sqrt(exponent * np.log(max(float(n), 2.0)))
+        ratio = max(float(n), 2.0) ** (-2.0 / (self.n_continuous + 4))
+        out[self.columns] = ratio / (1.0 - ratio)
         return out

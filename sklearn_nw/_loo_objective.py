@@ -29,6 +29,11 @@ LOG_LIMIT = 50.0
 
 # Per-feature multipliers tried by the coordinate sweep; the last one ignores the feature.
 _SWEEP = (1 / 3, 3.0, 1e4)
+# What the sweep tries for a categorical feature instead, whose parameter is the odds
+# rho / (1 - rho) of the weight rho of another category: every rho from "own category
+# only" to "ignore it", where the loss can be flat in the odds' logarithm (at both ends).
+_ODDS_SWEEP = tuple(r / (1 - r) for r in (0.005, 0.03, 0.1, 0.25, 0.45, 0.65, 0.85, 0.97,
+                                            0.9999))
 
 
 def coordinate_sweep(objective, h, loss, rows, factors=_SWEEP):
@@ -42,9 +47,14 @@ def coordinate_sweep(objective, h, loss, rows, factors=_SWEEP):
     time: d passes over the (m, n) distances instead of d passes over all d features.
     """
     distances = getattr(objective, "sweep_distances", lambda h, rows: None)(h, rows)
+    odds = getattr(objective, "odds", None)
     for j in range(len(h)):
-        candidates = np.repeat(h[None], len(factors), axis=0)  # (S, d)
-        candidates[:, j] *= factors
+        if odds is not None and odds[j]:  # a categorical feature: absolute odds
+            candidates = np.repeat(h[None], len(_ODDS_SWEEP), axis=0)  # (S, d)
+            candidates[:, j] = _ODDS_SWEEP
+        else:
+            candidates = np.repeat(h[None], len(factors), axis=0)  # (S, d)
+            candidates[:, j] *= factors
         if distances is None:
             losses = objective.grid(candidates, rows)
         else:
@@ -146,13 +156,15 @@ class Objective:
     (full batch only: no neighbor lists)."""
 
     def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory, degree=0,
-                 bounded=False, expand=None, polynomial_columns=None):
+                 bounded=False, expand=None, polynomial_columns=None, odds=None):
         self.x, self.v, self.log_w, self.self_log_w = x, v, log_w, self_log_w
         # Bandwidths (..., d) -> those of x's columns (..., d_x): categorical features'
         # scales spread over their embedded columns (_categorical.CategoricalFeatures).
         self.expand = expand
         # The leading columns of x the local polynomials are in (None: all).
         self.polynomial_columns = polynomial_columns
+        # (d,) bool: the parameters that are the odds of a categorical feature's weight.
+        self.odds = odds
         self.kernel, self.working_memory = kernel, working_memory
         self.loss_function = get_loss(loss)
         self.degree, self.bounded = degree, bounded

@@ -256,7 +256,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         return training.learn_bandwidth(self)
 
     def learn(self, loo, kernel, *, loss, h_start, dtype=np.float64, device="cpu",
-              working_memory=1024, degree=0, bounded=False, expand=None):
+              working_memory=1024, degree=0, bounded=False, expand=None, odds=None):
         """Learn the bandwidth on a training set as leave-one-out sees it.
 
         Parameters
@@ -280,8 +280,11 @@ class LeaveOneOutBandwidth(BaseEstimator):
         bounded : bool, default=False
             Local fits bounded by their targets' range, as the regressor's ``bounded``.
         expand : callable, default=None
-            Bandwidths (d,) -> those of the columns of ``loo.X`` when they differ: the
-            categorical features' scales over their embedded columns.
+            The parameters (d,) -> the bandwidths of the columns of ``loo.X`` when they
+            differ: categorical features' over their embedded columns.
+        odds : ndarray of bool, shape (d,), default=None
+            The parameters that are a categorical feature's odds (tried over their whole
+            range by the start's coordinate sweep).
 
         Returns
         -------
@@ -316,7 +319,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 "'isotropic'.")
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
                               degree=degree, bounded=bounded, expand=expand,
-                              polynomial_columns=loo.polynomial_columns)
+                              polynomial_columns=loo.polynomial_columns, odds=odds)
         return self.learn_on(objective, kernel, h_start=h_start, full_batch=full_batch)
 
     def learn_on(self, objective, kernel, *, h_start, full_batch=True):

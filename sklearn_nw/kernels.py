@@ -466,14 +466,14 @@ class CategoricalKernel(BaseEstimator):
     ``lambda``, as statsmodels' ``KernelReg`` and R's np have them.
 
     Nadaraya-Watson weights are ratios, so a kernel matters only through
-    ``L(q, x) / L(q, q)``, which every kernel here writes as
-    ``exp(-D(q, x) / s**2) * m(q, x)``: ``D`` counts a mismatch (unordered) or the
-    distance between ranks (ordered), ``s > 0`` is the *scale* that the estimators'
-    searches move like a continuous bandwidth, and ``m`` is a fixed factor (Wang-van
-    Ryzin's 1/2 for any mismatch; 1 otherwise). With a continuous kernel whose log-profile
-    is ``-c u**2`` (the Gaussian) the product kernel is then that kernel on the
-    continuous features and on an embedding of the categories (one-hot for a mismatch,
-    "thermometer" codes for ranks), which is how the estimators compute it.
+    ``L(q, x) / L(q, q)``, which every kernel here writes as ``rho ** D(q, x) * m(q, x)``:
+    ``D`` counts a mismatch (unordered) or the distance between ranks (ordered), ``rho``
+    in [0, 1] is the weight of one mismatch (or rank) relative to a match
+    (:meth:`ratio`), and ``m`` is a fixed factor (Wang and van Ryzin's 1/2 for any
+    mismatch; 1 otherwise). With a continuous kernel whose log-profile is ``-c u**2``
+    (the Gaussian) the product kernel is then that kernel on the continuous features and
+    on an embedding of the categories (one-hot for a mismatch, "thermometer" codes for
+    ranks), which is how the estimators compute it (:mod:`sklearn_nw._categorical`).
 
     Attributes
     ----------
@@ -487,36 +487,24 @@ class CategoricalKernel(BaseEstimator):
     mismatch_factor = 1.0
 
     def max_smoothing(self, n_levels):
-        """The largest ``lambda`` (1, or less where the kernel gives a mismatch more
-        weight than a match beyond it)."""
+        """The largest ``lambda``: where ``rho`` reaches 1 and the feature is ignored."""
         return 1.0
 
-    def _ratio(self, smoothing, n_levels):
-        """``exp(-1 / s**2)`` for ``lambda`` (ndarray)."""
-        return smoothing
+    def ratio(self, smoothing, n_levels):
+        """``rho`` (ndarray in [0, 1]) of ``lambda`` (ndarray in
+        ``[0, max_smoothing]``), ``n_levels`` the categories seen at fit."""
+        return np.asarray(smoothing, dtype=np.float64)
 
-    def _smoothing(self, ratio, n_levels):
-        return ratio
-
-    def scale(self, smoothing, n_levels):
-        """The scale ``s`` (ndarray) of ``lambda`` (ndarray in ``[0, max_smoothing]``):
-        ``inf`` at the largest smoothing where that is ``lambda = 1``, 0 at ``lambda = 0``."""
-        ratio = np.asarray(self._ratio(np.asarray(smoothing, dtype=np.float64), n_levels))
-        with np.errstate(divide="ignore"):
-            return 1.0 / np.sqrt(-np.log(ratio) + 0.0)  # + 0.0: log(1) is -0.0
-
-    def smoothing(self, scale, n_levels):
-        """``lambda`` of scales ``s`` (ndarray), the inverse of :meth:`scale`."""
-        with np.errstate(divide="ignore", over="ignore"):
-            ratio = np.exp(-1.0 / np.square(np.asarray(scale, dtype=np.float64)))
-        return self._smoothing(ratio, n_levels)
+    def smoothing(self, ratio, n_levels):
+        """``lambda`` of ``rho`` (ndarray), the inverse of :meth:`ratio`."""
+        return np.asarray(ratio, dtype=np.float64)
 
     def weight(self, q, x, smoothing, n_levels):
         """``L(q, x) / L(q, q)`` for category codes (ranks for an ordered kernel) ``q`` and
         ``x`` (broadcast): the oracle of the embedding the estimators compute with."""
         q, x = np.asarray(q), np.asarray(x)
         distance = np.abs(q - x) if self.ordered else (q != x).astype(np.float64)
-        ratio = self._ratio(np.float64(smoothing), n_levels)
+        ratio = self.ratio(np.float64(smoothing), n_levels)
         with np.errstate(divide="ignore"):
             weight = np.where(distance > 0, ratio ** np.where(distance > 0, distance, 1), 1.0)
         return np.where(q != x, weight * self.mismatch_factor, 1.0)
@@ -537,13 +525,15 @@ class AitchisonAitken(CategoricalKernel):
         c = max(n_levels, 2)
         return (c - 1) / c
 
-    def _ratio(self, smoothing, n_levels):
+    def ratio(self, smoothing, n_levels):
         c = max(n_levels, 2)
+        smoothing = np.asarray(smoothing, dtype=np.float64)
         with np.errstate(divide="ignore"):
             return np.minimum(smoothing / ((c - 1) * (1.0 - smoothing)), 1.0)
 
-    def _smoothing(self, ratio, n_levels):
+    def smoothing(self, ratio, n_levels):
         c = max(n_levels, 2)
+        ratio = np.asarray(ratio, dtype=np.float64)
         return ratio * (c - 1) / (1.0 + ratio * (c - 1))
 
 
