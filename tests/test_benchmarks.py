@@ -815,3 +815,27 @@ def test_load_sections_run_alone(bench_load, tmp_path):
                          "--out-dir", str(tmp_path)])
     saved = json.loads((tmp_path / "bench_load.json").read_text())
     assert list(saved["sections"]) == ["compact"] and len(saved["targets"]) == 2
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # statsmodels' cv_ls divides by 0
+@pytest.mark.filterwarnings("ignore:After 0.17:FutureWarning")  # statsmodels RNG notice
+def test_categorical_compares_with_statsmodels_and_the_one_hot_design(bench, tmp_path):
+    pytest.importorskip("statsmodels")
+    bench_categorical = importlib.import_module("bench_categorical")
+    report, out_dir, printed = _quiet_run(bench_categorical, tmp_path, sizes=(40,),
+                                          seeds=(0,), tables=("grunfeld",))
+    saved = json.loads((out_dir / "bench_categorical.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    speed = saved["sections"]["speed"]["results"][0]
+    assert speed["n"] == 40 and speed["statsmodels"]["seconds"] > 0
+    for kind in bench_categorical.KINDS:
+        assert speed[kind]["median_s"] > 0 and len(speed[kind]["bandwidth"]) == 5
+    # The same objective: the learned loss is at most statsmodels' at its optimum.
+    assert speed["aitchison_aitken"]["loss"] <= speed["statsmodels"]["loss"] * (1 + 1e-9)
+    table = saved["sections"]["tables"]["results"][0]
+    assert table["table"] == "grunfeld" and table["n"] == 220
+    assert set(table["score"]) == {"nw_native_li_racine", "nw_native_aitchison_aitken",
+                                   "nw_onehot", "knn_tuned_onehot", "hgb_from_dtype"}
+    assert all(t > 0 for t in table["fold_fit_s"].values())
+    assert len(saved["targets"]) == 3
+    assert "| grunfeld | 220 |" in printed

@@ -81,6 +81,19 @@ def test_equals_the_product_kernel(kind):
     np.testing.assert_allclose(pred, expected @ y, rtol=1e-9)
 
 
+@pytest.mark.parametrize("route", ["compiled", "k_nearest"])
+def test_every_gaussian_route_computes_the_product_kernel(route):
+    X, Xn, y = _table()
+    params = ({"compute": "compiled"} if route == "compiled" else {"n_neighbors": 10})
+    reg = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, **params).fit(X, y)
+    weights = _product_kernel(Xn[:40], Xn, BANDWIDTH, "li_racine")
+    if route == "k_nearest":  # the 10 largest weights: the nearest in the joint metric
+        weights = np.where(weights >= np.sort(weights, 1)[:, -10:-9], weights, 0.0)
+    expected = weights @ y / weights.sum(1)
+    assert reg.route_ == ("dense" if route == "compiled" else "k_nearest")
+    np.testing.assert_allclose(reg.predict(X.iloc[:40]), expected, rtol=1e-12)
+
+
 @pytest.mark.parametrize("degree", [1, 2])
 def test_local_polynomials_are_in_the_continuous_features(degree):
     X, Xn, y = _table()

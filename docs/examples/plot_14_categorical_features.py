@@ -44,7 +44,15 @@ from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from sklearn_nw import NadarayaWatsonRegressorCV
 
-data = sm.datasets.fair.load_pandas().data.iloc[:1500]
+n_rows = 1500
+# sphinx_gallery_start_ignore
+# The test suite runs the examples quickly: on fewer rows.
+import os  # noqa: E402
+
+if os.environ.get("SKLEARN_NW_EXAMPLES_QUICK") == "1":
+    n_rows = 300
+# sphinx_gallery_end_ignore
+data = sm.datasets.fair.load_pandas().data.iloc[:n_rows]
 X = data[["age", "yrs_married", "children"]].astype(float)
 for column in ("rate_marriage", "religious", "educ"):
     values = data[column].astype(int)
@@ -59,7 +67,8 @@ print(X.dtypes)
 # ----------------------------
 one_hot = make_pipeline(
     ColumnTransformer([
-        ("onehot", OneHotEncoder(sparse_output=False), ["occupation", "occupation_husb"]),
+        ("onehot", OneHotEncoder(sparse_output=False, handle_unknown="ignore"),
+         ["occupation", "occupation_husb"]),
         ("ranks", "passthrough", ["rate_marriage", "religious", "educ"]),
         ("numbers", "passthrough", ["age", "yrs_married", "children"]),
     ]),
@@ -85,7 +94,7 @@ for name, model in models.items():
 # The scores, fold by fold
 # ------------------------
 fig, ax = plt.subplots(figsize=(7, 4))
-for i, (name, s) in enumerate(scores.items()):
+for i, s in enumerate(scores.values()):
     ax.scatter(np.full(len(s), i), s, color="0.6", zorder=2)
     ax.errorbar(i, s.mean(), yerr=s.std(), fmt="o", color=f"C{i}", capsize=6, zorder=3)
 ax.set_xticks(range(len(scores)), list(scores))
