@@ -31,7 +31,7 @@ from sklearn.utils.validation import (
 )
 
 from ._adaptive import Adaptive
-from ._categorical import CategoricalFeatures, categorical_columns
+from ._categorical import CategoricalFeatures, categorical_columns, is_frame
 from ._keys import FittedKeys
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
@@ -210,8 +210,7 @@ class NadarayaWatsonBase(BaseEstimator):
         when there are none, as HistGradientBoosting's)."""
         self._categorical = self.is_categorical_ = None
         spec = self.categorical_features
-        frame = hasattr(X, "iloc") and hasattr(X, "dtypes")
-        if spec is None or (isinstance(spec, str) and not frame) or self._precomputed():
+        if spec is None or (isinstance(spec, str) and not is_frame(X)) or self._precomputed():
             return X
         n_features = X.shape[1] if hasattr(X, "shape") else np.asarray(X, dtype=object).shape[1]
         categorical, ordered = categorical_columns(X, spec, n_features)
@@ -220,7 +219,7 @@ class NadarayaWatsonBase(BaseEstimator):
         self._categorical = CategoricalFeatures(X, categorical, ordered,
                                                 self.categorical_kernel)
         self.is_categorical_ = categorical
-        return self._categorical.encode(X)
+        return self._categorical.fit_encode(X)
 
     def _check_categorical_combinations(self):
         """Refuse what categorical features do not go with yet."""

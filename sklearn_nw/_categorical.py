@@ -39,7 +39,7 @@ SCALE_MIN = 2000.0**-0.5
 SCALE_MAX = 1e8
 
 
-def _is_frame(X):
+def is_frame(X):
     return hasattr(X, "iloc") and hasattr(X, "dtypes")
 
 
@@ -55,7 +55,7 @@ def categorical_columns(X, categorical_features, n_features):
     one is ordered), a boolean mask, integer indices, feature names (of a DataFrame), or
     None. Only a pandas ordered categorical is ordered."""
     categorical = np.zeros(n_features, dtype=bool)
-    dtypes = list(X.dtypes) if _is_frame(X) else [None] * n_features
+    dtypes = list(X.dtypes) if is_frame(X) else [None] * n_features
     if isinstance(categorical_features, str) and categorical_features == "from_dtype":
         categorical = np.array([_is_category(t) for t in dtypes], dtype=bool)
     elif categorical_features is not None:
@@ -65,7 +65,7 @@ def categorical_columns(X, categorical_features, n_features):
                              "mask, integer indices or feature names (one dimension); got "
                              f"an array of shape {given.shape}.")
         if given.dtype.kind in "OUS":
-            names = [str(c) for c in X.columns] if _is_frame(X) else None
+            names = [str(c) for c in X.columns] if is_frame(X) else None
             if names is None:
                 raise ValueError("categorical_features given as feature names needs X as a "
                                  "pandas DataFrame with those column names.")
@@ -95,7 +95,24 @@ def categorical_columns(X, categorical_features, n_features):
 
 
 def _column(X, j):
-    return X.iloc[:, j] if _is_frame(X) else np.asarray(X)[:, j]
+    return X.iloc[:, j] if is_frame(X) else np.asarray(X)[:, j]
+
+
+def _lookup(column, categories):
+    """The index of each value of ``column`` in ``categories`` (int64; -1 where it is not
+    one of them), without a Python loop over the rows where the types allow it."""
+    dtype = getattr(column, "dtype", None)
+    if _is_category(dtype) and np.array_equal(np.asarray(dtype.categories), categories):
+        return np.asarray(column.cat.codes, dtype=np.int64)  # pandas' own codes
+    values = np.asarray(column)
+    if values.dtype.kind in "biuf" and categories.dtype.kind in "biuf" and len(categories):
+        order = np.argsort(categories, kind="stable")
+        position = np.searchsorted(categories[order], values).clip(0, len(categories) - 1)
+        found = categories[order][position] == values
+        return np.where(found, order[position], -1).astype(np.int64)
+    index = {value: i for i, value in enumerate(categories.tolist())}
+    return np.array([index.get(v, -1) for v in np.asarray(values, dtype=object).tolist()],
+                    dtype=np.int64)
 
 
 def _missing(values):
@@ -145,15 +162,21 @@ class CategoricalFeatures:
                 except TypeError as exc:
                     raise ValueError(f"The categories of feature {j} cannot be sorted "
                                      f"({exc}); give them one type.") from None
+        # The number of categories seen at fit (statsmodels' num_levels), counted by
+        # fit_encode from the codes it returns.
+        self.n_levels = None
+
+    def fit_encode(self, X):
+        """:meth:`encode` the training inputs, counting the categories seen in them."""
         codes = self._codes(X)
-        # The number of categories seen at fit (statsmodels' num_levels).
         self.n_levels = [len(np.unique(codes[:, k])) for k in range(len(self.columns))]
+        return self._encoded(X, codes)
 
     # -- encoding -------------------------------------------------------------------------
 
     @staticmethod
     def _check_missing(column, j):
-        if np.any(_missing(np.asarray(column, dtype=object))):
+        if np.any(_missing(np.asarray(column))):
             raise ValueError(
                 f"Categorical feature {j} has missing values; give them a category of "
                 "their own (e.g. the string 'missing') before fitting.")
@@ -165,11 +188,10 @@ class CategoricalFeatures:
         for k, (j, categories) in enumerate(zip(self.columns, self.categories)):
             column = _column(X, j)
             self._check_missing(column, j)
-            values = np.asarray(column, dtype=object)
-            index = {value: i for i, value in enumerate(categories.tolist())}
-            code = np.array([index.get(v, -1) for v in values.tolist()], dtype=np.int64)
+            code = _lookup(column, categories)
             unseen = code < 0
             if np.any(unseen) and self.ordered[j]:
+                values = np.asarray(column, dtype=object)
                 raise ValueError(
                     f"Ordered feature {j} has values {sorted(set(values[unseen].tolist()))[:5]} "
                     f"that are not among its categories {categories.tolist()}: an ordered "
@@ -181,8 +203,11 @@ class CategoricalFeatures:
         """``X`` with its categorical columns replaced by their codes (float64): a
         DataFrame stays a DataFrame (its column names are checked as usual), anything
         else becomes a float64 array."""
-        codes = self._codes(X).astype(np.float64)
-        if _is_frame(X):
+        return self._encoded(X, self._codes(X))
+
+    def _encoded(self, X, codes):
+        codes = codes.astype(np.float64)
+        if is_frame(X):
             X = X.copy()
             for k, j in enumerate(self.columns):
                 X[X.columns[j]] = codes[:, k]

@@ -226,6 +226,26 @@ def test_an_unseen_category_is_different_from_every_key():
     np.testing.assert_allclose(reg.predict(query), weights @ y / weights.sum(1), rtol=1e-9)
 
 
+def test_every_spelling_of_a_query_category_finds_its_key():
+    # Fit on categories in an unsorted order; query them as that dtype, as the dtype with
+    # its categories reordered, as plain integers (one unseen), and as objects.
+    X, Xn, y = _table()
+    X = X.assign(u2=pd.Categorical(Xn[:, 3].astype(int), categories=[3, 1, 0, 2]))
+    reg = NadarayaWatsonRegressor(bandwidth=BANDWIDTH).fit(X, y)
+    Q = Xn[:8].copy()
+    Q[-1, 3] = -1  # the unseen value 7 matches no key
+    u2 = np.append(Xn[:7, 3].astype(int), 7)
+    expected = _product_kernel(Q, Xn, BANDWIDTH, "li_racine") @ y
+    expected /= _product_kernel(Q, Xn, BANDWIDTH, "li_racine").sum(1)
+    same = X.iloc[:7]
+    np.testing.assert_allclose(reg.predict(same), expected[:7], rtol=1e-9)
+    reordered = same.assign(u2=pd.Categorical(Xn[:7, 3].astype(int), categories=[0, 1, 2, 3]))
+    np.testing.assert_allclose(reg.predict(reordered), expected[:7], rtol=1e-9)
+    for column in (u2, u2.astype(float), u2.astype(object)):
+        query = X.iloc[:8].assign(u2=column)
+        np.testing.assert_allclose(reg.predict(query), expected, rtol=1e-9)
+
+
 def test_the_bandwidth_round_trips_and_the_fit_pickles():
     X, _, y = _table()
     cv = NadarayaWatsonRegressorCV(bandwidths=7).fit(X, y)
