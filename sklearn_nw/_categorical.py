@@ -115,14 +115,26 @@ def _lookup(column, categories):
                     dtype=np.int64)
 
 
-def _missing(values):
-    values = np.asarray(values)
-    if values.dtype.kind == "f":
+def _missing(column):
+    """Which values of a column are missing: NaN, None, and pandas' NA and NaT (a pandas
+    column answers itself, nullable dtypes included)."""
+    if hasattr(column, "isna"):
+        return np.asarray(column.isna(), dtype=bool)
+    values = np.asarray(column)
+    if values.dtype.kind in "fc":
         return np.isnan(values)
     if values.dtype.kind == "O":
-        return np.array([v is None or (isinstance(v, float) and v != v) for v in values],
-                        dtype=bool)
+        return np.array([v is None or _not_itself(v) for v in values], dtype=bool)
     return np.zeros(len(values), dtype=bool)
+
+
+def _not_itself(value):
+    """NaN (unequal to itself), or a value whose equality with itself has no truth value
+    (pandas.NA): both mean "missing"."""
+    try:
+        return bool(value != value)
+    except TypeError:
+        return True
 
 
 class CategoricalFeatures:
@@ -176,7 +188,7 @@ class CategoricalFeatures:
 
     @staticmethod
     def _check_missing(column, j):
-        if np.any(_missing(np.asarray(column))):
+        if np.any(_missing(column)):
             raise ValueError(
                 f"Categorical feature {j} has missing values; give them a category of "
                 "their own (e.g. the string 'missing') before fitting.")

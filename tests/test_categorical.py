@@ -298,6 +298,26 @@ def test_refused_combinations(params, match):
         reg.fit(X, y)
 
 
+@pytest.mark.parametrize("missing", [
+    pd.Series(["a", pd.NA] * 60, dtype="string"),  # pandas' nullable strings
+    pd.Series(["a", pd.NA] * 60, dtype=object),
+    pd.Series([1, pd.NA] * 60, dtype="Int64"),
+    pd.Categorical(["a", np.nan] * 60),
+])
+def test_every_spelling_of_missing_is_refused_as_missing(missing):
+    X, Xn, y = _table()
+    with pytest.raises(ValueError, match="Categorical feature 2 has missing values"):
+        NadarayaWatsonRegressor(bandwidth=BANDWIDTH, categorical_features=[2]).fit(
+            X.assign(u1=missing), y)
+    # The same column as numpy: an object array holding pandas' NA, or None.
+    column = np.array(["a", pd.NA if isinstance(missing, pd.Series) else None] * 60,
+                      dtype=object)
+    Xo = Xn.astype(object)
+    Xo[:, 2] = column
+    with pytest.raises(ValueError, match="Categorical feature 2 has missing values"):
+        NadarayaWatsonRegressor(bandwidth=BANDWIDTH, categorical_features=[2]).fit(Xo, y)
+
+
 def test_bad_categorical_input():
     X, Xn, y = _table()
     with pytest.raises(ValueError, match="missing values"):
