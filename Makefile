@@ -19,10 +19,11 @@ $(VENV)/.%: $(VENV)/.torch setup.cfg pyproject.toml
 	touch $@
 
 # ruff (configured in .ruff.toml) first; SCIPY_ARRAY_API=1 makes scikit-learn run its
-# array-API common checks instead of skipping them.
+# array-API common checks instead of skipping them. pytest-xdist runs one test file per
+# worker, one worker per core (whole files, so a module fixture runs once).
 test: $(VENV)/.test
 	$(PY) -m ruff check .
-	SCIPY_ARRAY_API=1 MPLBACKEND=Agg $(PY) -m pytest --durations=15
+	SCIPY_ARRAY_API=1 MPLBACKEND=Agg $(PY) -m pytest -n auto --dist loadfile --durations=15
 
 demo: $(VENV)/.demo
 	MPLBACKEND=Agg $(PY) -m sklearn_nw
