@@ -4,9 +4,13 @@ errors)."""
 
 import os
 import re
+import sys
 import warnings
+from pathlib import Path
 
 import sklearn_nw
+
+sys.path.insert(0, str(Path(__file__).parent / "sphinxext"))
 
 # The gallery's figures are drawn off screen.
 os.environ.setdefault("MPLBACKEND", "Agg")
@@ -24,6 +28,8 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     # MathJax served with the site, so formulas render offline too.
     "sphinx-mathjax-offline",
+    # ``.. benchmark-results::``: the Benchmarks page read from benchmarks/results/.
+    "benchmark_results",
 ]
 autosummary_generate = True
 autodoc_default_options = {"members": True, "inherited-members": False}
