@@ -203,4 +203,4 @@ def _foreign_roles_as_text(app, what, name, obj, options, lines):
 def setup(app):
     app.connect("autodoc-process-docstring", _foreign_roles_as_text)
     app.connect("autodoc-skip-member", _skip_scikit_learn_members)
-    logging.getLogger("sphinx.sphinx.ext.intersphinx._load").addFilter(_OfflineInventory())
+    logging.getLogger("sphinx.sphinx.ext.intersphinx").addFilter(_OfflineInventory())

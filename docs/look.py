@@ -64,7 +64,8 @@ _INSPECT = r"""
     if (r.width === 0) continue;
     if (r.right > column.right + 1) {
       overflow.push(`${el.tagName.toLowerCase()} past the column: ${text(el)}`);
-    } else if (!inline(el) && el.scrollWidth > el.clientWidth + 1) {
+    } else if (!inline(el) && el.scrollWidth > el.clientWidth + 1
+               && !(el.tagName === 'MJX-CONTAINER' && el.getAttribute('display') !== 'true')) {
       overflow.push(`${el.tagName.toLowerCase()} ${scrolls(el) ? 'scrolls' : 'cut off'}: `
                     + text(el));
     }

@@ -149,7 +149,7 @@ for ax in axes[1]:
     ax.set_xlabel("x")
 for ax in axes[:, 0]:
     ax.set_ylabel("y")
-axes[0, 0].legend(loc="lower right", fontsize="small")
+axes[0, 0].legend(loc="lower right")
 fig.suptitle(
     f"Six kernels, each with the standard deviation of a Gaussian of σ = {sigma:.3f}"
 )

@@ -133,7 +133,7 @@ for ax in axes[1]:
     ax.set_xlabel("x")
 for ax in axes[:, 0]:
     ax.set_ylabel("y")
-axes[0, 0].legend(loc="upper right", fontsize="small")
+axes[0, 0].legend(loc="upper right")
 fig.suptitle("Gaussian kernel at four bandwidths")
 plt.show()
 
@@ -213,7 +213,7 @@ for ax in (ax1, ax2):
     ax.set_ylabel("mean squared error")
     for sigma in sigmas:
         ax.axvline(sigma, color="tab:gray", linewidth=0.5)
-    ax.legend(fontsize="small")
+    ax.legend()
 plt.show()
 
 # %%

@@ -13,6 +13,7 @@ signed weights of a local-linear fit.
 
 # Authors: the sklearn-nw developers
 # SPDX-License-Identifier: BSD-3-Clause
+# sphinx_gallery_thumbnail_number = 2
 
 # %%
 # The data
@@ -160,7 +161,7 @@ ax_row.axhline(0, color="black", linewidth=0.8)
 ax_row.set_xlabel("training input x_i")
 ax_row.set_ylabel("weight of training point i")
 ax_row.set_title("two rows of the attention")
-ax_row.legend(fontsize="small")
+ax_row.legend()
 
 print(
     f"{np.mean(weights < 0):.1%} of the local-linear weights are negative; the smallest "

@@ -149,7 +149,7 @@ for ax in axes:
     ax.set_xlabel("$x_1$ (standardized)")
     ax.set_ylabel("$x_2$ (standardized)")
     ax.set_aspect("equal")
-axes[0].legend(loc="lower right", fontsize="small")
+axes[0].legend(loc="lower right")
 plt.show()
 
 # %%

@@ -62,9 +62,9 @@ for h in bandwidths:
     y_pred, attention = reg.predict(Q, return_attention=True)
     dot_product = softmax(Q @ X.T / h**2, axis=1)
     print(
-        f"h = {h:<4}  tau = h**2 = {h**2:<6.4g}"
-        f"  max |attention - softmax(Q X^T / tau)| = {np.abs(attention - dot_product).max():.1e}"
-        f"  max |prediction - softmax(.) @ y| = {np.abs(y_pred - dot_product @ y).max():.1e}"
+        f"h = {h:<4} tau = h**2 = {h**2:<6.4g}"
+        f" max |attention - softmax(Q X^T / tau)| {np.abs(attention - dot_product).max():.1e}"
+        f"\n{'':24} max |prediction - softmax(.) @ y| {np.abs(y_pred - dot_product @ y).max():.1e}"
     )
 
 # %%

@@ -100,8 +100,8 @@ for name, per_seed, mean_slope, rate in (
     seed_slopes = [log_log_slope(sizes, row) for row in per_seed]
     standard_error = np.std(seed_slopes, ddof=1) / np.sqrt(len(seeds))
     print(
-        f"slope of the {name:<17}  {mean_slope:+.3f}  (classical rate {rate});"
-        f" per seed {', '.join(f'{v:+.3f}' for v in seed_slopes)},"
+        f"slope of the {name:<17}  {mean_slope:+.3f}  (classical rate {rate})\n"
+        f"    per seed {', '.join(f'{v:+.3f}' for v in seed_slopes)},"
         f" standard error {standard_error:.3f}"
     )
 

@@ -67,7 +67,7 @@ def machine_line(record):
     )
     return (
         f"{machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']:.1f} GiB RAM, "
-        f"torch threads {machine['torch_threads']}; {versions}"
+        f"torch threads {machine['torch_threads']};\n    {versions}"
     )
 
 
@@ -103,8 +103,8 @@ for name, record in (
 scaling = engine["sections"]["scaling"]
 config = scaling["config"]
 print(
-    f"\nscaling: n queries = n training points, d={config['d']}, {config['dtype']}, "
-    f"{config['kernel']} kernel; repeats: {config['repeats']}"
+    f"\nscaling: n queries = n training points, d={config['d']}, {config['dtype']},\n"
+    f"    {config['kernel']} kernel; repeats: {config['repeats']}"
 )
 curves = {
     "sklearn_nw_eager": [
@@ -285,8 +285,8 @@ for sweep in compact["sweep"]:
         )
         ratio = f"{row['ratio']:.2f}" if row.get("ratio") is not None else "-"
         print(
-            f"points within reach {sweep['reach']:8,.0f}  {row['method']:<40}"
-            f" {row['time_s']:7.3f} s   RadiusNeighborsRegressor / this {ratio}"
+            f"within reach {sweep['reach']:7,.0f}  {row['method']:<34}"
+            f" {row['time_s']:7.3f} s  RadiusNeighborsRegressor / this {ratio}"
         )
 
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
