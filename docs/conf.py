@@ -54,8 +54,6 @@ sphinx_gallery_conf = {
     "doc_module": ("sklearn_nw",),
     "matplotlib_animations": False,
     "image_scrapers": ("matplotlib",),
-    # Every name of the package an example uses, for the API pages' mini-galleries.
-    "reference_url": {"sklearn_nw": None},
     "remove_config_comments": True,
     "show_memory": False,
     # A cell's last expression (an Axes, a Legend) is drawn, not printed.

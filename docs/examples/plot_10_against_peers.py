@@ -207,7 +207,7 @@ for name, scores in results.items():
 loo_2 = results['NadarayaWatsonRegressor(bandwidth="loo"), 2 LARS features']
 statsmodels_2 = results['KernelReg("lc", bw="cv_ls"), 2 LARS features']
 print(
-    f"\non the same 2 features, statsmodels' cv_ls minus the learned bandwidth: "
+    f"\non the same 2 features, statsmodels' cv_ls minus the learned bandwidth:\n    "
     f"{statsmodels_2['test_score'].mean() - loo_2['test_score'].mean():+.3f} R2, "
     f"its fit {statsmodels_2['fit_time'].mean() / loo_2['fit_time'].mean():.0f} times "
     "as long"

@@ -62,9 +62,9 @@ compact = json.loads((results_dir / "bench_compact.json").read_text())
 
 def machine_line(record):
     machine = record["machine"]
-    versions = ", ".join(
-        f"{name} {version}" for name, version in machine["versions"].items()
-    )
+    # Three versions a line, within the page's column.
+    items = [f"{name} {version}" for name, version in machine["versions"].items()]
+    versions = ",\n    ".join(", ".join(items[i:i + 3]) for i in range(0, len(items), 3))
     return (
         f"{machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']:.1f} GiB RAM, "
         f"torch threads {machine['torch_threads']};\n    {versions}"
@@ -201,7 +201,7 @@ for row in rows:
     compile_s = (
         f"{row['compile_s']:.1f}" if row["compile_s"] is not None else ""
     )
-    note = "  (extrapolated per pair)" if row["extrapolated"] else ""
+    note = "  (extrapolated)" if row["extrapolated"] else ""
     print(
         f"{row['peer']:<22}{row['n_queries']:>12,}{row['time_s']:9.3f}{row['ratio']:9.2f}"
         f"{compile_s:>11}{row['peak_extra_mb']:15.0f}{note}"
@@ -274,7 +274,7 @@ print(
 config = compact["config"]
 print(
     f"\ncompact: {config['n_train']:,} training points, {config['n_queries']:,} queries, "
-    f"d={config['d']}, {config['dtype']}, {config['kernel']} at bandwidth "
+    f"d={config['d']},\n    {config['dtype']}, {config['kernel']} at bandwidth "
     f"{config['bandwidth']}; {config['timed']}"
 )
 by_method = {}
@@ -286,7 +286,7 @@ for sweep in compact["sweep"]:
         ratio = f"{row['ratio']:.2f}" if row.get("ratio") is not None else "-"
         print(
             f"within reach {sweep['reach']:7,.0f}  {row['method']:<34}"
-            f" {row['time_s']:7.3f} s  RadiusNeighborsRegressor / this {ratio}"
+            f" {row['time_s']:7.3f} s  scikit-learn / this {ratio}"
         )
 
 fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
