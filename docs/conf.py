@@ -36,7 +36,8 @@ autosummary_generate = True
 autodoc_default_options = {"members": True, "inherited-members": True}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-exclude_patterns = ["_build", "generated/*.examples", "examples/README.txt", "look.py"]
+exclude_patterns = ["_build", "_templates", "generated/*.examples", "examples/README.txt",
+                    "look.py"]
 # The API pages' templates: short titles, the methods table without scikit-learn's own,
 # and the "Examples using ..." mini-gallery of sphinx-gallery's backreferences.
 templates_path = ["_templates"]
