@@ -71,7 +71,7 @@ bandwidths = [0.2, 0.5, 1.0]
 fig, axes = plt.subplots(
     len(kernels),
     len(bandwidths),
-    figsize=(10, 11),
+    figsize=(9, 10),
     sharex=True,
     sharey=True,
     layout="constrained",
@@ -123,14 +123,14 @@ fig.suptitle(
 model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=0.5, degree=1)
 model.fit(X_train, y_train)
 fig, (ax_map, ax_row) = plt.subplots(
-    1, 2, figsize=(11, 4.5), layout="constrained"
+    1, 2, figsize=(9, 4), layout="constrained"
 )
 display = AttentionDisplay.from_estimator(
     model,
     X_test,
     sort_by=None,
     ax=ax_map,
-    title="equivalent kernel of a local-linear fit (Gaussian, h = 0.5)",
+    title="equivalent kernel of a local-linear fit\n(Gaussian, h = 0.5)",
     xlabel="training inputs (sorted)",
     ylabel="test inputs (sorted)",
 )

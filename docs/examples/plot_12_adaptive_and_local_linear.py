@@ -154,7 +154,7 @@ styles = {
         models, ["tab:blue", "tab:orange", "tab:green", "tab:red"]
     )
 }
-fig = plt.figure(figsize=(12, 8), constrained_layout=True)
+fig = plt.figure(figsize=(9, 7), constrained_layout=True)
 top, bottom = fig.subfigures(2, 1, height_ratios=[1.1, 1])
 ax_all = top.subplots()
 ax_left, ax_right = bottom.subplots(1, 2)

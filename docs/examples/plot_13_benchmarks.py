@@ -207,7 +207,7 @@ for row in rows:
         f"{compile_s:>11}{row['peak_extra_mb']:15.0f}{note}"
     )
 
-fig, ax = plt.subplots(figsize=(10, 5), constrained_layout=True)
+fig, ax = plt.subplots(figsize=(9, 5), constrained_layout=True)
 rows = sorted(rows, key=lambda row: row["ratio"])
 positions = np.arange(len(rows))[::-1]
 colors = [
@@ -218,10 +218,10 @@ ax.barh(positions, [row["ratio"] for row in rows], color=colors, alpha=0.85)
 for position, row in zip(positions, rows):
     text = f"{row['ratio']:.2f}×, {row['time_s']:.2f} s"
     if row["extrapolated"]:
-        text += f" on {row['n_queries']:,} queries (extrapolated)"
+        text += f"\non {row['n_queries']:,} queries, extrapolated"
     if row["compile_s"] is not None:
         text += f", + {row['compile_s']:.1f} s compile"
-    ax.text(row["ratio"] * 1.1, position, text, va="center", fontsize=9)
+    ax.text(row["ratio"] * 1.1, position, text, va="center")
 ax.set_xscale("log")
 ax.set_xlim(0.5, max(row["ratio"] for row in rows) * 500)
 ax.axvline(1, color="k", lw=0.8)
@@ -289,7 +289,7 @@ for sweep in compact["sweep"]:
             f" {row['time_s']:7.3f} s  scikit-learn / this {ratio}"
         )
 
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
+fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), constrained_layout=True)
 ax = axes[0]
 for method, points in by_method.items():
     reach, times = np.array(sorted(points)).T
