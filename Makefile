@@ -36,5 +36,12 @@ docs: $(VENV)/.docs
 	rm -rf docs/_build docs/auto_examples docs/generated
 	MPLBACKEND=Agg $(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
+# Screenshots of the built site (run `make docs` first), page by page in headless Chromium
+# (apt-get install chromium), to docs/_build/look/; each page's wide code, overflowing
+# formulas or titles and lettered lists are printed.
+.PHONY: docs-look
+docs-look: $(VENV)/.docs
+	$(PY) docs/look.py
+
 clean:
 	rm -rf $(VENV) build *.egg-info docs/_build docs/auto_examples docs/generated .pytest_cache .hypothesis

@@ -2,6 +2,9 @@
 autosummary, and a gallery of examples run by sphinx-gallery (``make docs``, warnings as
 errors)."""
 
+import importlib
+import inspect
+import logging
 import os
 import re
 import sys
@@ -24,6 +27,7 @@ extensions = [
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
     "sphinx.ext.doctest",
+    "sphinx.ext.intersphinx",
     "numpydoc",
     "sphinx_gallery.gen_gallery",
     # MathJax served with the site, so formulas render offline too.
@@ -32,11 +36,17 @@ extensions = [
     "benchmark_results",
 ]
 autosummary_generate = True
-autodoc_default_options = {"members": True, "inherited-members": False}
+# Every method a class has, its base classes' included (the estimators' ``predict`` is
+# written once, in their shared base); those of scikit-learn are left out (see
+# _skip_scikit_learn_members).
+autodoc_default_options = {"members": True, "inherited-members": True}
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
-exclude_patterns = ["_build", "generated/*.examples", "examples/README.txt"]
-templates_path = []
+exclude_patterns = ["_build", "_templates", "generated/*.examples", "examples/README.txt",
+                    "look.py"]
+# The API pages' templates: short titles, the methods table without scikit-learn's own,
+# and the "Examples using ..." mini-gallery of sphinx-gallery's backreferences.
+templates_path = ["_templates"]
 default_role = "literal"  # `x` in a docstring is code, as in scikit-learn's
 
 sphinx_gallery_conf = {
@@ -62,14 +72,124 @@ html_title = "sklearn-nw"
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
-    # The API pages' own table of contents lists long method names: left out there.
+    # The right-hand sidebar takes a third of a laptop's width from the text, and a code
+    # line of 100 characters needs the rest: the user guide and the examples show their
+    # table of contents in the left sidebar instead, under the section's pages. The API
+    # pages' own table of contents lists long method names: left out there.
     "secondary_sidebar_items": {"index": ["page-toc"], "api": ["page-toc"],
-                                "user_guide/*": ["page-toc"],
-                                "auto_examples/*": ["page-toc"], "generated/*": []},
+                                "user_guide/*": [], "auto_examples/*": [],
+                                "generated/*": []},
+}
+html_sidebars = {
+    "user_guide/*": ["sidebar-nav-bs", "page-toc"],
+    "auto_examples/*": ["sidebar-nav-bs", "page-toc"],
 }
 html_static_path = ["_static"]
 html_css_files = ["custom.css"]
 html_show_sourcelink = False
+
+
+# Links to the libraries the package builds on. Their inventories are fetched at build time;
+# a build without network (a sandboxed CI runner) cannot reach them, and those names then
+# appear as code, unlinked, with an info line instead of a warning (see _offline_inventory),
+# so that ``-W`` still holds. Only roles that fail silently (:class:, :func:, :meth:,
+# :mod:) may point into these projects, never :ref: or :doc:.
+intersphinx_mapping = {
+    "python": ("https://docs.python.org/3", None),
+    "sklearn": ("https://scikit-learn.org/stable", None),
+    "numpy": ("https://numpy.org/doc/stable", None),
+    "scipy": ("https://docs.scipy.org/doc/scipy", None),
+    "torch": ("https://docs.pytorch.org/docs/stable", None),
+    "dask": ("https://docs.dask.org/en/stable", None),
+    "distributed": ("https://distributed.dask.org/en/stable", None),
+    "matplotlib": ("https://matplotlib.org/stable", None),
+    "pandas": ("https://pandas.pydata.org/docs", None),
+}
+intersphinx_timeout = 10
+
+
+class _OfflineInventory(logging.Filter):
+    """An unreachable inventory is reported as information: the build does not fail for
+    want of network, and its names stay unlinked."""
+
+    def filter(self, record):
+        if record.levelno == logging.WARNING and "failed to reach any of the inventories" in (
+                str(record.msg)):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg = "intersphinx: " + str(record.msg) + " (their names stay unlinked)"
+        return True
+
+
+def _defined_by(cls, name):
+    """The class of ``cls``'s MRO that defines attribute ``name``."""
+    return next(klass for klass in cls.__mro__ if name in vars(klass))
+
+
+def _from_scikit_learn(cls, name):
+    """Whether ``cls.name`` is scikit-learn's (a base class's method, or a
+    ``set_*_request`` its metadata routing makes) or Python's (a warning's
+    ``with_traceback``): its docstring is written for scikit-learn's site or Python's."""
+    owner = _defined_by(cls, name)
+    member = vars(owner)[name]
+    module = getattr(member, "__module__", None) or type(member).__module__ or ""
+    if owner.__module__ == "builtins":
+        return True
+    return module.startswith("sklearn.") or owner.__module__.startswith("sklearn.")
+
+
+def _public_classes():
+    """Every public class of the API reference, by its documented dotted name."""
+    classes = {}
+    for module_name in ("sklearn_nw", "sklearn_nw.bandwidth", "sklearn_nw.kernels",
+                        "sklearn_nw.inspection", "sklearn_nw.dask"):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in getattr(module, "__all__", []):
+            obj = getattr(module, name)
+            if inspect.isclass(obj):
+                classes[f"{module_name}.{name}"] = obj
+    return classes
+
+
+def _scikit_learn_methods():
+    """For each public class, the public methods it takes from scikit-learn as they are,
+    each with the scikit-learn class that defines it (None for a metadata-routing
+    ``set_*_request``, made per class)."""
+    found = {}
+    for dotted, cls in _public_classes().items():
+        methods = []
+        for name in sorted(dir(cls)):
+            if name.startswith("_") or not callable(getattr(cls, name, None)):
+                continue
+            if _from_scikit_learn(cls, name) and _defined_by(cls, name).__module__ != "builtins":
+                owner = _defined_by(cls, name)
+                # Linked where scikit-learn documents it (its public base classes).
+                where = (f"sklearn.base.{owner.__name__}" if owner.__module__ == "sklearn.base"
+                         else None)
+                methods.append((name, where))
+        found[dotted] = methods
+    return found
+
+
+# The class template (_templates/autosummary/class.rst) lists these under the class.
+autosummary_context = {"scikit_learn_methods": _scikit_learn_methods()}
+
+
+def _skip_scikit_learn_members(app, what, name, obj, skip, options):
+    """Leave out of the API pages the members written by scikit-learn (``get_params``,
+    ``score``, ``set_fit_request``, ...) and Python's own (an exception's
+    ``with_traceback``): the class template links scikit-learn's to its pages instead.
+    Their docstrings describe scikit-learn ("Added in version 1.3", metadata routing of
+    parameters such as ``return_attention`` that are no metadata)."""
+    if skip or what not in ("class", "exception"):
+        return skip
+    owner = getattr(obj, "__objclass__", None)
+    if owner is not None and owner.__module__ == "builtins":
+        return True
+    module = getattr(obj, "__module__", None) or ""
+    return True if module.startswith("sklearn.") else None
 
 
 # Methods the estimators inherit from scikit-learn (``score``, the ``set_*_request`` of
@@ -87,3 +207,5 @@ def _foreign_roles_as_text(app, what, name, obj, options, lines):
 
 def setup(app):
     app.connect("autodoc-process-docstring", _foreign_roles_as_text)
+    app.connect("autodoc-skip-member", _skip_scikit_learn_members)
+    logging.getLogger("sphinx.sphinx.ext.intersphinx").addFilter(_OfflineInventory())

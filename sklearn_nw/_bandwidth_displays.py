@@ -27,6 +27,8 @@ class BandwidthSearchDisplay:
     the best fixed bandwidth's value. Colors follow the degree on both axes. Create it
     with :meth:`from_estimator`.
 
+    Read more in the :ref:`User Guide <ug_automatic>`.
+
     Parameters
     ----------
     cv_results : dict of ndarrays
@@ -276,6 +278,8 @@ class LossCurveDisplay:
     searches included, so it need not fall at every step), at each minibatch step of
     Adam, or after each refinement of the exact grids of a kernel without a gradient.
     Create it with :meth:`from_estimator`.
+
+    Read more in the :ref:`User Guide <ug_learned_bandwidth>`.
 
     Parameters
     ----------

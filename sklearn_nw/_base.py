@@ -74,6 +74,8 @@ class EmptyNeighborhoodWarning(UserWarning):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
             model.predict(X)
+
+    Read more in the :ref:`User Guide <ug_empty_neighborhoods>`.
     """
 
 
@@ -88,6 +90,8 @@ class LocalFitWarning(UserWarning):
     Those queries received their Nadaraya-Watson value (the
     local-constant fit), whose attention is also what ``return_attention`` gives them.
     Filter it like :class:`EmptyNeighborhoodWarning`.
+
+    Read more in the :ref:`User Guide <ug_local_polynomials>`.
     """
 
 

@@ -17,6 +17,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
     The class probabilities at a query q are the kernel-weighted class frequencies of the
     training points, with the same attention as :class:`NadarayaWatsonRegressor`.
 
+    Read more in the :ref:`User Guide <ug_classification>`.
+
     Parameters
     ----------
 %(parameters)s

@@ -323,6 +323,49 @@ _SELECTION_DOC = """    selection : {"one_se", "min"}, default="one_se"
 """ + entries(PARAMETERS, "categorical_features", "categorical_kernel").replace(
     "{", "{{").replace("}", "}}")  # _SHARED_DOC is formatted
 
+# The rule that chooses among the candidates, and where it comes from.
+_NOTES_DOC = r"""
+    Notes
+    -----
+    With ``cv=None`` each candidate is scored by its exact leave-one-out loss, every
+    training point predicted from the others,
+
+    .. math::
+
+        L = \frac{1}{W} \sum_i w_i\, \ell_i, \qquad
+        \ell_i = \ell\big(y_i, \hat f_{-i}(x_i)\big), \qquad W = \sum_i w_i,
+
+    for all candidates in one pass over the distance blocks, as
+    :class:`~sklearn.linear_model.RidgeCV` does for its alphas.
+
+    With ``selection="one_se"`` the candidate is chosen by the one-standard-error rule
+    [1]_ [2]_: candidates whose losses differ by less than the noise of that estimate are
+    not told apart, and the smoothest of them is kept. Candidate :math:`b` is within one
+    standard error of the best one, :math:`a`, when the mean of the per-sample
+    differences :math:`g_i = \ell_i^{(b)} - \ell_i^{(a)}` is at most their standard
+    error,
+
+    .. math::
+
+        \bar g \le \frac{\sqrt{\sum_i w_i (g_i - \bar g)^2}}{\sum_i w_i}, \qquad
+        \bar g = \frac{\sum_i w_i g_i}{\sum_i w_i}.
+
+    Within each family (fixed bandwidths, each kind of adaptive bandwidth, and for the
+    regressor each degree) the largest bandwidth so within is the family's choice; then
+    a family is kept over the simpler one kept before it only if its choice beats that
+    one's by more than one standard error. The chosen bandwidth is then often larger than
+    the one of least loss, which ``selection="min"`` chooses (``best_index_`` need not
+    rank first in ``cv_results_["rank_test_score"]``). With a splitter the per-split
+    scores play the per-sample losses' part.
+
+    References
+    ----------
+    .. [1] L.\  Breiman, J. H. Friedman, R. A. Olshen and C. J. Stone, *Classification
+       and Regression Trees*, Wadsworth, 1984 (the one-standard-error rule).
+    .. [2] T.\  Hastie, R. Tibshirani and J. Friedman, *The Elements of Statistical
+       Learning*, 2nd ed., Springer, 2009, section 7.10.
+"""
+
 # The plain estimators' fitted attributes that the CV estimators share.
 _FITTED = entries(ATTRIBUTES, "bandwidth_kind_", "bandwidth_neighbors_", "bandwidth_scale_",
                  "key_bandwidths_", "kernel_", "device_", "X_fit_", "route_", "key_set_",
@@ -336,7 +379,11 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
 
     Follows :class:`~sklearn.linear_model.RidgeCV`: ``cv=None`` is an exact, cheap
     leave-one-out; then it predicts like :class:`NadarayaWatsonRegressor` with
-    ``bandwidth=bandwidth_``.
+    ``bandwidth=bandwidth_``. By default it searches fixed and adaptive bandwidths and
+    local polynomials of degree 0 to 2, and keeps the simplest candidate within one
+    standard error of the best (see Notes).
+
+    Read more in the :ref:`User Guide <ug_automatic>`.
 """
         + _SHARED_DOC.format(
             default_score="the negative sample-weighted mean squared error").replace(
@@ -353,16 +400,37 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     See Also
     --------
     NadarayaWatsonRegressor : With a fixed, rule-of-thumb or learned bandwidth.
-
+    sklearn.linear_model.RidgeCV : The same design: an exact leave-one-out by default.
+    sklearn.model_selection.GridSearchCV : What a ``cv`` other than None runs.
+    sklearn_nw.inspection.BandwidthSearchDisplay : The candidates' scores, the chosen one
+        marked.
+"""
+        + _NOTES_DOC
+        + """
     Examples
     --------
+    With default arguments every kind of candidate is searched; ``best_params_`` says
+    which was chosen.
+
     >>> import numpy as np
     >>> from sklearn_nw import NadarayaWatsonRegressorCV
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(0, 6, (200, 1))
     >>> y = np.sin(X[:, 0]) + rng.normal(scale=0.3, size=200)
-    >>> reg = NadarayaWatsonRegressorCV(bandwidths=[0.001, 0.3, 30.0]).fit(X, y)
-    >>> reg.bandwidth_
+    >>> reg = NadarayaWatsonRegressorCV().fit(X, y)
+    >>> sorted(reg.best_params_)
+    ['bandwidth', 'degree', 'kind']
+    >>> reg.best_params_["kind"], reg.best_params_["degree"]
+    ('fixed', 2)
+    >>> reg.best_params_["bandwidth"].round(2)
+    array([0.89])
+    >>> bool(abs(reg.predict([[1.5]])[0] - np.sin(1.5)) < 0.1)
+    True
+
+    A grid of your own is searched as it is:
+
+    >>> reg = NadarayaWatsonRegressorCV(bandwidths=[0.001, 0.3, 30.0], degree=0)
+    >>> reg.fit(X, y).bandwidth_
     array([0.3])
 """
     )
@@ -410,7 +478,11 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     cross-validation.
 
     ``cv=None`` is an exact, cheap leave-one-out; then it predicts like
-    :class:`NadarayaWatsonClassifier` with ``bandwidth=bandwidth_``.
+    :class:`NadarayaWatsonClassifier` with ``bandwidth=bandwidth_``. By default it
+    searches fixed and adaptive bandwidths and keeps the one of least leave-one-out
+    log-loss (see Notes).
+
+    Read more in the :ref:`User Guide <ug_classification_cv>`.
 """
         + _SHARED_DOC.format(
             default_score="the negative sample-weighted log-loss (over every kind of "
@@ -428,6 +500,32 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     See Also
     --------
     NadarayaWatsonClassifier : With a fixed, rule-of-thumb or learned bandwidth.
+    sklearn.linear_model.RidgeClassifierCV : The same design: an exact leave-one-out by
+        default.
+    sklearn.model_selection.GridSearchCV : What a ``cv`` other than None runs.
+    sklearn_nw.inspection.BandwidthSearchDisplay : The candidates' scores, the chosen one
+        marked.
+"""
+        + _NOTES_DOC.replace(
+            "    Notes\n    -----\n", "    Notes\n    -----\n    The classifier's default "
+            "score, the log-loss, has no per-sample values: with\n    ``cv=None`` and "
+            "``scoring=None`` it keeps the candidate of least loss over every family,\n"
+            "    whatever ``selection``.\n\n", 1)
+        + """
+    Examples
+    --------
+    >>> from sklearn.datasets import load_iris
+    >>> from sklearn_nw import NadarayaWatsonClassifierCV
+    >>> X, y = load_iris(return_X_y=True)
+    >>> clf = NadarayaWatsonClassifierCV().fit(X, y)
+    >>> sorted(clf.best_params_)
+    ['bandwidth', 'kind', 'n_neighbors', 'scale']
+    >>> clf.best_params_["kind"], clf.best_params_["n_neighbors"]
+    ('balloon', 2)
+    >>> round(clf.best_score_, 3)  # the negative leave-one-out log-loss
+    -0.107
+    >>> clf.predict(X[[0, 50, 100]])
+    array([0, 1, 2])
 """
     )
 

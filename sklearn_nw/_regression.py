@@ -20,6 +20,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
     kernel of the scaled distance to each training input -- a softmax attention with the
     training inputs as keys, the targets as values and a fixed, radial score function.
 
+    Read more in the :ref:`User Guide <ug_attention>`.
+
     Parameters
     ----------
 %(parameters)s
@@ -64,9 +66,9 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
     References
     ----------
-    E. A. Nadaraya, "On estimating regression", *Theory of Probability and its
-    Applications* 9(1), 1964. G. S. Watson, "Smooth regression analysis", *Sankhya A*
-    26(4), 1964.
+    - E.\  A. Nadaraya, "On estimating regression", *Theory of Probability and its
+      Applications* 9(1), 1964.
+    - G.\  S. Watson, "Smooth regression analysis", *Sankhya A* 26(4), 1964.
 
     Examples
     --------

@@ -74,7 +74,7 @@ def scott_bandwidth(X, sample_weight=None):
 
     References
     ----------
-    D. W. Scott, *Multivariate Density Estimation*, Wiley, 1992.
+    D.\  W. Scott, *Multivariate Density Estimation*, Wiley, 1992.
 
     Examples
     --------
@@ -108,7 +108,7 @@ def silverman_bandwidth(X, sample_weight=None):
 
     References
     ----------
-    B. W. Silverman, *Density Estimation for Statistics and Data Analysis*, Chapman & Hall,
+    B.\  W. Silverman, *Density Estimation for Statistics and Data Analysis*, Chapman & Hall,
     1986.
     """
     return rule_of_thumb("silverman", *weighted_std(X, sample_weight))

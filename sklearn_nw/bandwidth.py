@@ -126,7 +126,7 @@ class _Start(NamedTuple):
 
 
 class LeaveOneOutBandwidth(BaseEstimator):
-    """Bandwidth learned by gradient descent on the leave-one-out loss.
+    r"""Bandwidth learned by gradient descent on the leave-one-out loss.
 
     Pass it (or the string ``"loo"`` for the defaults) as the ``bandwidth`` of a
     Nadaraya-Watson estimator. ``fit`` then minimizes the leave-one-out loss -- mean squared
@@ -160,6 +160,8 @@ class LeaveOneOutBandwidth(BaseEstimator):
     gradient in the bandwidth: it gets exact grids instead of the descent, the bandwidths
     multiplied in turn by factors closing in from 2 to 1.05 (all together, and for
     ``"diagonal"`` each alone); ``form="full"`` then raises.
+
+    Read more in the :ref:`User Guide <ug_learned_bandwidth>`.
 
     Parameters
     ----------
@@ -214,7 +216,23 @@ class LeaveOneOutBandwidth(BaseEstimator):
 
     References
     ----------
-    K. Q. Weinberger and G. Tesauro, "Metric learning for kernel regression", AISTATS 2007.
+    K.\  Q. Weinberger and G. Tesauro, "Metric learning for kernel regression", AISTATS 2007.
+
+    Examples
+    --------
+    One bandwidth per feature, learned: the second feature, which the target does not
+    depend on, is smoothed over far more widely than the first.
+
+    >>> import numpy as np
+    >>> from sklearn_nw import LeaveOneOutBandwidth, NadarayaWatsonRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(0, 6, (200, 2))
+    >>> y = np.sin(X[:, 0]) + rng.normal(scale=0.3, size=200)
+    >>> reg = NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth()).fit(X, y)
+    >>> reg.bandwidth_.round(2)
+    array([0.25, 1.19])
+    >>> len(reg.loss_curve_) > 0  # the leave-one-out loss along the descent
+    True
     """
 
     _parameter_constraints: ClassVar[dict] = {
@@ -515,6 +533,8 @@ class AdaptiveBandwidth(BaseEstimator):
     without the point, whose own location then no longer counts towards ``d_k``, and
     whose neighbors' sample-point bandwidths are those they have without it.
 
+    Read more in the :ref:`User Guide <ug_adaptive>`.
+
     Parameters
     ----------
     kind : {"balloon", "sample_point"}, default="balloon"
@@ -545,12 +565,12 @@ class AdaptiveBandwidth(BaseEstimator):
 
     References
     ----------
-    G. R. Terrell and D. W. Scott, "Variable kernel density estimation", Annals of
-    Statistics 20(3), 1992 (balloon and sample-point estimators).
-    L. Breiman, W. Meisel and E. Purcell, "Variable kernel estimates of multivariate
-    densities", Technometrics 19(2), 1977.
-    T. Hayfield and J. S. Racine, "Nonparametric econometrics: the np package", Journal of
-    Statistical Software 27(5), 2008.
+    - G.\  R. Terrell and D. W. Scott, "Variable kernel density estimation", *Annals of
+      Statistics* 20(3), 1992 (balloon and sample-point estimators).
+    - L.\  Breiman, W. Meisel and E. Purcell, "Variable kernel estimates of multivariate
+      densities", *Technometrics* 19(2), 1977.
+    - T.\  Hayfield and J. S. Racine, "Nonparametric econometrics: the np package",
+      *Journal of Statistical Software* 27(5), 2008.
 
     Examples
     --------

@@ -56,6 +56,8 @@ class NadarayaWatsonRegressor(RegressorMixin, ShardedNadarayaWatson):
     kernel; a rule of thumb, a given bandwidth or a learned one; ``n_neighbors=None``,
     ``degree=0``.
 
+    Read more in the :ref:`User Guide <ug_dask>`.
+
     Parameters
     ----------
     kernel : str, Kernel or callable, default="gaussian"
@@ -155,6 +157,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, ShardedNadarayaWatson):
     The parameters are those of :class:`sklearn_nw.NadarayaWatsonClassifier`: every
     kernel; a rule of thumb, a given bandwidth or a learned one; ``n_neighbors=None``.
 
+    Read more in the :ref:`User Guide <ug_dask>`.
+
     Parameters
     ----------
     kernel : str, Kernel or callable, default="gaussian"
@@ -249,6 +253,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     block of training rows pooled against every shard, the shards leaving out the keys
     at the rows' own locations. Adaptive bandwidths, local polynomials, ``cv`` and
     ``scoring`` are the local estimator's only.
+
+    Read more in the :ref:`User Guide <ug_dask>`.
 
     Parameters
     ----------
@@ -350,6 +356,8 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     leave-one-out log-loss, computed over the shards as in
     :class:`NadarayaWatsonRegressorCV`, and the best one is kept (as the local
     classifier keeps it with either ``selection``).
+
+    Read more in the :ref:`User Guide <ug_dask>`.
 
     Parameters
     ----------

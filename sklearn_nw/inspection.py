@@ -23,6 +23,8 @@ class AttentionDisplay:
     (``max_queries`` queries) :meth:`plot` shows an evenly spaced subset of them, every
     m-th in the displayed order, and says so in a note on the axes.
 
+    Read more in the :ref:`User Guide <ug_attention>`.
+
     Parameters
     ----------
     attention : ndarray or scipy.sparse matrix of shape (n_queries, n_keys)
@@ -286,6 +288,8 @@ class KernelDisplay:
 
     Small multiples, one axes per kernel, with dotted lines at the support of the compact
     kernels; or every kernel on one axes. Create it with :meth:`from_kernels`.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
 
     Parameters
     ----------

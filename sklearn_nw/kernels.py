@@ -67,6 +67,8 @@ class Kernel(BaseEstimator):
     Subclasses implement :meth:`log_profile_sq` (preferred: it is what the engine calls) or
     :meth:`profile`; each has a default written in terms of the other.
 
+    Read more in the :ref:`User Guide <ug_kernels>`.
+
     Attributes
     ----------
     support : float
@@ -123,7 +125,10 @@ class Kernel(BaseEstimator):
 
 
 class Gaussian(Kernel):
-    """Gaussian kernel, ``k(u) = exp(-u**2 / 2)``."""
+    """Gaussian kernel, ``k(u) = exp(-u**2 / 2)``.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
+    """
 
     quadratic_coef = 0.5
     compilable = True
@@ -133,7 +138,10 @@ class Gaussian(Kernel):
 
 
 class Exponential(Kernel):
-    """Exponential (Laplacian) kernel, ``k(u) = exp(-u)``."""
+    """Exponential (Laplacian) kernel, ``k(u) = exp(-u)``.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
+    """
 
     compilable = True
 
@@ -142,7 +150,10 @@ class Exponential(Kernel):
 
 
 class Constant(Kernel):
-    """Constant kernel, ``k(u) = 1``: plain (weighted) averaging, the baseline."""
+    """Constant kernel, ``k(u) = 1``: plain (weighted) averaging, the baseline.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
+    """
 
     compilable = True
 
@@ -151,7 +162,10 @@ class Constant(Kernel):
 
 
 class Tophat(Kernel):
-    """Top-hat (boxcar, uniform) kernel, ``k(u) = 1`` for ``u <= 1``, else 0."""
+    """Top-hat (boxcar, uniform) kernel, ``k(u) = 1`` for ``u <= 1``, else 0.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
+    """
 
     support = 1.0
     compilable = True
@@ -175,7 +189,10 @@ def _one_minus_clipped(u2, power, in_place=False):
 
 
 class Epanechnikov(Kernel):
-    """Epanechnikov kernel, ``k(u) = 1 - u**2`` for ``u <= 1``, else 0."""
+    """Epanechnikov kernel, ``k(u) = 1 - u**2`` for ``u <= 1``, else 0.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
+    """
 
     support = 1.0
     compilable = True
@@ -191,7 +208,10 @@ class Epanechnikov(Kernel):
 
 
 class Biweight(Kernel):
-    """Biweight (quartic) kernel, ``k(u) = (1 - u**2)**2`` for ``u <= 1``, else 0."""
+    """Biweight (quartic) kernel, ``k(u) = (1 - u**2)**2`` for ``u <= 1``, else 0.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
+    """
 
     support = 1.0
     compilable = True
@@ -207,7 +227,10 @@ class Biweight(Kernel):
 
 
 class Triweight(Kernel):
-    """Triweight kernel, ``k(u) = (1 - u**2)**3`` for ``u <= 1``, else 0."""
+    """Triweight kernel, ``k(u) = (1 - u**2)**3`` for ``u <= 1``, else 0.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
+    """
 
     support = 1.0
     compilable = True
@@ -227,6 +250,8 @@ class Linear(Kernel):
 
     Some attention tutorials call this kernel "Epanechikov"; the Epanechnikov kernel is
     ``1 - u**2`` (:class:`Epanechnikov`).
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
     """
 
     support = 1.0
@@ -237,7 +262,10 @@ class Linear(Kernel):
 
 
 class Tricube(Kernel):
-    """Tricube kernel, ``k(u) = (1 - u**3)**3`` for ``u <= 1``, else 0."""
+    """Tricube kernel, ``k(u) = (1 - u**3)**3`` for ``u <= 1``, else 0.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
+    """
 
     support = 1.0
     compilable = True
@@ -247,7 +275,10 @@ class Tricube(Kernel):
 
 
 class Cosine(Kernel):
-    """Cosine kernel, ``k(u) = cos(pi * u / 2)`` for ``u < 1``, else 0."""
+    """Cosine kernel, ``k(u) = cos(pi * u / 2)`` for ``u < 1``, else 0.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
+    """
 
     support = 1.0
     compilable = True
@@ -264,6 +295,8 @@ class SymmetricBeta(Kernel):
 
     ``power=0`` is the top-hat kernel, 1 Epanechnikov, 2 biweight, 3 triweight; ``power``
     can be tuned by grid search as ``kernel__power``.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
 
     Parameters
     ----------
@@ -295,6 +328,8 @@ class SymmetricBeta(Kernel):
 
 class CallableKernel(Kernel):
     """A kernel from a user function of the scaled distance.
+
+    Read more in the :ref:`User Guide <ug_kernels>`.
 
     Parameters
     ----------
@@ -475,6 +510,8 @@ class CategoricalKernel(BaseEstimator):
     on an embedding of the categories (one-hot for a mismatch, "thermometer" codes for
     ranks), which is how the estimators compute it (:mod:`sklearn_nw._categorical`).
 
+    Read more in the :ref:`User Guide <categorical>`.
+
     Attributes
     ----------
     ordered : bool
@@ -512,14 +549,20 @@ class CategoricalKernel(BaseEstimator):
 
 class LiRacine(CategoricalKernel):
     """Li and Racine's unordered kernel: 1 for the same category, ``lambda`` for another
-    (``lambda`` in [0, 1]; 1 ignores the feature)."""
+    (``lambda`` in [0, 1]; 1 ignores the feature).
+
+    Read more in the :ref:`User Guide <categorical>`.
+    """
 
 
 class AitchisonAitken(CategoricalKernel):
     """Aitchison and Aitken's unordered kernel (statsmodels' ``"u"``): ``1 - lambda`` for
     the same category, ``lambda / (c - 1)`` for another, ``c`` the number of categories
     seen at fit; ``lambda`` in ``[0, (c - 1) / c]``, the largest ignoring the feature.
-    As a ratio it is Li and Racine's with ``lambda / ((c - 1) (1 - lambda))``."""
+    As a ratio it is Li and Racine's with ``lambda / ((c - 1) (1 - lambda))``.
+
+    Read more in the :ref:`User Guide <categorical>`.
+    """
 
     def max_smoothing(self, n_levels):
         c = max(n_levels, 2)
@@ -539,7 +582,10 @@ class AitchisonAitken(CategoricalKernel):
 
 class LiRacineOrdered(CategoricalKernel):
     """Li and Racine's ordered kernel: ``lambda ** |r - r'|`` for categories of ranks
-    ``r`` and ``r'`` (``lambda`` in [0, 1]; 1 ignores the feature)."""
+    ``r`` and ``r'`` (``lambda`` in [0, 1]; 1 ignores the feature).
+
+    Read more in the :ref:`User Guide <categorical>`.
+    """
 
     ordered = True
 
@@ -548,7 +594,10 @@ class WangVanRyzin(CategoricalKernel):
     """Wang and van Ryzin's ordered kernel (statsmodels' ``"o"``): ``1 - lambda`` for the
     same category, ``(1 - lambda) / 2 * lambda ** |r - r'|`` for another (``lambda`` in
     [0, 1]); any two different categories keep a factor 1/2 apart, also at
-    ``lambda = 1``."""
+    ``lambda = 1``.
+
+    Read more in the :ref:`User Guide <categorical>`.
+    """
 
     ordered = True
     mismatch_factor = 0.5

@@ -124,7 +124,7 @@ for name in kernels:
 # %%
 # The fits at matched widths:
 fig, axes = plt.subplots(
-    2, 3, figsize=(12, 6.5), sharex=True, sharey=True, constrained_layout=True
+    2, 3, figsize=(9, 5.6), sharex=True, sharey=True, constrained_layout=True
 )
 for ax, name in zip(axes.flat, kernels):
     h_k, y_pred, mse = fits[name]
@@ -144,12 +144,12 @@ for ax, name in zip(axes.flat, kernels):
         linewidth=2,
         label="Nadaraya–Watson fit",
     )
-    ax.set_title(f"{name} (h = {h_k:.3f}), test MSE {mse:.4f}")
+    ax.set_title(f"{name} (h = {h_k:.3f})\ntest MSE {mse:.4f}")
 for ax in axes[1]:
     ax.set_xlabel("x")
 for ax in axes[:, 0]:
     ax.set_ylabel("y")
-axes[0, 0].legend(loc="lower right", fontsize="small")
+axes[0, 0].legend(loc="lower right")
 fig.suptitle(
     f"Six kernels, each with the standard deviation of a Gaussian of σ = {sigma:.3f}"
 )

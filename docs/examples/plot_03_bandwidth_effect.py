@@ -105,7 +105,7 @@ print(
 
 # %%
 fig, axes = plt.subplots(
-    2, 2, figsize=(10, 7), sharex=True, sharey=True, constrained_layout=True
+    2, 2, figsize=(9, 6.6), sharex=True, sharey=True, constrained_layout=True
 )
 for ax, sigma, y_pred, mse, loo in zip(
     axes.flat, sigmas, predictions, test_mse, loo_mse
@@ -127,13 +127,13 @@ for ax, sigma, y_pred, mse, loo in zip(
         label="Nadaraya–Watson fit",
     )
     ax.set_title(
-        f"σ = {sigma}: test MSE {mse:.3f}, leave-one-out MSE {loo:.3f}"
+        f"σ = {sigma}: test MSE {mse:.3f}\nleave-one-out MSE {loo:.3f}"
     )
 for ax in axes[1]:
     ax.set_xlabel("x")
 for ax in axes[:, 0]:
     ax.set_ylabel("y")
-axes[0, 0].legend(loc="upper right", fontsize="small")
+axes[0, 0].legend(loc="upper right")
 fig.suptitle("Gaussian kernel at four bandwidths")
 plt.show()
 
@@ -190,7 +190,7 @@ print(
 print(f"squared bias is least at sigma {sigma_grid[np.argmin(bias2)]:.3f}")
 
 fig, (ax1, ax2) = plt.subplots(
-    1, 2, figsize=(11, 4.5), constrained_layout=True
+    1, 2, figsize=(9, 4), constrained_layout=True
 )
 ax1.plot(sigma_grid, bias2, label="squared bias")
 ax1.plot(sigma_grid, variance, label="variance")
@@ -213,7 +213,7 @@ for ax in (ax1, ax2):
     ax.set_ylabel("mean squared error")
     for sigma in sigmas:
         ax.axvline(sigma, color="tab:gray", linewidth=0.5)
-    ax.legend(fontsize="small")
+    ax.legend()
 plt.show()
 
 # %%

@@ -13,6 +13,7 @@ signed weights of a local-linear fit.
 
 # Authors: the sklearn-nw developers
 # SPDX-License-Identifier: BSD-3-Clause
+# sphinx_gallery_thumbnail_number = 2
 
 # %%
 # The data
@@ -70,7 +71,7 @@ bandwidths = [0.2, 0.5, 1.0]
 fig, axes = plt.subplots(
     len(kernels),
     len(bandwidths),
-    figsize=(10, 11),
+    figsize=(9, 10),
     sharex=True,
     sharey=True,
     layout="constrained",
@@ -122,14 +123,14 @@ fig.suptitle(
 model = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=0.5, degree=1)
 model.fit(X_train, y_train)
 fig, (ax_map, ax_row) = plt.subplots(
-    1, 2, figsize=(11, 4.5), layout="constrained"
+    1, 2, figsize=(9, 4), layout="constrained"
 )
 display = AttentionDisplay.from_estimator(
     model,
     X_test,
     sort_by=None,
     ax=ax_map,
-    title="equivalent kernel of a local-linear fit (Gaussian, h = 0.5)",
+    title="equivalent kernel of a local-linear fit\n(Gaussian, h = 0.5)",
     xlabel="training inputs (sorted)",
     ylabel="test inputs (sorted)",
 )
@@ -160,7 +161,7 @@ ax_row.axhline(0, color="black", linewidth=0.8)
 ax_row.set_xlabel("training input x_i")
 ax_row.set_ylabel("weight of training point i")
 ax_row.set_title("two rows of the attention")
-ax_row.legend(fontsize="small")
+ax_row.legend()
 
 print(
     f"{np.mean(weights < 0):.1%} of the local-linear weights are negative; the smallest "

@@ -48,7 +48,7 @@ X_train, X_test, y_train, y_test = train_test_split(
 # :class:`~sklearn_nw.NadarayaWatsonClassifierCV` with its default arguments, which
 # searches fixed bandwidths (multiples of Scott's rule) and adaptive ones
 # (:class:`~sklearn_nw.AdaptiveBandwidth`, balloon and sample-point) and keeps the one
-# of highest leave-one-out accuracy.
+# of least leave-one-out log-loss.
 cv = NadarayaWatsonClassifierCV().fit(X_train, y_train)
 print("NadarayaWatsonClassifierCV chose:")
 for key, value in cv.best_params_.items():
@@ -71,74 +71,55 @@ for name, clf in classifiers.items():
     )
 
 # %%
-# Decision regions and probabilities
-# ----------------------------------
+# Decision regions
+# ----------------
 #
-# Top row: each point of the plane is colored by its most probable class, the more
-# intensely the higher that probability (``response_method="predict_proba"``; white
-# where the classifier hesitates). Bottom row: the probability of the third class alone
-# (``class_of_interest=2``). Training points are drawn as circles, test points as
-# triangles.
+# Each point of the plane is colored by its most probable class, the more intensely the
+# higher that probability (``response_method="predict_proba"``; white where the
+# classifier hesitates). Training points are drawn as circles, test points as triangles.
 colors = ["tab:blue", "tab:orange", "tab:green"]
-fig, axes = plt.subplots(
-    2, 3, figsize=(14, 8.5), sharex=True, sharey=True, constrained_layout=True
-)
-for (name, clf), ax_top, ax_bottom in zip(
-    classifiers.items(), axes[0], axes[1]
-):
+
+
+def draw_points(ax):
+    for label, color in enumerate(colors):
+        for points, marker, size, part in ((X_train, "o", 14, "train"),
+                                           (X_test, "^", 18, "test")):
+            labels = y_train if part == "train" else y_test
+            ax.scatter(*points[labels == label].T, s=size, color=color, marker=marker,
+                       edgecolor="black", linewidth=0.5, label=f"class {label} ({part})")
+
+
+fig, axes = plt.subplots(1, 3, figsize=(9, 3.8), sharex=True, sharey=True,
+                         layout="constrained")
+for (name, clf), ax in zip(classifiers.items(), axes):
     DecisionBoundaryDisplay.from_estimator(
-        clf,
-        X,
-        response_method="predict_proba",
-        multiclass_colors=colors,
-        plot_method="pcolormesh",
-        grid_resolution=80,
-        eps=0.5,
-        alpha=0.5,
-        ax=ax_top,
-        xlabel="$x_1$",
-    )
+        clf, X, response_method="predict_proba", multiclass_colors=colors,
+        plot_method="pcolormesh", grid_resolution=80, eps=0.5, alpha=0.5, ax=ax,
+        xlabel="$x_1$")
+    draw_points(ax)
+    ax.set_title(f"{name}\ntest accuracy {clf.score(X_test, y_test):.3f}")
+axes[0].set_ylabel("$x_2$")
+handles, labels = axes[0].get_legend_handles_labels()
+fig.legend(handles, labels, loc="outside lower center", ncols=3)
+plt.show()
+
+# %%
+# Probabilities of one class
+# --------------------------
+#
+# The probability of the third class alone (``class_of_interest=2``): how sharply it
+# falls from 1 to 0 across the boundary is the bandwidth's doing.
+fig, axes = plt.subplots(1, 3, figsize=(9, 3.4), sharex=True, sharey=True,
+                         layout="constrained")
+for (name, clf), ax in zip(classifiers.items(), axes):
     proba = DecisionBoundaryDisplay.from_estimator(
-        clf,
-        X,
-        response_method="predict_proba",
-        class_of_interest=2,
-        plot_method="contourf",
-        levels=np.linspace(0, 1, 11),
-        cmap="Greens",
-        grid_resolution=80,
-        eps=0.5,
-        ax=ax_bottom,
-        xlabel="$x_1$",
-    )
-    for ax in (ax_top, ax_bottom):
-        for label, color in enumerate(colors):
-            ax.scatter(
-                *X_train[y_train == label].T,
-                s=14,
-                color=color,
-                edgecolor="black",
-                linewidth=0.5,
-                label=f"class {label} (train)",
-            )
-            ax.scatter(
-                *X_test[y_test == label].T,
-                s=18,
-                color=color,
-                marker="^",
-                edgecolor="black",
-                linewidth=0.5,
-                label=f"class {label} (test)",
-            )
-    ax_top.set_title(f"{name}\ntest accuracy {clf.score(X_test, y_test):.3f}")
-    ax_bottom.set_title(f"{name}: P(class 2)")
-for ax in axes[:, 0]:
-    ax.set_ylabel("$x_2$")
-handles, labels = axes[0, 0].get_legend_handles_labels()
-fig.legend(handles, labels, loc="outside lower center", ncols=6)
-fig.colorbar(
-    proba.surface_, ax=axes[1], label="probability of class 2", shrink=0.8
-)
+        clf, X, response_method="predict_proba", class_of_interest=2,
+        plot_method="contourf", levels=np.linspace(0, 1, 11), cmap="Greens",
+        grid_resolution=80, eps=0.5, ax=ax, xlabel="$x_1$")
+    draw_points(ax)
+    ax.set_title(name)
+axes[0].set_ylabel("$x_2$")
+fig.colorbar(proba.surface_, ax=axes, label="P(class 2)", shrink=0.9)
 plt.show()
 
 # %%

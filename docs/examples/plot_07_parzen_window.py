@@ -110,7 +110,9 @@ print(
 # classes at each point of the grid (log scale: it is at the level of rounding in
 # float64).
 shown = 1
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True)
+# Two panels a row, so that the text stays legible in the page's column.
+fig, mosaic = plt.subplot_mosaic([["a", "b"], ["c", "."]], figsize=(9, 7.4), layout="constrained")
+axes = [mosaic["a"], mosaic["b"], mosaic["c"]]
 panels = [
     (proba_nw[:, shown], f"NadarayaWatsonClassifier: P(class {shown} | x)"),
     (
@@ -149,7 +151,7 @@ for ax in axes:
     ax.set_xlabel("$x_1$ (standardized)")
     ax.set_ylabel("$x_2$ (standardized)")
     ax.set_aspect("equal")
-axes[0].legend(loc="lower right", fontsize="small")
+axes[0].legend(loc="lower right")
 plt.show()
 
 # %%

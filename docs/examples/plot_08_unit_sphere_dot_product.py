@@ -62,9 +62,9 @@ for h in bandwidths:
     y_pred, attention = reg.predict(Q, return_attention=True)
     dot_product = softmax(Q @ X.T / h**2, axis=1)
     print(
-        f"h = {h:<4}  tau = h**2 = {h**2:<6.4g}"
-        f"  max |attention - softmax(Q X^T / tau)| = {np.abs(attention - dot_product).max():.1e}"
-        f"  max |prediction - softmax(.) @ y| = {np.abs(y_pred - dot_product @ y).max():.1e}"
+        f"h = {h:<4} tau = h**2 = {h**2:<6.4g}"
+        f" max |attention - softmax(Q X^T / tau)| {np.abs(attention - dot_product).max():.1e}"
+        f"\n{'':24} max |prediction - softmax(.) @ y| {np.abs(y_pred - dot_product @ y).max():.1e}"
     )
 
 # %%
@@ -139,7 +139,10 @@ y_circle = np.sin(2 * angles)
 query = np.array([[1.0, 0.0]])  # at angle 0
 curve_bandwidths = [0.2, 0.4, 0.8, 1.6]
 
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True)
+# The first panel on its own row, so that the text stays legible in the page's
+# column.
+fig, mosaic = plt.subplot_mosaic([["a", "a"], ["b", "c"]], figsize=(9, 7.6), layout="constrained")
+axes = [mosaic["a"], mosaic["b"], mosaic["c"]]
 
 reg = NadarayaWatsonRegressor(kernel="gaussian", bandwidth=0.4).fit(
     X_circle, y_circle

@@ -100,8 +100,8 @@ for name, per_seed, mean_slope, rate in (
     seed_slopes = [log_log_slope(sizes, row) for row in per_seed]
     standard_error = np.std(seed_slopes, ddof=1) / np.sqrt(len(seeds))
     print(
-        f"slope of the {name:<17}  {mean_slope:+.3f}  (classical rate {rate});"
-        f" per seed {', '.join(f'{v:+.3f}' for v in seed_slopes)},"
+        f"slope of the {name:<17}  {mean_slope:+.3f}  (classical rate {rate})\n"
+        f"    per seed {', '.join(f'{v:+.3f}' for v in seed_slopes)},"
         f" standard error {standard_error:.3f}"
     )
 
@@ -114,7 +114,10 @@ for name, per_seed, mean_slope, rate in (
 # reference line of slope -4/5. Right, the bandwidth chosen by leave-one-out with a
 # reference line of slope -1/5. The reference lines go through the first mean point;
 # the dotted ones are the rates with the boundary bias, explained below.
-fig, axes = plt.subplots(1, 3, figsize=(15, 4.6), constrained_layout=True)
+# The first panel on its own row, so that the text stays legible in the page's
+# column.
+fig, mosaic = plt.subplot_mosaic([["a", "a"], ["b", "c"]], figsize=(9, 7.6), layout="constrained")
+axes = [mosaic["a"], mosaic["b"], mosaic["c"]]
 
 ax = axes[0]
 for n, color in zip(examples, ("tab:orange", "tab:blue")):

@@ -102,7 +102,7 @@ for name, model in models.items():
     _, attention = model.predict(X_test, return_attention=True)
     top_weight[name] = attention.max(axis=1)
     print(
-        f"{name:<26} weight of the most attended training image: median"
+        f"{name:<26} weight of the most attended training image:\n    median"
         f" {np.median(top_weight[name]):.3f}, 10th percentile"
         f" {np.percentile(top_weight[name], 10):.3f}"
     )
@@ -139,7 +139,7 @@ row_norm = np.linalg.norm(metric.projection_, axis=1)  # (64,) 1 / bandwidth_
 others = np.setdiff1d(np.flatnonzero(pixel_std > 0), rare)
 print(
     f"{len(rare)} pixels inked in under 1% of the training images (and not blank in"
-    f" all): median weight {np.median(row_norm[rare]):.1f}, against"
+    f" all):\n    median weight {np.median(row_norm[rare]):.1f}, against"
     f" {np.median(row_norm[others]):.2f} for the other non-constant pixels"
 )
 share = (row_norm[rare] ** 2).sum() / (row_norm**2).sum()

@@ -154,7 +154,7 @@ styles = {
         models, ["tab:blue", "tab:orange", "tab:green", "tab:red"]
     )
 }
-fig = plt.figure(figsize=(12, 8), constrained_layout=True)
+fig = plt.figure(figsize=(9, 7), constrained_layout=True)
 top, bottom = fig.subfigures(2, 1, height_ratios=[1.1, 1])
 ax_all = top.subplots()
 ax_left, ax_right = bottom.subplots(1, 2)
@@ -175,7 +175,7 @@ for ax in (ax_all, ax_left, ax_right):
 ax_all.set_title(
     "Fits over the whole range (the density of the inputs falls as 1/x)"
 )
-ax_all.legend(loc="upper left", fontsize="small")
+ax_all.legend(loc="upper left")
 for ax, (zone, mask), xlim in zip(
     (ax_left, ax_right), zones.items(), [(low, left_end), (right_start, high)]
 ):
@@ -243,7 +243,7 @@ ax.set_xticks([], minor=True)
 ax.set_xlabel("x")
 ax.set_ylabel("bandwidth")
 ax.set_title("Bandwidth along the axis")
-ax.legend(fontsize="small")
+ax.legend()
 plt.show()
 
 # %%

@@ -62,12 +62,12 @@ compact = json.loads((results_dir / "bench_compact.json").read_text())
 
 def machine_line(record):
     machine = record["machine"]
-    versions = ", ".join(
-        f"{name} {version}" for name, version in machine["versions"].items()
-    )
+    # Three versions a line, within the page's column.
+    items = [f"{name} {version}" for name, version in machine["versions"].items()]
+    versions = ",\n    ".join(", ".join(items[i:i + 3]) for i in range(0, len(items), 3))
     return (
         f"{machine['cpu']}, {machine['cores']} cores, {machine['ram_gib']:.1f} GiB RAM, "
-        f"torch threads {machine['torch_threads']}; {versions}"
+        f"torch threads {machine['torch_threads']};\n    {versions}"
     )
 
 
@@ -103,8 +103,8 @@ for name, record in (
 scaling = engine["sections"]["scaling"]
 config = scaling["config"]
 print(
-    f"\nscaling: n queries = n training points, d={config['d']}, {config['dtype']}, "
-    f"{config['kernel']} kernel; repeats: {config['repeats']}"
+    f"\nscaling: n queries = n training points, d={config['d']}, {config['dtype']},\n"
+    f"    {config['kernel']} kernel; repeats: {config['repeats']}"
 )
 curves = {
     "sklearn_nw_eager": [
@@ -201,13 +201,13 @@ for row in rows:
     compile_s = (
         f"{row['compile_s']:.1f}" if row["compile_s"] is not None else ""
     )
-    note = "  (extrapolated per pair)" if row["extrapolated"] else ""
+    note = "  (extrapolated)" if row["extrapolated"] else ""
     print(
         f"{row['peer']:<22}{row['n_queries']:>12,}{row['time_s']:9.3f}{row['ratio']:9.2f}"
         f"{compile_s:>11}{row['peak_extra_mb']:15.0f}{note}"
     )
 
-fig, ax = plt.subplots(figsize=(10, 5), constrained_layout=True)
+fig, ax = plt.subplots(figsize=(9, 5), constrained_layout=True)
 rows = sorted(rows, key=lambda row: row["ratio"])
 positions = np.arange(len(rows))[::-1]
 colors = [
@@ -218,10 +218,10 @@ ax.barh(positions, [row["ratio"] for row in rows], color=colors, alpha=0.85)
 for position, row in zip(positions, rows):
     text = f"{row['ratio']:.2f}×, {row['time_s']:.2f} s"
     if row["extrapolated"]:
-        text += f" on {row['n_queries']:,} queries (extrapolated)"
+        text += f"\non {row['n_queries']:,} queries, extrapolated"
     if row["compile_s"] is not None:
         text += f", + {row['compile_s']:.1f} s compile"
-    ax.text(row["ratio"] * 1.1, position, text, va="center", fontsize=9)
+    ax.text(row["ratio"] * 1.1, position, text, va="center")
 ax.set_xscale("log")
 ax.set_xlim(0.5, max(row["ratio"] for row in rows) * 500)
 ax.axvline(1, color="k", lw=0.8)
@@ -274,7 +274,7 @@ print(
 config = compact["config"]
 print(
     f"\ncompact: {config['n_train']:,} training points, {config['n_queries']:,} queries, "
-    f"d={config['d']}, {config['dtype']}, {config['kernel']} at bandwidth "
+    f"d={config['d']},\n    {config['dtype']}, {config['kernel']} at bandwidth "
     f"{config['bandwidth']}; {config['timed']}"
 )
 by_method = {}
@@ -285,11 +285,11 @@ for sweep in compact["sweep"]:
         )
         ratio = f"{row['ratio']:.2f}" if row.get("ratio") is not None else "-"
         print(
-            f"points within reach {sweep['reach']:8,.0f}  {row['method']:<40}"
-            f" {row['time_s']:7.3f} s   RadiusNeighborsRegressor / this {ratio}"
+            f"within reach {sweep['reach']:7,.0f}  {row['method']:<34}"
+            f" {row['time_s']:7.3f} s  scikit-learn / this {ratio}"
         )
 
-fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
+fig, axes = plt.subplots(1, 2, figsize=(9, 4.2), constrained_layout=True)
 ax = axes[0]
 for method, points in by_method.items():
     reach, times = np.array(sorted(points)).T
