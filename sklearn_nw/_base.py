@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
 from sklearn.base import BaseEstimator, is_classifier
+from sklearn.utils import gen_batches
 from sklearn.utils._array_api import get_namespace
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -36,6 +37,7 @@ from ._keys import FittedKeys
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
 from ._selection import Training
+from ._uncertainty import rows_per_chunk
 from ._validation import NumberInterval, check_combinations
 from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
 from .kernels import CATEGORICAL_KERNELS, KERNELS, Kernel, get_kernel
@@ -377,6 +379,27 @@ class NadarayaWatsonBase(BaseEstimator):
         )
         self._check_pooled(X.shape[0], result.out, result.n_fallback, result.n_singular)
         return result.out, result.attention
+
+    def _pool_in_chunks(self, X, each):
+        """:meth:`_pool` of queries X in chunks, each with its attention: ``each(rows,
+        attention)`` is called on every chunk (``rows`` a slice of X); returns the pooled
+        values (n_queries, t), checked once for all of them. A chunk's dense attention
+        and its float64 temporaries fit in ``working_memory``."""
+        working_memory = get_config()["working_memory"]
+        n_q = X.shape[0]
+        step = rows_per_chunk(n_q, self.X_fit_.shape[0], working_memory)
+        outs, n_fallback, n_singular = [], 0, 0
+        for rows in gen_batches(n_q, step):
+            result = self.key_set_.pool(
+                X[rows], return_attention=True, compute=self.compute,
+                device=self._compute_device(), working_memory=working_memory)
+            outs.append(result.out)
+            n_fallback += result.n_fallback
+            n_singular += result.n_singular
+            each(rows, result.attention)
+        out = np.concatenate(outs)
+        self._check_pooled(n_q, out, n_fallback, n_singular)
+        return out
 
     def _check_dense_attention(self, n_rows, what):
         """Refuse a dense (n_rows, n_samples_fit) attention above ``working_memory``."""

@@ -7,9 +7,12 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import NadarayaWatsonBase
 from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
 
+# The regressor's own: its local polynomials and its standard errors.
+_REGRESSOR_ONLY = ("degree", "bounded", "residual_variance", "residual_neighbors")
+
 
 @fill_doc(parameters=entries(PARAMETERS, *(k for k in PARAMETERS
-                                            if k not in ("degree", "bounded"))),
+                                            if k not in _REGRESSOR_ONLY)),
           attributes=entries(ATTRIBUTES))
 class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
     r"""Nadaraya-Watson kernel classification: attention pooling of one-hot labels.

@@ -94,6 +94,13 @@ class FittedKeys:
             self.search_scale = float(self.metric[0])
         else:
             self.search_scale = 1.0 if self.metric.ndim == 2 else float(self.metric.max())
+        # What the route was resolved from: keys of fewer rows are built alike (:meth:`subset`).
+        self.options = {
+            "algorithm": algorithm, "n_neighbors": n_neighbors, "compute": compute,
+            "precomputed": precomputed, "adaptive": adaptive, "degree": degree,
+            "bounded": bounded, "exact_zeros": exact_zeros, "center": center,
+            "polynomial_columns": polynomial_columns}
+        self.precomputed = precomputed
         self.route = build_route(self, algorithm=algorithm, n_neighbors=n_neighbors,
                                  compute=compute, precomputed=precomputed, adaptive=adaptive,
                                  degree=degree, bounded=bounded)
@@ -107,6 +114,23 @@ class FittedKeys:
     def n_coords(self):
         """The coordinates of the metric: features, or the projection's components."""
         return self.metric.shape[1] if self.metric.ndim == 2 else self.X.shape[1]
+
+    @property
+    def n_local_terms(self):
+        """The parameters of each query's local fit: 1 for Nadaraya-Watson (a local
+        constant), else the terms of the local polynomial in its coordinates."""
+        if not self.degree:
+            return 1
+        r = self.n_coords if self.polynomial_columns is None else self.polynomial_columns
+        return 1 + r + (r * (r + 1) // 2 if self.degree >= 2 else 0)
+
+    def subset(self, keep):
+        """The keys of the rows ``keep`` (a boolean mask (n,)) alone, with the same metric,
+        kernel and options: what a refit on those rows at this bandwidth holds. For
+        precomputed distances, queries must then keep the columns ``keep`` only."""
+        X = self.X[keep][:, keep] if self.precomputed else self.X[keep]
+        return FittedKeys(X, self.sample_weight[keep], self.values[keep], self.metric,
+                          self.kernel, **self.options)
 
     # -- the metric ------------------------------------------------------------------------
 

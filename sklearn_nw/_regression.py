@@ -4,11 +4,23 @@ from numbers import Integral
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
+from sklearn import get_config
 from sklearn.base import RegressorMixin, _fit_context
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase
 from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
+from ._uncertainty import (
+    RESIDUAL_VARIANCES,
+    jackknife_plus,
+    leave_one_out_fits,
+    nearest_neighbor_variance,
+    residual_variance,
+    self_weights,
+    squared_attention,
+)
 from ._validation import NumberInterval
 
 
@@ -85,18 +97,23 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         **NadarayaWatsonBase._parameter_constraints,
         "degree": [NumberInterval(Integral, 0, 2, closed="both")],
         "bounded": ["boolean"],
+        "residual_variance": [StrOptions(set(RESIDUAL_VARIANCES))],
+        "residual_neighbors": [NumberInterval(Integral, 1, None, closed="left")],
     }
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
                  algorithm="auto", compute="auto", metric="euclidean", device="cpu",
                  degree=0, bounded=False, categorical_features="from_dtype",
-                 categorical_kernel="li_racine"):
+                 categorical_kernel="li_racine", residual_variance="nn",
+                 residual_neighbors=3):
         super().__init__(kernel, bandwidth, n_neighbors=n_neighbors, algorithm=algorithm,
                          compute=compute, metric=metric, device=device,
                          categorical_features=categorical_features,
                          categorical_kernel=categorical_kernel)
         self.degree = degree
         self.bounded = bounded
+        self.residual_variance = residual_variance
+        self.residual_neighbors = residual_neighbors
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -157,7 +174,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         with np.errstate(over="ignore", under="ignore"):
             return np.ldexp(m * s * s, e + 2 * f)
 
-    def predict(self, X, return_attention=False):
+    def predict(self, X, return_attention=False, *, return_std=False):
         """Predict targets as the attention-weighted average of the training targets.
 
         Parameters
@@ -166,25 +183,218 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             Query points.
         return_attention : bool, default=False
             Also return the attention matrix.
+        return_std : bool, default=False
+            Also return the standard error of the estimated regression function at each
+            query, ``sqrt(sum_i l_i(x)**2 s_i**2)`` with ``l(x)`` the attention and each
+            target's variance ``s_i**2`` estimated as ``residual_variance`` says (see
+            :ref:`the user guide <uncertainty>`). It is the error of the fit around its
+            own expectation (the bias is not in it), and needs one pass of the training
+            points over themselves (their in-sample fit, or their nearest neighbors).
 
         Returns
         -------
         y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
             Predictions, float64 as the targets are stored (the attention weights are
             computed in the dtype of ``X_fit_``).
+        y_std : ndarray of shape (n_queries,) or (n_queries, n_outputs)
+            Only with ``return_std=True``: the standard errors, float64, per output.
         attention : ndarray or scipy.sparse.csr_array of shape (n_queries, n_samples_fit)
             Only with ``return_attention=True``: the weights of the training points for each
             query, rows summing to 1; sparse for compact kernels. With ``degree`` 1 or 2,
             the equivalent kernel of the local fit (``y_pred = attention @ y``), whose
-            entries may be negative.
+            entries may be negative. Returned last, after ``y_std`` when both are asked
+            for.
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)
-        out, attention = self._pool(X, return_attention=return_attention)
-        y_pred = self._outputs(out)
-        return (y_pred, attention) if return_attention else y_pred
+        if not return_std:
+            out, attention = self._pool(X, return_attention=return_attention)
+            y_pred = self._outputs(out)
+            return (y_pred, attention) if return_attention else y_pred
+        if return_attention and not self.key_set_.route.attention_is_sparse:
+            self._check_dense_attention(X.shape[0], "predict(X, return_attention=True)")
+        variance = self._target_variance()  # (n, t)
+        parts, attentions = [], []
+
+        def each(rows, attention):
+            parts.append(squared_attention(attention) @ variance)
+            if return_attention:
+                attentions.append(attention)
+
+        y_pred = self._outputs(self._pool_in_chunks(X, each))
+        y_std = np.sqrt(np.concatenate(parts))
+        y_std = y_std if self.y_fit_.ndim == 2 else y_std[:, 0]
+        if not return_attention:
+            return y_pred, y_std
+        attention = (sp.vstack(attentions, format="csr") if sp.issparse(attentions[0])
+                     else np.concatenate(attentions))
+        return y_pred, y_std, attention
+
+    def predict_interval(self, X, confidence_level=0.9):
+        """Jackknife+ prediction intervals for new targets at X.
+
+        At the fitted bandwidth, the fit without training row i at a query is its
+        attention without row i, renormalized: one attention row per query gives every
+        leave-one-out fit ``f_{-i}(x)``, and the training rows' own give the leave-one-out
+        residuals ``R_i = |y_i - f_{-i}(x_i)|``. The interval runs from the
+        ``floor(alpha (n + 1))``-th smallest of ``f_{-i}(x) - R_i`` to the
+        ``ceil((1 - alpha) (n + 1))``-th smallest of ``f_{-i}(x) + R_i``, ``alpha = 1 -
+        confidence_level``, over the n training rows of positive sample weight (Barber
+        et al. 2021): it covers a new target with probability at least ``1 - 2 alpha``
+        for exchangeable data, and about ``1 - alpha`` in practice. A refit without a row
+        at a query whose attention is all on it (a compact kernel's lone neighbor) is
+        computed as such. The bandwidth is held fixed: its own choice from the same data
+        (a learned or CV bandwidth) is not repeated without each row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query points.
+        confidence_level : float or array-like of shape (n_levels,), default=0.9
+            Each in (0, 1).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,)
+            The predictions (of the fit on every training row, as :meth:`predict`).
+        y_intervals : ndarray of shape (n_queries, 2, n_levels)
+            Lower (``[:, 0, :]``) and upper (``[:, 1, :]``) bounds, one pair per confidence
+            level, as MAPIE's ``predict_interval``; ``-inf`` and ``+inf`` where too few
+            training rows reach the level (``alpha (n + 1) < 1``).
+
+        Raises
+        ------
+        NotImplementedError
+            With ``degree`` 1 or 2, ``n_neighbors`` or an adaptive bandwidth, whose fits
+            without a row are not the attention without it.
+        ValueError
+            With several outputs, or a confidence level outside (0, 1).
+        """
+        check_is_fitted(self)
+        X = self._validate_predict_data(X)
+        alphas = 1.0 - _confidence_levels(confidence_level)
+        self._check_jackknife()
+        y = self.y_fit_
+        keys = self.key_set_
+        positive = self.sample_weight_ > 0
+        residuals = np.empty(len(y))
+
+        def each_training_row(rows, attention):
+            own = np.arange(rows.start, rows.stop)
+            fits = self._leave_one_out_fits(keys.X[rows], attention)
+            residuals[rows] = np.abs(y[own] - fits[np.arange(len(own)), own])
+
+        self._pool_in_chunks(keys.X, each_training_row)
+        parts = []
+
+        def each_query(rows, attention):
+            fits = self._leave_one_out_fits(X[rows], attention)
+            parts.append(jackknife_plus(fits[:, positive], residuals[positive], alphas))
+
+        y_pred = self._outputs(self._pool_in_chunks(X, each_query))
+        return y_pred, np.concatenate(parts)
+
+    def _check_jackknife(self):
+        """Refuse what the closed-form jackknife+ does not compute."""
+        why = None
+        if self.key_set_.degree:
+            why = (f"degree={self.key_set_.degree} (a local polynomial without a row is not "
+                   "its equivalent kernel without it)")
+        elif self.bandwidth_kind_ != "fixed":
+            why = (f"an adaptive bandwidth ({self.bandwidth_kind_!r}: the neighbor distances "
+                   "change when a row leaves)")
+        elif self.n_neighbors is not None:
+            why = (f"n_neighbors={self.n_neighbors} (the k nearest change when a row "
+                   "leaves)")
+        if why is not None:
+            raise NotImplementedError(
+                "predict_interval computes jackknife+ from the attention of a fixed-bandwidth "
+                f"Nadaraya-Watson fit over every point in reach; not with {why}. Use "
+                "degree=0 with a fixed bandwidth and n_neighbors=None, or refit the "
+                "estimator without each row (MAPIE's CrossConformalRegressor).")
+        if self.y_fit_.ndim == 2:
+            raise ValueError(
+                "predict_interval takes one target; this estimator was fitted on "
+                f"{self.y_fit_.shape[1]} outputs. Fit one estimator per output.")
+        n_positive = int(np.count_nonzero(self.sample_weight_))
+        if n_positive < 2:
+            raise ValueError("predict_interval needs at least 2 training points of "
+                             f"positive weight, got {n_positive}.")
+
+    def _leave_one_out_fits(self, queries, attention):
+        """``f_{-j}(x)`` (b, n) in the targets' unit for queries with ``attention``; those
+        whose weight was all on key j are refitted without it (the nearest other keys'
+        fallback, which their attention does not hold)."""
+        fits, missing = leave_one_out_fits(attention, self.y_fit_)
+        keys = self.key_set_
+        for j in np.unique(np.nonzero(missing)[1]):
+            at = np.flatnonzero(missing[:, j])
+            keep = np.ones(len(self.y_fit_), dtype=bool)
+            keep[j] = False
+            others = keys.subset(keep)
+            q = queries[at][:, keep] if keys.precomputed else queries[at]
+            pooled = others.pool(q, compute=self.compute, device=self._compute_device(),
+                                 working_memory=get_config()["working_memory"])
+            fits[at, j] = self._outputs(pooled.out)
+        return fits
+
+    def _target_variance(self):
+        """Each training target's variance ``s_i**2`` (n, t), by ``residual_variance``."""
+        keys = self.key_set_
+        y = self.y_fit_.reshape(len(self.y_fit_), -1)
+        positive = self.sample_weight_ > 0
+        working_memory = get_config()["working_memory"]
+        if self.residual_variance == "nn":
+            return nearest_neighbor_variance(y, self._neighbor_distances, positive,
+                                             self.residual_neighbors, working_memory)
+        leverage = np.empty(len(y))
+
+        def each(rows, attention):
+            leverage[rows] = self_weights(attention, np.arange(rows.start, rows.stop))
+
+        fitted = self._outputs(self._pool_in_chunks(keys.X, each)).reshape(y.shape)
+        return residual_variance(y, fitted, leverage, positive, method=self.residual_variance,
+                                 n_params=keys.n_local_terms)
+
+    def _neighbor_distances(self, rows):
+        """Distances (b, n) of the training rows ``rows`` to every training row, in the
+        kernel's metric (the differences of the inputs divided by the bandwidths, or
+        projected), or the precomputed ones (inf where a sparse matrix stores none)."""
+        keys = self.key_set_
+        if keys.precomputed:
+            block = keys.X[rows]
+            if not sp.issparse(block):
+                return block
+            block = sp.csr_array(block).tocoo()
+            dense = np.full(block.shape, np.inf)
+            dense[block.row, block.col] = block.data
+            return dense
+        X = np.asarray(keys.X, dtype=np.float64)
+        metric = keys.metric
+        d2 = np.zeros((rows.stop - rows.start, X.shape[0]))
+        if metric.ndim == 2:  # a projection: distances between the projected inputs
+            X = X @ metric
+            for k in range(X.shape[1]):
+                d2 += (X[rows, k][:, None] - X[None, :, k]) ** 2
+        else:  # differences first: 1-D ties are those of the inputs, as nprobust's
+            for k in range(X.shape[1]):
+                d2 += ((X[rows, k][:, None] - X[None, :, k]) / metric[k]) ** 2
+        return np.sqrt(d2)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
+
+
+def _confidence_levels(confidence_level):
+    """``confidence_level`` as a 1-D float array of levels in (0, 1)."""
+    try:
+        levels = np.atleast_1d(np.asarray(confidence_level, dtype=np.float64))
+    except (TypeError, ValueError):
+        levels = None
+    if (levels is None or levels.ndim != 1 or levels.size == 0
+            or not np.all((levels > 0) & (levels < 1))):
+        raise ValueError("confidence_level must be a number in (0, 1) or a 1-D array-like "
+                         f"of them; got {confidence_level!r}.")
+    return levels
