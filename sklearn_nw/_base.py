@@ -37,7 +37,7 @@ from ._keys import FittedKeys
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
 from ._selection import Training
-from ._uncertainty import rows_per_chunk
+from ._uncertainty import leave_one_out_fits, rows_per_chunk
 from ._validation import NumberInterval, check_combinations
 from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
 from .kernels import CATEGORICAL_KERNELS, KERNELS, Kernel, get_kernel
@@ -380,14 +380,14 @@ class NadarayaWatsonBase(BaseEstimator):
         self._check_pooled(X.shape[0], result.out, result.n_fallback, result.n_singular)
         return result.out, result.attention
 
-    def _pool_in_chunks(self, X, each):
+    def _pool_in_chunks(self, X, each, temporaries=4):
         """:meth:`_pool` of queries X in chunks, each with its attention: ``each(rows,
         attention)`` is called on every chunk (``rows`` a slice of X); returns the pooled
         values (n_queries, t), checked once for all of them. A chunk's dense attention
-        and its float64 temporaries fit in ``working_memory``."""
+        and ``temporaries`` float64 blocks of its size fit in ``working_memory``."""
         working_memory = get_config()["working_memory"]
         n_q = X.shape[0]
-        step = rows_per_chunk(n_q, self.X_fit_.shape[0], working_memory)
+        step = rows_per_chunk(n_q, self.X_fit_.shape[0], working_memory, temporaries)
         outs, n_fallback, n_singular = [], 0, 0
         for rows in gen_batches(n_q, step):
             result = self.key_set_.pool(
@@ -399,6 +399,65 @@ class NadarayaWatsonBase(BaseEstimator):
             each(rows, result.attention)
         out = np.concatenate(outs)
         self._check_pooled(n_q, out, n_fallback, n_singular)
+        return out
+
+    # -- leave-one-out fits at a fixed bandwidth (jackknife+, conformal sets) --------------
+
+    def _check_leave_one_out_fits(self, what):
+        """Refuse fits whose leave-one-out refits are not the attention without a row;
+        ``what`` begins the message."""
+        why = None
+        if self.key_set_.degree:
+            why = (f"degree={self.key_set_.degree} (a local polynomial without a row is not "
+                   "its equivalent kernel without it)")
+        elif self.bandwidth_kind_ != "fixed":
+            why = (f"an adaptive bandwidth ({self.bandwidth_kind_!r}: the neighbor distances "
+                   "change when a row leaves)")
+        elif self.n_neighbors is not None:
+            why = (f"n_neighbors={self.n_neighbors} (the k nearest change when a row "
+                   "leaves)")
+        if why is not None:
+            raise NotImplementedError(
+                f"{what} from the attention of a fixed-bandwidth Nadaraya-Watson fit over "
+                f"every point in reach; not with {why}. Use degree=0 with a fixed "
+                "bandwidth and n_neighbors=None, or refit the estimator without each row "
+                "(MAPIE's cross-conformal estimators).")
+        n_positive = int(np.count_nonzero(self.sample_weight_))
+        if n_positive < 2:
+            raise ValueError(f"{what} from leave-one-out fits; it needs at least 2 "
+                             f"training points of positive weight, got {n_positive}.")
+
+    def _leave_one_out_fits(self, queries, attention, values):
+        """The outputs without each training row at queries with ``attention`` (b, n):
+        (b, n) for ``values`` (n,), (b, n, t) for (n, t), in the units of ``values`` (the
+        outputs' own, as :meth:`_outputs` gives them). Those whose weight was all on the
+        row left out are refitted without it (the nearest other keys' fallback, which
+        their attention does not hold)."""
+        fits, missing = leave_one_out_fits(attention, values)
+        keys = self.key_set_
+        for j in np.unique(np.nonzero(missing)[1]):
+            at = np.flatnonzero(missing[:, j])
+            keep = np.ones(keys.X.shape[0], dtype=bool)
+            keep[j] = False
+            others = keys.subset(keep)
+            q = queries[at][:, keep] if keys.precomputed else queries[at]
+            pooled = others.pool(q, compute=self.compute, device=self._compute_device(),
+                                 working_memory=get_config()["working_memory"])
+            fits[at, j] = self._outputs(pooled.out)
+        return fits
+
+    def _leave_one_out_at_training_points(self, values):
+        """Each training row's output without it, :meth:`_leave_one_out_fits` at its own
+        input: (n,) or (n, t) as ``values``."""
+        keys = self.key_set_
+        out = np.empty_like(values, dtype=np.float64)
+
+        def each(rows, attention):
+            own = np.arange(rows.start, rows.stop)
+            fits = self._leave_one_out_fits(keys.X[rows], attention, values)
+            out[rows] = fits[np.arange(len(own)), own]
+
+        self._pool_in_chunks(keys.X, each, 4 + 3 * np.shape(values.reshape(len(out), -1))[1])
         return out
 
     def _check_dense_attention(self, n_rows, what):
@@ -460,3 +519,16 @@ class NadarayaWatsonBase(BaseEstimator):
         )
         self._check_pooled(n, np.zeros(1), n_fallback, n_singular)
         return attention
+
+
+def confidence_levels(confidence_level):
+    """``confidence_level`` as a 1-D float array of levels in (0, 1)."""
+    try:
+        levels = np.atleast_1d(np.asarray(confidence_level, dtype=np.float64))
+    except (TypeError, ValueError):
+        levels = None
+    if (levels is None or levels.ndim != 1 or levels.size == 0
+            or not np.all((levels > 0) & (levels < 1))):
+        raise ValueError("confidence_level must be a number in (0, 1) or a 1-D array-like "
+                         f"of them; got {confidence_level!r}.")
+    return levels

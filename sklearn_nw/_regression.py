@@ -10,12 +10,11 @@ from sklearn.base import RegressorMixin, _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import NadarayaWatsonBase
+from ._base import NadarayaWatsonBase, confidence_levels
 from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
 from ._uncertainty import (
     RESIDUAL_VARIANCES,
     jackknife_plus,
-    leave_one_out_fits,
     nearest_neighbor_variance,
     residual_variance,
     self_weights,
@@ -272,23 +271,15 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)
-        alphas = 1.0 - _confidence_levels(confidence_level)
+        alphas = 1.0 - confidence_levels(confidence_level)
         self._check_jackknife()
         y = self.y_fit_
-        keys = self.key_set_
         positive = self.sample_weight_ > 0
-        residuals = np.empty(len(y))
-
-        def each_training_row(rows, attention):
-            own = np.arange(rows.start, rows.stop)
-            fits = self._leave_one_out_fits(keys.X[rows], attention)
-            residuals[rows] = np.abs(y[own] - fits[np.arange(len(own)), own])
-
-        self._pool_in_chunks(keys.X, each_training_row)
+        residuals = np.abs(y - self._leave_one_out_at_training_points(y))
         parts = []
 
         def each_query(rows, attention):
-            fits = self._leave_one_out_fits(X[rows], attention)
+            fits = self._leave_one_out_fits(X[rows], attention, y)
             parts.append(jackknife_plus(fits[:, positive], residuals[positive], alphas))
 
         y_pred = self._outputs(self._pool_in_chunks(X, each_query))
@@ -296,47 +287,11 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
     def _check_jackknife(self):
         """Refuse what the closed-form jackknife+ does not compute."""
-        why = None
-        if self.key_set_.degree:
-            why = (f"degree={self.key_set_.degree} (a local polynomial without a row is not "
-                   "its equivalent kernel without it)")
-        elif self.bandwidth_kind_ != "fixed":
-            why = (f"an adaptive bandwidth ({self.bandwidth_kind_!r}: the neighbor distances "
-                   "change when a row leaves)")
-        elif self.n_neighbors is not None:
-            why = (f"n_neighbors={self.n_neighbors} (the k nearest change when a row "
-                   "leaves)")
-        if why is not None:
-            raise NotImplementedError(
-                "predict_interval computes jackknife+ from the attention of a fixed-bandwidth "
-                f"Nadaraya-Watson fit over every point in reach; not with {why}. Use "
-                "degree=0 with a fixed bandwidth and n_neighbors=None, or refit the "
-                "estimator without each row (MAPIE's CrossConformalRegressor).")
+        self._check_leave_one_out_fits("predict_interval computes jackknife+")
         if self.y_fit_.ndim == 2:
             raise ValueError(
                 "predict_interval takes one target; this estimator was fitted on "
                 f"{self.y_fit_.shape[1]} outputs. Fit one estimator per output.")
-        n_positive = int(np.count_nonzero(self.sample_weight_))
-        if n_positive < 2:
-            raise ValueError("predict_interval needs at least 2 training points of "
-                             f"positive weight, got {n_positive}.")
-
-    def _leave_one_out_fits(self, queries, attention):
-        """``f_{-j}(x)`` (b, n) in the targets' unit for queries with ``attention``; those
-        whose weight was all on key j are refitted without it (the nearest other keys'
-        fallback, which their attention does not hold)."""
-        fits, missing = leave_one_out_fits(attention, self.y_fit_)
-        keys = self.key_set_
-        for j in np.unique(np.nonzero(missing)[1]):
-            at = np.flatnonzero(missing[:, j])
-            keep = np.ones(len(self.y_fit_), dtype=bool)
-            keep[j] = False
-            others = keys.subset(keep)
-            q = queries[at][:, keep] if keys.precomputed else queries[at]
-            pooled = others.pool(q, compute=self.compute, device=self._compute_device(),
-                                 working_memory=get_config()["working_memory"])
-            fits[at, j] = self._outputs(pooled.out)
-        return fits
 
     def _target_variance(self):
         """Each training target's variance ``s_i**2`` (n, t), by ``residual_variance``."""
@@ -386,15 +341,3 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         tags.target_tags.multi_output = True
         return tags
 
-
-def _confidence_levels(confidence_level):
-    """``confidence_level`` as a 1-D float array of levels in (0, 1)."""
-    try:
-        levels = np.atleast_1d(np.asarray(confidence_level, dtype=np.float64))
-    except (TypeError, ValueError):
-        levels = None
-    if (levels is None or levels.ndim != 1 or levels.size == 0
-            or not np.all((levels > 0) & (levels < 1))):
-        raise ValueError("confidence_level must be a number in (0, 1) or a 1-D array-like "
-                         f"of them; got {confidence_level!r}.")
-    return levels

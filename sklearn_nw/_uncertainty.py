@@ -14,7 +14,9 @@ point's nearest neighbors (``"nn"``, :func:`nearest_neighbor_variance`).
 
 At a fixed bandwidth, the fit without row j at a query is its attention without key j,
 renormalized: :func:`leave_one_out_fits` gives every one from one attention row, and
-:func:`jackknife_plus` the intervals of Barber, Candes, Ramdas and Tibshirani (2021).
+:func:`jackknife_plus` the intervals of Barber, Candes, Ramdas and Tibshirani (2021);
+:func:`conformal_sets` the classifier's sets of Romano, Sesia and Candes (2020) (their
+CV+ with one row per fold) for the scores of :func:`conformity_scores`.
 """
 
 import math
@@ -23,6 +25,13 @@ import numpy as np
 import scipy.sparse as sp
 
 RESIDUAL_VARIANCES = ("nn", "hc0", "hc1", "hc2", "hc3")
+CONFORMITY_SCORES = ("lac", "aps")
+
+
+def score_tolerance(dtype):
+    """Conformity scores (in [0, 1]) closer than this are ties: 1e-8 (MAPIE's
+    ``EPSILON``), or 100 epsilons of a fit computed in float32."""
+    return max(1e-8, 100 * float(np.finfo(dtype).eps))
 
 
 def rows_per_chunk(n_rows, n_cols, working_memory, temporaries=4):
@@ -144,10 +153,10 @@ def nearest_neighbor_variance(y, distances, positive, n_neighbors, working_memor
     return out
 
 
-def leave_one_out_fits(attention, y):
+def leave_one_out_fits(attention, values):
     """The fit without each key at each query, from the queries' attention rows.
 
-    ``f_{-j}(x) = (sum_i a_i y_i - a_j y_j) / (sum_i a_i - a_j)``: the attention without
+    ``f_{-j}(x) = (sum_i a_i v_i - a_j v_j) / (sum_i a_i - a_j)``: the attention without
     key j, renormalized, as a refit without row j at the same bandwidth has it (degree
     0). The largest weight of a row is left out by summing the others (no cancellation
     when it holds nearly all the mass).
@@ -155,11 +164,11 @@ def leave_one_out_fits(attention, y):
     Parameters
     ----------
     attention : ndarray or CSR array of shape (b, n)
-    y : ndarray of shape (n,)
+    values : ndarray of shape (n,) or (n, t)
 
     Returns
     -------
-    fits : ndarray of shape (b, n)
+    fits : ndarray of shape (b, n) or (b, n, t)
         NaN where ``missing``.
     missing : ndarray of shape (b, n) of bool
         Where the other keys' weight is below what the attention's dtype resolves (the
@@ -168,20 +177,21 @@ def leave_one_out_fits(attention, y):
     """
     dtype = attention.dtype
     A = dense_rows(attention)  # (b, n)
+    v = np.asarray(values, dtype=np.float64).reshape(A.shape[1], -1)  # (n, t)
     b = A.shape[0]
-    total, pooled = A.sum(1), A @ y  # (b,)
-    others = total[:, None] - A  # (b, n)
-    others_y = pooled[:, None] - A * y  # (b, n)
     top = A.argmax(1)  # (b,)
     rest = A.copy()
     rest[np.arange(b), top] = 0.0
+    others = A.sum(1)[:, None] - A  # (b, n)
     others[np.arange(b), top] = rest.sum(1)
-    others_y[np.arange(b), top] = rest @ y
+    others_v = (A @ v)[:, None, :] - A[:, :, None] * v[None]  # (b, n, t)
+    others_v[np.arange(b), top] = rest @ v
     finfo = np.finfo(dtype if np.issubdtype(dtype, np.floating) else np.float64)
     missing = others <= finfo.tiny / finfo.eps
     with np.errstate(divide="ignore", invalid="ignore"):
-        fits = np.where(missing, np.nan, others_y / np.where(missing, 1.0, others))
-    return fits, missing
+        fits = others_v / np.where(missing, 1.0, others)[:, :, None]
+    fits[missing] = np.nan
+    return (fits[:, :, 0] if np.ndim(values) == 1 else fits), missing
 
 
 def jackknife_plus(fits, residuals, alphas):
@@ -216,3 +226,42 @@ def jackknife_plus(fits, residuals, alphas):
         out[:, 1, k] = (np.inf if rank_high > n
                         else np.partition(high, rank_high - 1, axis=1)[:, rank_high - 1])
     return out
+
+
+def conformity_scores(proba, score):
+    """The conformity score of every class (..., c) under class probabilities ``proba``
+    (..., c): ``"lac"`` ``1 - p_k``; ``"aps"`` the mass of the classes more probable than
+    k, plus ``p_k`` (non-randomized; classes as probable as k are not counted)."""
+    if score == "lac":
+        return 1.0 - proba
+    out = np.empty_like(proba)
+    for k in range(proba.shape[-1]):
+        p_k = proba[..., k : k + 1]
+        out[..., k] = np.where(proba > p_k, proba, 0.0).sum(-1) + p_k[..., 0]
+    return out
+
+
+def conformal_sets(scores, training_scores, alphas, tolerance):
+    """Prediction sets from the scores of each class at each query under each
+    leave-one-out fit: class k is in the set at level ``1 - alpha`` where fewer than
+    ``(1 - alpha) (n + 1)`` training rows have a score (under their own leave-one-out
+    fit) below its score under theirs by more than ``tolerance`` (scores equal up to
+    rounding are ties: a class of probability 0 everywhere near, or of 1, has a score
+    of exactly 0 or 1 only up to the rounding of its fit).
+
+    Parameters
+    ----------
+    scores : ndarray of shape (b, n, c)
+        ``S(x, k; f_{-i})``.
+    training_scores : ndarray of shape (n,)
+        ``S(x_i, y_i; f_{-i})``.
+    alphas : ndarray of shape (n_levels,)
+    tolerance : float
+
+    Returns
+    -------
+    ndarray of shape (b, c, n_levels) of bool
+    """
+    n = len(training_scores)
+    below = (training_scores[None, :, None] < scores - tolerance).sum(1)  # (b, c)
+    return np.stack([below < round((1 - alpha) * (n + 1), 9) for alpha in alphas], -1)

@@ -343,3 +343,92 @@ def test_jackknife_plus_refuses_several_outputs():
     model = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y)
     with pytest.raises(ValueError, match="one target"):
         model.predict_interval(Q)
+
+
+# -- the classifier's conformal sets against n explicit refits -------------------------------
+
+
+def _oracle_scores(proba, score):
+    """S(p, k) of every class by its definition, one class at a time."""
+    out = np.empty_like(proba)
+    for index in np.ndindex(proba.shape[:-1]):
+        p = proba[index]
+        for k in range(len(p)):
+            out[index + (k,)] = (1 - p[k] if score == "lac"
+                                 else sum(p[c] for c in range(len(p)) if p[c] > p[k]) + p[k])
+    return out
+
+
+def _oracle_sets(make, X, y, Q, w, levels, score):
+    """CV+ sets with one row per fold: n refits, each row's score under its own refit."""
+    classes = np.unique(y)
+    rows = np.flatnonzero(w > 0)
+    at_q, own = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        for i in rows:
+            keep = np.arange(len(y)) != i
+            model = make().fit(X[keep], y[keep], sample_weight=w[keep])
+            columns = np.searchsorted(classes, model.classes_)  # a class may leave with i
+            p_i = np.zeros(len(classes))
+            p_i[columns] = model.predict_proba(X[i : i + 1])[0]
+            p_q = np.zeros((len(Q), len(classes)))
+            p_q[:, columns] = model.predict_proba(Q)
+            own.append(_oracle_scores(p_i, score)[np.searchsorted(classes, y[i])])
+            at_q.append(_oracle_scores(p_q, score))
+    S, s = np.array(at_q), np.array(own)  # (m, n_q, c), (m,)
+    m = len(rows)
+    sets = np.empty((len(Q), len(classes), len(levels)), dtype=bool)
+    for k, level in enumerate(levels):
+        below = (s[:, None, None] < S - 1e-8).sum(0)  # (n_q, c); closer: rounding ties
+        sets[:, :, k] = below < Fraction(level) * (m + 1)
+    return sets
+
+
+@pytest.mark.parametrize("score", ["lac", "aps"])
+@pytest.mark.parametrize("kernel, bandwidth, algorithm", [
+    ("gaussian", 0.4, "auto"), ("epanechnikov", 0.5, "kd_tree"),
+    ("epanechnikov", 0.08, "brute"),  # lone neighbors: refits fall back
+])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_conformal_sets_equal_explicit_refits(score, kernel, bandwidth, algorithm, weighted):
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 2))
+    y = np.where(X[:, 0] + 0.7 * rng.normal(size=40) > 0, "b", "a").astype(object)
+    y[5] = "c"  # a class of one row: it leaves with that row
+    y = y.astype(str)
+    w = rng.uniform(0.2, 3.0, 40) if weighted else np.ones(40)
+    if weighted:
+        w[[2, 9]] = 0.0
+    Q = rng.normal(size=(9, 2))
+    levels = [0.5, 0.8, 0.9]
+
+    def make():
+        return NadarayaWatsonClassifier(kernel=kernel, bandwidth=bandwidth,
+                                        algorithm=algorithm)
+
+    model = make().fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        y_pred, sets = model.predict_set(Q, confidence_level=levels, conformity_score=score)
+        np.testing.assert_array_equal(y_pred, model.predict(Q))
+    assert sets.shape == (9, 3, 3) and sets.dtype == bool
+    np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, levels, score))
+    # Higher levels give larger sets.
+    assert np.all(sets[:, :, 0] <= sets[:, :, 2])
+
+
+def test_conformal_sets_refuse_bad_input():
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    X, y = np.arange(20.0)[:, None], np.arange(20) % 2
+    model = NadarayaWatsonClassifier(bandwidth=1.0).fit(X, y)
+    with pytest.raises(ValueError, match="conformity_score must be one of"):
+        model.predict_set(X, conformity_score="raps")
+    with pytest.raises(ValueError, match="confidence_level must be"):
+        model.predict_set(X, confidence_level=1.0)
+    knn = NadarayaWatsonClassifier(bandwidth=1.0, n_neighbors=3).fit(X, y)
+    with pytest.raises(NotImplementedError, match="n_neighbors=3"):
+        knn.predict_set(X)
