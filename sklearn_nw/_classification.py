@@ -188,7 +188,9 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         conformity_score : {"lac", "aps"}, default="lac"
             The score ``S(x, k; p)``: ``"lac"`` (least ambiguous set-valued classifier)
             ``1 - p_k``; ``"aps"`` (adaptive prediction sets, not randomized) the
-            probability of the classes more probable than k, plus ``p_k``.
+            probability of the classes more probable than k, plus ``p_k`` for the
+            training rows' own labels, without it at the queries (as MAPIE's
+            ``include_last_label=True``: every set holds the most probable class).
 
         Returns
         -------
@@ -221,8 +223,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
 
         def each(rows, attention):
             fits = self._leave_one_out_fits(X[rows], attention, one_hot)[:, positive]
-            parts.append(conformal_sets(conformity_scores(fits, conformity_score),
-                                        training_scores, alphas, tolerance))
+            scores = conformity_scores(fits, conformity_score, own_mass=False)
+            parts.append(conformal_sets(scores, training_scores, alphas, tolerance))
 
         proba = self._pool_in_chunks(X, each, 4 + 3 * len(self.classes_))
         y_pred = self.classes_[np.argmax(proba, axis=1)]

@@ -228,16 +228,18 @@ def jackknife_plus(fits, residuals, alphas):
     return out
 
 
-def conformity_scores(proba, score):
+def conformity_scores(proba, score, *, own_mass=True):
     """The conformity score of every class (..., c) under class probabilities ``proba``
     (..., c): ``"lac"`` ``1 - p_k``; ``"aps"`` the mass of the classes more probable than
-    k, plus ``p_k`` (non-randomized; classes as probable as k are not counted)."""
+    k, plus ``p_k`` when ``own_mass`` (non-randomized; classes as probable as k are not
+    counted). Without ``own_mass`` a class is scored by the mass before it, as MAPIE's
+    ``include_last_label=True`` builds its sets: the most probable class scores 0."""
     if score == "lac":
         return 1.0 - proba
     out = np.empty_like(proba)
     for k in range(proba.shape[-1]):
         p_k = proba[..., k : k + 1]
-        out[..., k] = np.where(proba > p_k, proba, 0.0).sum(-1) + p_k[..., 0]
+        out[..., k] = np.where(proba > p_k, proba, 0.0).sum(-1) + own_mass * p_k[..., 0]
     return out
 
 

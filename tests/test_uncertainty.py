@@ -348,14 +348,15 @@ def test_jackknife_plus_refuses_several_outputs():
 # -- the classifier's conformal sets against n explicit refits -------------------------------
 
 
-def _oracle_scores(proba, score):
-    """S(p, k) of every class by its definition, one class at a time."""
+def _oracle_scores(proba, score, own):
+    """S(p, k) of every class by its definition, one class at a time: APS with the
+    class's own mass for the training rows' labels, without it at the queries."""
     out = np.empty_like(proba)
     for index in np.ndindex(proba.shape[:-1]):
         p = proba[index]
         for k in range(len(p)):
-            out[index + (k,)] = (1 - p[k] if score == "lac"
-                                 else sum(p[c] for c in range(len(p)) if p[c] > p[k]) + p[k])
+            before = sum(p[c] for c in range(len(p)) if p[c] > p[k])
+            out[index + (k,)] = 1 - p[k] if score == "lac" else before + own * p[k]
     return out
 
 
@@ -374,8 +375,8 @@ def _oracle_sets(make, X, y, Q, w, levels, score):
             p_i[columns] = model.predict_proba(X[i : i + 1])[0]
             p_q = np.zeros((len(Q), len(classes)))
             p_q[:, columns] = model.predict_proba(Q)
-            own.append(_oracle_scores(p_i, score)[np.searchsorted(classes, y[i])])
-            at_q.append(_oracle_scores(p_q, score))
+            own.append(_oracle_scores(p_i, score, True)[np.searchsorted(classes, y[i])])
+            at_q.append(_oracle_scores(p_q, score, False))
     S, s = np.array(at_q), np.array(own)  # (m, n_q, c), (m,)
     m = len(rows)
     sets = np.empty((len(Q), len(classes), len(levels)), dtype=bool)
@@ -414,10 +415,13 @@ def test_conformal_sets_equal_explicit_refits(score, kernel, bandwidth, algorith
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         y_pred, sets = model.predict_set(Q, confidence_level=levels, conformity_score=score)
         np.testing.assert_array_equal(y_pred, model.predict(Q))
+        top = np.argmax(model.predict_proba(Q), axis=1)
     assert sets.shape == (9, 3, 3) and sets.dtype == bool
     np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, levels, score))
-    # Higher levels give larger sets.
+    # Higher levels give larger sets; APS sets always hold the most probable class.
     assert np.all(sets[:, :, 0] <= sets[:, :, 2])
+    if score == "aps":
+        assert np.all(sets[np.arange(9), top])
 
 
 def test_conformal_sets_refuse_bad_input():
