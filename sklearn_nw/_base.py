@@ -407,9 +407,9 @@ class NadarayaWatsonBase(BaseEstimator):
         """Refuse fits whose leave-one-out refits are not the attention without a row;
         ``what`` begins the message."""
         why = None
-        if self.key_set_.degree:
-            why = (f"degree={self.key_set_.degree} (a local polynomial without a row is not "
-                   "its equivalent kernel without it)")
+        if self.key_set_.degree and getattr(self, "bounded", False):
+            why = (f"degree={self.key_set_.degree} and bounded=True (the bound of a fit "
+                   "without a row moves with the targets left)")
         elif self.bandwidth_kind_ != "fixed":
             why = (f"an adaptive bandwidth ({self.bandwidth_kind_!r}: the neighbor distances "
                    "change when a row leaves)")
@@ -418,10 +418,10 @@ class NadarayaWatsonBase(BaseEstimator):
                    "leaves)")
         if why is not None:
             raise NotImplementedError(
-                f"{what} from the attention of a fixed-bandwidth Nadaraya-Watson fit over "
-                f"every point in reach; not with {why}. Use degree=0 with a fixed "
-                "bandwidth and n_neighbors=None, or refit the estimator without each row "
-                "(MAPIE's cross-conformal estimators).")
+                f"{what} from the attention of a fixed-bandwidth fit over every point in "
+                f"reach; not with {why}. Use a fixed bandwidth, n_neighbors=None and "
+                "bounded=False, or refit the estimator without each row (MAPIE's "
+                "cross-conformal estimators).")
         n_positive = int(np.count_nonzero(self.sample_weight_))
         if n_positive < 2:
             raise ValueError(f"{what} from leave-one-out fits; it needs at least 2 "
@@ -433,8 +433,16 @@ class NadarayaWatsonBase(BaseEstimator):
         outputs' own, as :meth:`_outputs` gives them). Those whose weight was all on the
         row left out are refitted without it (the nearest other keys' fallback, which
         their attention does not hold)."""
-        fits, missing = leave_one_out_fits(attention, values)
         keys = self.key_set_
+        if keys.degree:  # local polynomials: from their designs, not the attention
+            fits, missing = keys.leave_one_out_local_fits(
+                queries, device=self._compute_device(),
+                working_memory=get_config()["working_memory"])
+            b, n, t = fits.shape
+            fits = self._outputs(fits.reshape(b * n, t)).reshape((b, n) + np.shape(values)[1:])
+            fits[missing] = np.nan
+        else:
+            fits, missing = leave_one_out_fits(attention, values)
         for j in np.unique(np.nonzero(missing)[1]):
             at = np.flatnonzero(missing[:, j])
             keep = np.ones(keys.X.shape[0], dtype=bool)

@@ -207,6 +207,13 @@ class FittedKeys:
         with serial_if_small(queries.shape[0] * self.X.shape[0], settings.device):
             return self.route.pool(self, queries, settings)
 
+    def leave_one_out_local_fits(self, queries, *, device="cpu", working_memory=1024):
+        """Local polynomial fits (``degree`` 1 or 2) at ``queries`` without each key, at
+        this bandwidth: ``(fits, missing)`` of
+        :meth:`~sklearn_nw._routes_local.LocalPolynomialRoute.leave_one_out_fits`."""
+        settings = PoolSettings(torch.device(device), True, "eager", working_memory)
+        return self.route.leave_one_out_fits(self, queries, settings)
+
     def leave_one_out_attention(self, *, device="cpu", working_memory=1024,
                                 estimator_name="attention_weights_"):
         """Attention of the keys on each other, each key left out with all the mass at its

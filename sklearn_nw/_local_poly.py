@@ -319,6 +319,62 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False):
     return out, singular
 
 
+def leave_one_out_local_fits(qs, xs, attention, v, degree):
+    """The local fits of queries without each key, all at once (Sherman-Morrison).
+
+    Without key j the moment matrix loses ``a_j z_j z_j^T`` and the fit at the query
+    moves by ``- l_j r_j / (1 - h_j)``, with ``l_j`` the equivalent kernel, ``r_j = v_j -
+    z_j . beta`` the residual of key j from the query's own local polynomial and ``h_j =
+    a_j z_j^T M^-1 z_j`` its leverage there; the attention's renormalization without j
+    does not move a least-squares fit.
+
+    Parameters
+    ----------
+    qs : Tensor (b, r)
+    xs : Tensor (n, r)
+    attention : Tensor (b, n)
+        Nadaraya-Watson attention, rows summing to 1.
+    v : Tensor (n, t)
+    degree : {1, 2}
+
+    Returns
+    -------
+    fits : Tensor (b, n, t)
+        The fit at each query without each key; 0 where ``missing``.
+    missing : Tensor (b, n) of bool
+        Not computed here: the query's own fit is not identified, or its moment matrix
+        is nearly singular (a minimum-norm fit, whose update is not this one), or it is
+        without key j (``h_j`` within ``sqrt(eps)`` of 1).
+    """
+    u, e = _centered(qs, xs, attention)  # (b, n, r), (b, r)
+    z = design(u, degree)  # (b, n, p)
+    az = attention[:, :, None] * z  # (b, n, p)
+    M = az.transpose(1, 2) @ z  # (b, p, p)
+    c, singular = intercept_rows(M, design(e, degree), e.shape[1])  # (b, p)
+    eps = torch.finfo(M.dtype).eps
+    p = M.shape[1]
+    eye = torch.eye(p, dtype=M.dtype, device=M.device)
+    diag = torch.diagonal(M, dim1=1, dim2=2)  # (b, p)
+    s = torch.where(diag > 0, diag, 1.0).rsqrt()  # (b, p)
+    unit = torch.where(singular[:, None, None], eye, M * s[:, :, None] * s[:, None, :])
+    eigenvalues = torch.linalg.eigvalsh(unit)  # (b, p)
+    singular = singular | (eigenvalues[:, 0] <= eps**0.5 * eigenvalues[:, -1])
+    # M^-1 z_j through the unit-diagonal matrix: S (S M S)^-1 S z_j.
+    solved = torch.linalg.solve(torch.where(singular[:, None, None], eye, unit),
+                                (z * s[:, None, :]).transpose(1, 2))  # (b, p, n)
+    solved = solved * s[:, :, None]  # (b, p, n)
+    beta = solved @ (attention[:, :, None] * v[None])  # (b, p, t)
+    residual = v[None] - z @ beta  # (b, n, t)
+    leverage = attention * (z * solved.transpose(1, 2)).sum(2)  # (b, n)
+    kernel = (az @ c[:, :, None])[:, :, 0]  # (b, n)
+    room = 1.0 - leverage  # (b, n)
+    missing = singular[:, None] | ~(room > eps**0.5)
+    fits = (kernel @ v)[:, None, :] - kernel[:, :, None] * residual / torch.where(
+        missing, 1.0, room)[:, :, None]  # (b, n, t)
+    missing = missing | ~torch.isfinite(fits).all(2)
+    return torch.where(missing[:, :, None], 0.0, fits), missing
+
+
 def bound(out, kernel, attention, v):
     """Local fits kept within the range of the targets that carry their weight.
 

@@ -240,10 +240,14 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         ``ceil((1 - alpha) (n + 1))``-th smallest of ``f_{-i}(x) + R_i``, ``alpha = 1 -
         confidence_level``, over the n training rows of positive sample weight (Barber
         et al. 2021): it covers a new target with probability at least ``1 - 2 alpha``
-        for exchangeable data, and about ``1 - alpha`` in practice. A refit without a row
-        at a query whose attention is all on it (a compact kernel's lone neighbor) is
-        computed as such. The bandwidth is held fixed: its own choice from the same data
-        (a learned or CV bandwidth) is not repeated without each row.
+        for exchangeable data, and about ``1 - alpha`` in practice. With ``degree`` 1 or
+        2, each local fit without a row is its own least-squares update (Sherman-Morrison:
+        the fit moves by its equivalent kernel's weight times the row's residual from the
+        query's local polynomial, over one minus its leverage there). A fit without a row
+        that these do not give (a query whose attention is all on that row, a compact
+        kernel's lone neighbor; a local design singular without it) is refitted as such.
+        The bandwidth is held fixed: its own choice from the same data (a learned or CV
+        bandwidth) is not repeated without each row.
 
         Parameters
         ----------
@@ -264,8 +268,9 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         Raises
         ------
         NotImplementedError
-            With ``degree`` 1 or 2, ``n_neighbors`` or an adaptive bandwidth, whose fits
-            without a row are not the attention without it.
+            With ``n_neighbors``, an adaptive bandwidth, or ``bounded=True`` with
+            ``degree`` 1 or 2, whose fits without a row are not computed from the fit
+            with it (the k nearest, the neighbor distances or the bound change).
         ValueError
             With several outputs, or a confidence level outside (0, 1).
         """

@@ -14,6 +14,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn_nw import (
     AdaptiveBandwidth,
     EmptyNeighborhoodWarning,
+    LocalFitWarning,
     NadarayaWatsonRegressor,
     NadarayaWatsonRegressorCV,
 )
@@ -287,6 +288,41 @@ def test_jackknife_plus_equals_explicit_refits(kernel, bandwidth, algorithm, d, 
     np.testing.assert_allclose(intervals, expected, rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.parametrize("degree, d, kernel, bandwidth, algorithm", [
+    (1, 1, "gaussian", 0.2, "auto"), (1, 2, "gaussian", 0.3, "auto"),
+    (2, 1, "gaussian", 0.3, "auto"), (2, 2, "gaussian", 0.5, "auto"),
+    (1, 1, "epanechnikov", 0.3, "kd_tree"),
+    # Few points in reach: designs singular without a row, refitted.
+    (1, 2, "epanechnikov", 0.2, "brute"),
+])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_jackknife_plus_of_local_polynomials_equals_explicit_refits(
+        degree, d, kernel, bandwidth, algorithm, weighted):
+    X, y, Q, w = _data(n=30, d=d)
+    if not weighted:
+        w = np.ones(len(y))
+    levels = [0.5, 0.8, 0.9]
+
+    def make():
+        return NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth, degree=degree,
+                                       algorithm=algorithm)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalFitWarning)
+        intervals = make().fit(X, y, sample_weight=w).predict_interval(Q, levels)[1]
+        expected = _oracle_jackknife_plus(make, X, y, Q, w, levels)
+    np.testing.assert_allclose(intervals, expected, rtol=1e-8, atol=1e-8)
+
+
+def test_the_cv_regressor_has_the_same_intervals():
+    X, y, Q, _ = _data(n=60, d=1)
+    cv = NadarayaWatsonRegressorCV(degree=1, bounded=False).fit(X, y)
+    plain = NadarayaWatsonRegressor(bandwidth=cv.bandwidth_, degree=1).fit(X, y)
+    np.testing.assert_allclose(cv.predict_interval(Q)[1], plain.predict_interval(Q)[1],
+                               rtol=1e-12)
+
+
 def test_jackknife_plus_of_precomputed_distances_equals_the_features():
     X, y, Q, _ = _data(n=30, d=2)
     D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
@@ -318,7 +354,7 @@ def test_jackknife_plus_in_float32_agrees_with_float64():
 
 
 @pytest.mark.parametrize("params, error, match", [
-    ({"degree": 1}, NotImplementedError, "degree=1"),
+    ({"degree": 1, "bounded": True}, NotImplementedError, "degree=1 and bounded=True"),
     ({"n_neighbors": 5}, NotImplementedError, "n_neighbors=5"),
     ({"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=5)}, NotImplementedError,
      "adaptive bandwidth"),
