@@ -407,10 +407,7 @@ class NadarayaWatsonBase(BaseEstimator):
         """Refuse fits whose leave-one-out refits are not the attention without a row;
         ``what`` begins the message."""
         why = None
-        if self.key_set_.degree and getattr(self, "bounded", False):
-            why = (f"degree={self.key_set_.degree} and bounded=True (the bound of a fit "
-                   "without a row moves with the targets left)")
-        elif self.bandwidth_kind_ != "fixed":
+        if self.bandwidth_kind_ != "fixed":
             why = (f"an adaptive bandwidth ({self.bandwidth_kind_!r}: the neighbor distances "
                    "change when a row leaves)")
         elif self.n_neighbors is not None:
@@ -419,9 +416,9 @@ class NadarayaWatsonBase(BaseEstimator):
         if why is not None:
             raise NotImplementedError(
                 f"{what} from the attention of a fixed-bandwidth fit over every point in "
-                f"reach; not with {why}. Use a fixed bandwidth, n_neighbors=None and "
-                "bounded=False, or refit the estimator without each row (MAPIE's "
-                "cross-conformal estimators).")
+                f"reach; not with {why}. Use a fixed bandwidth and n_neighbors=None, or "
+                "refit the estimator without each row (MAPIE's cross-conformal "
+                "estimators).")
         n_positive = int(np.count_nonzero(self.sample_weight_))
         if n_positive < 2:
             raise ValueError(f"{what} from leave-one-out fits; it needs at least 2 "

@@ -319,14 +319,16 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False):
     return out, singular
 
 
-def leave_one_out_local_fits(qs, xs, attention, v, degree):
+def leave_one_out_local_fits(qs, xs, attention, v, degree, bounded=False):
     """The local fits of queries without each key, all at once (Sherman-Morrison).
 
     Without key j the moment matrix loses ``a_j z_j z_j^T`` and the fit at the query
     moves by ``- l_j r_j / (1 - h_j)``, with ``l_j`` the equivalent kernel, ``r_j = v_j -
     z_j . beta`` the residual of key j from the query's own local polynomial and ``h_j =
     a_j z_j^T M^-1 z_j`` its leverage there; the attention's renormalization without j
-    does not move a least-squares fit.
+    does not move a least-squares fit. A bounded fit (``bounded``) is bounded again
+    without key j (:func:`bound`): its Nadaraya-Watson value and its range are those of
+    the attention without j.
 
     Parameters
     ----------
@@ -336,6 +338,7 @@ def leave_one_out_local_fits(qs, xs, attention, v, degree):
         Nadaraya-Watson attention, rows summing to 1.
     v : Tensor (n, t)
     degree : {1, 2}
+    bounded : bool, default=False
 
     Returns
     -------
@@ -371,8 +374,50 @@ def leave_one_out_local_fits(qs, xs, attention, v, degree):
     missing = singular[:, None] | ~(room > eps**0.5)
     fits = (kernel @ v)[:, None, :] - kernel[:, :, None] * residual / torch.where(
         missing, 1.0, room)[:, :, None]  # (b, n, t)
+    if bounded:
+        fits, nadaraya_watson_missing = _bound_without_each(fits, attention, v)
+        missing = missing | nadaraya_watson_missing
     missing = missing | ~torch.isfinite(fits).all(2)
     return torch.where(missing[:, :, None], 0.0, fits), missing
+
+
+def _bound_without_each(fits, attention, v):
+    """:func:`bound` of the fits without each key ``fits`` (b, n, t): the Nadaraya-Watson
+    value without key j ``m_j`` and the range of the targets of the keys that keep a
+    share ``RANGE_SHARE`` of the largest attention without j; and where ``m_j`` has no
+    weight to stand on (b, n) (the query's weight all on key j)."""
+    b, n = attention.shape
+    rows = torch.arange(b, device=attention.device)
+    top = attention.argmax(1)  # (b,)
+    largest = attention[rows, top]  # (b,)
+    rest = attention.clone()
+    rest[rows, top] = 0.0
+    second = rest.amax(1)  # (b,) the largest without the top key
+    # m without j (b, n, t): the others' weighted mean; the top key's summed directly.
+    total, pooled = attention.sum(1), attention @ v  # (b,), (b, t)
+    others = total[:, None] - attention  # (b, n)
+    others[rows, top] = rest.sum(1)
+    others_v = pooled[:, None, :] - attention[:, :, None] * v[None]  # (b, n, t)
+    others_v[rows, top] = rest @ v
+    tiny = torch.finfo(attention.dtype)
+    missing = others <= tiny.tiny / tiny.eps  # (b, n)
+    m = others_v / torch.where(missing, 1.0, others)[:, :, None]  # (b, n, t)
+    # The range without j, for j other than the top key: the held keys but j, whose
+    # smallest and largest are the held keys' unless j is one of them (then the next).
+    held = attention >= RANGE_SHARE * largest[:, None]  # (b, n)
+    lo = torch.where(held[:, :, None], v[None], torch.inf)  # (b, n, t)
+    hi = torch.where(held[:, :, None], v[None], -torch.inf)
+    lo2, lo_at = lo.topk(2, dim=1, largest=False)  # (b, 2, t): n >= 2 keys
+    hi2, hi_at = hi.topk(2, dim=1)
+    keys = torch.arange(n, device=v.device)[None, :, None]  # (1, n, 1)
+    lo_j = torch.where(keys == lo_at[:, :1], lo2[:, 1:], lo2[:, :1])  # (b, n, t)
+    hi_j = torch.where(keys == hi_at[:, :1], hi2[:, 1:], hi2[:, :1])
+    # Without the top key the largest attention is the second: more keys are held.
+    held_top = (attention >= RANGE_SHARE * second[:, None]) & (keys[..., 0] != top[:, None])
+    lo_j[rows, top] = torch.where(held_top[:, :, None], v[None], torch.inf).amin(1)
+    hi_j[rows, top] = torch.where(held_top[:, :, None], v[None], -torch.inf).amax(1)
+    lam = _shrink(fits, m, lo_j, hi_j)  # (b, n, 1)
+    return m + lam * (fits - m), missing
 
 
 def bound(out, kernel, attention, v):

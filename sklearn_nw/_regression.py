@@ -243,7 +243,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         for exchangeable data, and about ``1 - alpha`` in practice. With ``degree`` 1 or
         2, each local fit without a row is its own least-squares update (Sherman-Morrison:
         the fit moves by its equivalent kernel's weight times the row's residual from the
-        query's local polynomial, over one minus its leverage there). A fit without a row
+        query's local polynomial, over one minus its leverage there), and a bounded one
+        (``bounded``) bounded again by the attention without the row. A fit without a row
         that these do not give (a query whose attention is all on that row, a compact
         kernel's lone neighbor; a local design singular without it) is refitted as such.
         The bandwidth is held fixed: its own choice from the same data (a learned or CV
@@ -268,9 +269,9 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         Raises
         ------
         NotImplementedError
-            With ``n_neighbors``, an adaptive bandwidth, or ``bounded=True`` with
-            ``degree`` 1 or 2, whose fits without a row are not computed from the fit
-            with it (the k nearest, the neighbor distances or the bound change).
+            With ``n_neighbors`` or an adaptive bandwidth, whose fits without a row are
+            not computed from the fit with it (the k nearest or the neighbor distances
+            change).
         ValueError
             With several outputs, or a confidence level outside (0, 1).
         """

@@ -112,10 +112,11 @@ class LocalPolynomialRoute(Route):
         return kernel, n_fallback, n_singular
 
     def leave_one_out_fits(self, keys, queries, settings):
-        """The local fits at ``queries`` without each key, at this bandwidth (unbounded
-        fits; :func:`~sklearn_nw._local_poly.leave_one_out_local_fits`): ``(fits,
-        missing)``, numpy (n_q, n, t) and (n_q, n), in chunks within ``working_memory``.
-        ``missing`` marks the fits not computed (singular designs), to be refitted."""
+        """The local fits at ``queries`` without each key, at this bandwidth
+        (:func:`~sklearn_nw._local_poly.leave_one_out_local_fits`, bounded as these are):
+        ``(fits, missing)``, numpy (n_q, n, t) and (n_q, n), in chunks within
+        ``working_memory``. ``missing`` marks the fits not computed (singular designs),
+        to be refitted."""
         xs = self.centered_keys
         n_q, n = queries.shape[0], keys.X.shape[0]
         p = n_terms(xs.shape[1], self.degree)
@@ -131,7 +132,7 @@ class LocalPolynomialRoute(Route):
             with np.errstate(over="ignore", invalid="ignore"):
                 qs = keys.scaled(queries[rows])[:, self.columns] - self.center  # (b, r)
             f, m = leave_one_out_local_fits(tensor(qs), tensor(xs), tensor(attention),
-                                            tensor(keys.values), self.degree)
+                                            tensor(keys.values), self.degree, self.bounded)
             fits.append(f.cpu().numpy())
             missing.append(m.cpu().numpy())
         return np.concatenate(fits), np.concatenate(missing)

@@ -296,16 +296,20 @@ def test_jackknife_plus_equals_explicit_refits(kernel, bandwidth, algorithm, d, 
     (1, 2, "epanechnikov", 0.2, "brute"),
 ])
 @pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("bounded", [False, True])
 def test_jackknife_plus_of_local_polynomials_equals_explicit_refits(
-        degree, d, kernel, bandwidth, algorithm, weighted):
+        degree, d, kernel, bandwidth, algorithm, weighted, bounded):
     X, y, Q, w = _data(n=30, d=d)
+    # A concave trend and queries beyond the data: there the bound binds.
+    y = np.sqrt(3 * X.sum(1)) + 0.1 * y
+    Q = np.vstack([Q, np.full((1, d), -0.5), np.full((1, d), 1.5)])
     if not weighted:
         w = np.ones(len(y))
     levels = [0.5, 0.8, 0.9]
 
     def make():
         return NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth, degree=degree,
-                                       algorithm=algorithm)
+                                       algorithm=algorithm, bounded=bounded)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
@@ -317,8 +321,8 @@ def test_jackknife_plus_of_local_polynomials_equals_explicit_refits(
 
 def test_the_cv_regressor_has_the_same_intervals():
     X, y, Q, _ = _data(n=60, d=1)
-    cv = NadarayaWatsonRegressorCV(degree=1, bounded=False).fit(X, y)
-    plain = NadarayaWatsonRegressor(bandwidth=cv.bandwidth_, degree=1).fit(X, y)
+    cv = NadarayaWatsonRegressorCV(degree=1).fit(X, y)
+    plain = NadarayaWatsonRegressor(bandwidth=cv.bandwidth_, degree=1, bounded=True).fit(X, y)
     np.testing.assert_allclose(cv.predict_interval(Q)[1], plain.predict_interval(Q)[1],
                                rtol=1e-12)
 
@@ -354,7 +358,6 @@ def test_jackknife_plus_in_float32_agrees_with_float64():
 
 
 @pytest.mark.parametrize("params, error, match", [
-    ({"degree": 1, "bounded": True}, NotImplementedError, "degree=1 and bounded=True"),
     ({"n_neighbors": 5}, NotImplementedError, "n_neighbors=5"),
     ({"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=5)}, NotImplementedError,
      "adaptive bandwidth"),
