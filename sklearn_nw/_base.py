@@ -380,11 +380,13 @@ class NadarayaWatsonBase(BaseEstimator):
         self._check_pooled(X.shape[0], result.out, result.n_fallback, result.n_singular)
         return result.out, result.attention
 
-    def _pool_in_chunks(self, X, each, temporaries=4):
+    def _pool_in_chunks(self, X, each, temporaries=4, *, training=False):
         """:meth:`_pool` of queries X in chunks, each with its attention: ``each(rows,
         attention)`` is called on every chunk (``rows`` a slice of X); returns the pooled
-        values (n_queries, t), checked once for all of them. A chunk's dense attention
-        and ``temporaries`` float64 blocks of its size fit in ``working_memory``."""
+        values (n_queries, t), checked once for all of them (for the ``training`` points
+        themselves, only for non-finite values: a row of zero weight out of every
+        other's reach is no query of the user's). A chunk's dense attention and
+        ``temporaries`` float64 blocks of its size fit in ``working_memory``."""
         working_memory = get_config()["working_memory"]
         n_q = X.shape[0]
         step = rows_per_chunk(n_q, self.X_fit_.shape[0], working_memory, temporaries)
@@ -398,6 +400,8 @@ class NadarayaWatsonBase(BaseEstimator):
             n_singular += result.n_singular
             each(rows, result.attention)
         out = np.concatenate(outs)
+        if training:
+            n_fallback = n_singular = 0
         self._check_pooled(n_q, out, n_fallback, n_singular)
         return out
 
@@ -462,7 +466,8 @@ class NadarayaWatsonBase(BaseEstimator):
             fits = self._leave_one_out_fits(keys.X[rows], attention, values)
             out[rows] = fits[np.arange(len(own)), own]
 
-        self._pool_in_chunks(keys.X, each, 4 + 3 * np.shape(values.reshape(len(out), -1))[1])
+        self._pool_in_chunks(keys.X, each, 4 + 3 * np.shape(values.reshape(len(out), -1))[1],
+                             training=True)
         return out
 
     def _check_dense_attention(self, n_rows, what):

@@ -313,7 +313,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         def each(rows, attention):
             leverage[rows] = self_weights(attention, np.arange(rows.start, rows.stop))
 
-        fitted = self._outputs(self._pool_in_chunks(keys.X, each)).reshape(y.shape)
+        fitted = self._outputs(self._pool_in_chunks(keys.X, each, training=True))
+        fitted = fitted.reshape(y.shape)
         return residual_variance(y, fitted, leverage, positive, method=self.residual_variance,
                                  n_params=keys.n_local_terms)
 

@@ -475,3 +475,19 @@ def test_conformal_sets_refuse_bad_input():
     knn = NadarayaWatsonClassifier(bandwidth=1.0, n_neighbors=3).fit(X, y)
     with pytest.raises(NotImplementedError, match="n_neighbors=3"):
         knn.predict_set(X)
+
+
+def test_the_training_points_own_pass_does_not_warn():
+    # A row of zero weight far from the others is out of every kernel's reach: its
+    # in-sample fit falls back, but it is no query of the user's.
+    X = np.array([[0.0], [0.1], [0.2], [0.3], [5.0]])
+    y = np.array([0.0, 1.0, 0.0, 1.0, 3.0])
+    model = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=0.25,
+                                    residual_variance="hc2")
+    model.fit(X, y, sample_weight=[1.0, 1.0, 1.0, 1.0, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict([[0.15]], return_std=True)
+        model.predict_interval([[0.15]])
+    with pytest.warns(EmptyNeighborhoodWarning):
+        model.predict_interval([[3.0]])
