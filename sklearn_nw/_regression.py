@@ -16,6 +16,7 @@ from ._uncertainty import (
     RESIDUAL_VARIANCES,
     jackknife_plus,
     nearest_neighbor_variance,
+    nearest_others,
     residual_variance,
     self_weights,
     squared_attention,
@@ -304,10 +305,15 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         keys = self.key_set_
         y = self.y_fit_.reshape(len(self.y_fit_), -1)
         positive = self.sample_weight_ > 0
-        working_memory = get_config()["working_memory"]
         if self.residual_variance == "nn":
-            return nearest_neighbor_variance(y, self._neighbor_distances, positive,
-                                             self.residual_neighbors, working_memory)
+            if keys.precomputed:
+                neighbors = nearest_others(positive, self.residual_neighbors,
+                                           distances=self._precomputed_distances,
+                                           working_memory=get_config()["working_memory"])
+            else:  # in the kernel's metric: scaled by the bandwidths, or projected
+                neighbors = nearest_others(positive, self.residual_neighbors,
+                                           points=keys.scaled(keys.X))
+            return nearest_neighbor_variance(y, neighbors, positive)
         leverage = np.empty(len(y))
 
         def each(rows, attention):
@@ -318,30 +324,16 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         return residual_variance(y, fitted, leverage, positive, method=self.residual_variance,
                                  n_params=keys.n_local_terms)
 
-    def _neighbor_distances(self, rows):
-        """Distances (b, n) of the training rows ``rows`` to every training row, in the
-        kernel's metric (the differences of the inputs divided by the bandwidths, or
-        projected), or the precomputed ones (inf where a sparse matrix stores none)."""
-        keys = self.key_set_
-        if keys.precomputed:
-            block = keys.X[rows]
-            if not sp.issparse(block):
-                return block
-            block = sp.csr_array(block).tocoo()
-            dense = np.full(block.shape, np.inf)
-            dense[block.row, block.col] = block.data
-            return dense
-        X = np.asarray(keys.X, dtype=np.float64)
-        metric = keys.metric
-        d2 = np.zeros((rows.stop - rows.start, X.shape[0]))
-        if metric.ndim == 2:  # a projection: distances between the projected inputs
-            X = X @ metric
-            for k in range(X.shape[1]):
-                d2 += (X[rows, k][:, None] - X[None, :, k]) ** 2
-        else:  # differences first: 1-D ties are those of the inputs, as nprobust's
-            for k in range(X.shape[1]):
-                d2 += ((X[rows, k][:, None] - X[None, :, k]) / metric[k]) ** 2
-        return np.sqrt(d2)
+    def _precomputed_distances(self, rows):
+        """The precomputed distances (b, n) of the training rows ``rows`` to every
+        training row (inf where a sparse matrix stores none)."""
+        block = self.key_set_.X[rows]
+        if not sp.issparse(block):
+            return block
+        block = sp.csr_array(block).tocoo()
+        dense = np.full(block.shape, np.inf)
+        dense[block.row, block.col] = block.data
+        return dense
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -23,6 +23,10 @@ import math
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.neighbors import BallTree, KDTree
+
+# Above this many coordinates a k-d tree prunes too little (as the routes' searches).
+TREE_MAX_FEATURES = 15
 
 RESIDUAL_VARIANCES = ("nn", "hc0", "hc1", "hc2", "hc3")
 CONFORMITY_SCORES = ("lac", "aps")
@@ -111,46 +115,79 @@ def residual_variance(y, fitted, leverage, positive, *, method, n_params):
     return out
 
 
-def nearest_neighbor_variance(y, distances, positive, n_neighbors, working_memory):
+def nearest_neighbor_variance(y, neighbors, positive):
     """nprobust's ``vce="nn"``: ``s_i^2 = J_i / (J_i + 1) (y_i - mean of y_j)**2`` over
-    the ``J_i`` other rows nearest to row i, at least ``n_neighbors`` of them and every
-    one as near as the ``n_neighbors``-th (ties, and rows at the same input, all in).
+    each row's nearest others.
 
     Parameters
     ----------
     y : ndarray of shape (n, t)
-    distances : callable
-        ``distances(rows)`` gives the (b, n) distances of the training rows ``rows`` (a
-        slice) to every training row.
+    neighbors : sparse array of shape (n, n)
+        Row i's stored entries are its neighbors (:func:`nearest_others`).
     positive : ndarray of shape (n,) of bool
-        The rows of positive sample weight: the only neighbors, and the only rows whose
-        variance is estimated (0 for the others).
-    n_neighbors : int
-        nprobust's ``nnmatch``; at most the other rows of positive weight.
-    working_memory : float
-        MiB for the chunks of distances.
+        The rows whose variance is estimated (0 for the others).
     """
-    n = len(y)
-    n_positive = int(positive.sum())
-    if n_positive < 2:
-        raise ValueError(
-            "residual_variance='nn' compares each training point with its nearest others; "
-            f"it needs at least 2 training points of positive weight, got {n_positive}.")
-    J = min(n_neighbors, n_positive - 1)
-    out = np.zeros_like(y, dtype=np.float64)
-    step = rows_per_chunk(n, n, working_memory)
-    for start in range(0, n, step):
-        rows = slice(start, min(n, start + step))
-        d = np.array(distances(rows), dtype=np.float64)  # (b, n)
-        d[:, ~positive] = np.inf
-        d[np.arange(d.shape[0]), np.arange(rows.start, rows.stop)] = np.inf
-        reach = np.partition(d, J - 1, axis=1)[:, J - 1]  # (b,) the J-th nearest other
-        member = d <= reach[:, None]  # (b, n)
-        count = member.sum(1)[:, None]  # (b, 1)
-        mean = (member.astype(np.float64) @ y) / count  # (b, t)
-        out[rows] = count / (count + 1) * (y[rows] - mean) ** 2
+    neighbors = sp.csr_array(neighbors, dtype=np.float64)
+    count = np.diff(neighbors.indptr)[:, None].astype(np.float64)  # (n, 1)
+    mean = (neighbors @ y) / np.maximum(count, 1.0)  # (n, t)
+    out = count / (count + 1) * (y - mean) ** 2
     out[~positive] = 0.0
     return out
+
+
+def nearest_others(positive, n_neighbors, *, points=None, distances=None,
+                   working_memory=1024):
+    """Each row's nearest other rows of positive weight: at least ``n_neighbors`` of
+    them (at most all the others) and every one as near as the ``n_neighbors``-th (ties,
+    and rows at the same input, all in); for the rows of positive weight only.
+
+    Parameters
+    ----------
+    positive : ndarray of shape (n,) of bool
+    n_neighbors : int
+    points : ndarray of shape (n, r), default=None
+        The rows in a Euclidean space, searched with a k-d or ball tree.
+    distances : callable, default=None
+        Else ``distances(rows)``: the (b, n) distances of the rows ``rows`` (a slice) to
+        every row, searched by brute force in chunks within ``working_memory`` MiB.
+
+    Returns
+    -------
+    csr_array of shape (n, n)
+        Ones at each row's neighbors.
+    """
+    n = len(positive)
+    rows = np.flatnonzero(positive)
+    if len(rows) < 2:
+        raise ValueError(
+            "residual_variance='nn' compares each training point with its nearest others; "
+            f"it needs at least 2 training points of positive weight, got {len(rows)}.")
+    J = min(n_neighbors, len(rows) - 1)
+    found = []
+    if points is not None:
+        Tree = KDTree if points.shape[1] <= TREE_MAX_FEATURES else BallTree
+        tree = Tree(points[rows])
+        # The (J + 1)-th nearest, the row itself (at 0) among them, is its J-th other;
+        # the radius is widened by rounding, as the tree's two searches round apart.
+        reach = tree.query(points[rows], k=J + 1)[0][:, J]
+        radius = reach * (1 + 1e-12) + np.finfo(np.float64).tiny
+        for i, near in zip(rows, tree.query_radius(points[rows], r=radius)):
+            near = rows[near]
+            found.append(near[near != i])
+    else:
+        step = rows_per_chunk(len(rows), n, working_memory)
+        for start in range(0, len(rows), step):
+            block = rows[start : start + step]
+            d = np.array(distances(block), dtype=np.float64)  # (b, n)
+            d[:, ~positive] = np.inf
+            d[np.arange(len(block)), block] = np.inf
+            reach = np.partition(d, J - 1, axis=1)[:, J - 1]  # (b,) the J-th nearest other
+            found.extend(np.flatnonzero(row <= r) for row, r in zip(d, reach))
+    counts = np.zeros(n, dtype=np.int64)
+    counts[rows] = [len(f) for f in found]
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    indices = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    return sp.csr_array((np.ones(len(indices)), indices, indptr), shape=(n, n))
 
 
 def leave_one_out_fits(attention, values):
