@@ -491,3 +491,20 @@ def test_the_training_points_own_pass_does_not_warn():
         model.predict_interval([[0.15]])
     with pytest.warns(EmptyNeighborhoodWarning):
         model.predict_interval([[3.0]])
+
+
+def test_conformal_sets_in_float32_agree_with_float64():
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 2))
+    y = (X[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
+    Q = rng.normal(size=(20, 2))
+    model = NadarayaWatsonClassifier(bandwidth=0.5)
+    for score in ("lac", "aps"):
+        s64 = model.fit(X, y).predict_set(Q, [0.5, 0.9], conformity_score=score)[1]
+        s32 = model.fit(X.astype(np.float32), y).predict_set(
+            Q.astype(np.float32), [0.5, 0.9], conformity_score=score)[1]
+        # A class may flip only where its score ties a training score to float32's
+        # precision: none here.
+        np.testing.assert_array_equal(s32, s64)
