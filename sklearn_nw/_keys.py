@@ -132,6 +132,13 @@ class FittedKeys:
         return FittedKeys(X, self.sample_weight[keep], self.values[keep], self.metric,
                           self.kernel, **self.options)
 
+    def nadaraya_watson(self, metric):
+        """Keys like these with another ``metric``, pooling by plain attention (degree
+        0, unbounded): the attention of a local fit at another bandwidth."""
+        options = {**self.options, "degree": 0, "bounded": False}
+        return FittedKeys(self.X, self.sample_weight, self.values, metric, self.kernel,
+                          **options)
+
     # -- the metric ------------------------------------------------------------------------
 
     def scaled(self, X):

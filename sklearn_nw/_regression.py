@@ -5,19 +5,23 @@ from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.stats import norm
 from sklearn import get_config
 from sklearn.base import RegressorMixin, _fit_context
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase, confidence_levels
+from ._bias_correction import bias_corrected_fits
 from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
 from ._uncertainty import (
     RESIDUAL_VARIANCES,
+    dense_rows,
     jackknife_plus,
     nearest_neighbor_variance,
     nearest_others,
     residual_variance,
+    rows_per_chunk,
     self_weights,
     squared_attention,
 )
@@ -299,6 +303,132 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             raise ValueError(
                 "predict_interval takes one target; this estimator was fitted on "
                 f"{self.y_fit_.shape[1]} outputs. Fit one estimator per output.")
+
+    def predict_confidence_interval(self, X, confidence_level=0.95, *,
+                                    bias_correction="robust", bias_bandwidth=None,
+                                    return_std=False):
+        """Confidence intervals for the regression function at X, conventional or robust
+        bias-corrected (Calonico, Cattaneo and Farrell 2018).
+
+        The local polynomial of degree p = ``degree`` (0 or 1) at each query has a bias
+        of the order of its bandwidth to the power p + 1, which the conventional interval
+        ``f(x) +- z se`` ignores. The robust bias-corrected interval subtracts the bias
+        estimated by a local polynomial of degree p + 1 with bandwidth ``bias_bandwidth``,
+        and takes the standard error of the corrected estimate, the bias estimate's own
+        variance included. The standard errors are nprobust's: the residuals of the
+        query's own local fits within its window (or of each window point's nearest
+        others for ``residual_variance="nn"``), scaled as ``residual_variance`` says. In
+        one feature the estimates, standard errors and both intervals are those of
+        nprobust's ``lprobust`` with the same p, h, b, kernel and ``vce``. See
+        :ref:`the user guide <uncertainty>`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query points.
+        confidence_level : float or array-like of shape (n_levels,), default=0.95
+            Each in (0, 1).
+        bias_correction : {"robust", "conventional"}, default="robust"
+            The robust bias-corrected interval, centered at the bias-corrected estimate;
+            or the conventional one, centered at the local polynomial's.
+        bias_bandwidth : float or array-like of shape (n_features,), default=None
+            The bandwidth b of the bias estimate (nprobust's ``b``); None: ``bandwidth_``
+            (nprobust's ``rho=1``).
+        return_std : bool, default=False
+            Also return the standard errors.
+
+        Returns
+        -------
+        y_center : ndarray of shape (n_queries,)
+            The estimate each interval is centered at: bias-corrected (``"robust"``), or
+            the unbounded local polynomial's (``"conventional"``, the prediction unless
+            ``bounded`` shrank it).
+        y_intervals : ndarray of shape (n_queries, 2, n_levels)
+            Lower (``[:, 0, :]``) and upper (``[:, 1, :]``) bounds per confidence level,
+            ``y_center -+ z se`` with z the normal quantile.
+        y_std : ndarray of shape (n_queries,)
+            Only with ``return_std=True``: the standard errors.
+
+        Raises
+        ------
+        NotImplementedError
+            With ``degree=2`` (its bias estimate would be cubic), ``n_neighbors``, an
+            adaptive bandwidth, categorical features or precomputed distances.
+        ValueError
+            With several outputs, a bad level or bias bandwidth, or a query whose local
+            designs are singular in its window.
+        """
+        check_is_fitted(self)
+        X = self._validate_predict_data(X)
+        levels = confidence_levels(confidence_level)
+        if bias_correction not in ("robust", "conventional"):
+            raise ValueError("bias_correction must be 'robust' or 'conventional'; got "
+                             f"{bias_correction!r}.")
+        keys = self.key_set_
+        why = None
+        if keys.degree > 1:
+            why = "degree=2 (its bias estimate would be a cubic fit)"
+        elif self.bandwidth_kind_ != "fixed" or self.n_neighbors is not None:
+            why = "an adaptive bandwidth or n_neighbors (no bandwidth b to change)"
+        elif self._categorical is not None or keys.precomputed:
+            why = "categorical features or precomputed distances"
+        if why is not None:
+            raise NotImplementedError(
+                f"predict_confidence_interval fits local polynomials of degree p and p + 1 "
+                f"at a fixed bandwidth in the features; not with {why}.")
+        if self.y_fit_.ndim == 2:
+            raise ValueError("predict_confidence_interval takes one target; this estimator "
+                             f"was fitted on {self.y_fit_.shape[1]} outputs.")
+        metric_b = keys.metric
+        if bias_bandwidth is not None:
+            if keys.metric.ndim == 2:
+                raise ValueError("bias_bandwidth needs per-feature bandwidths; this "
+                                 "estimator learned a full metric (projection_).")
+            try:
+                b = np.broadcast_to(np.asarray(bias_bandwidth, dtype=np.float64),
+                                    keys.metric.shape).copy()
+            except (TypeError, ValueError):
+                b = None
+            if b is None or not np.all(np.isfinite(b) & (b > 0)):
+                raise ValueError("bias_bandwidth must be a positive number or one per "
+                                 f"feature; got {bias_bandwidth!r}.")
+            metric_b = b
+        working_memory = get_config()["working_memory"]
+        device = self._compute_device()
+        keys_h = keys.nadaraya_watson(keys.metric)
+        keys_b = keys_h if bias_bandwidth is None else keys.nadaraya_watson(metric_b)
+        y = self.y_fit_.reshape(len(self.y_fit_), -1)
+        xs = keys.scaled(keys.X)  # (n, r) in units of h
+
+        def distance(inside):
+            return np.sqrt(((xs[inside, None] - xs[None, inside]) ** 2).sum(-1))
+
+        n, r = xs.shape
+        q_terms = 1 + r + r * (r + 1) // 2  # the bias fit's, at most
+        step = rows_per_chunk(X.shape[0], n, working_memory, 8 + 4 * q_terms)
+        parts = []
+        for start in range(0, X.shape[0], step):
+            rows = slice(start, min(X.shape[0], start + step))
+            a, c = (dense_rows(k.pool(X[rows], return_attention=True, device=device,
+                                      working_memory=working_memory).attention)
+                    for k in (keys_h, keys_b))
+            u = xs[None] - keys.scaled(X[rows])[:, None]  # (b, n, r)
+            parts.append(bias_corrected_fits(u, a, c, y, keys.degree,
+                                             self.residual_variance,
+                                             self.residual_neighbors, distance))
+        tau_cl, tau_bc, se_cl, se_rb = (np.concatenate(p)[:, 0] for p in zip(*parts))
+        center, std = (tau_bc, se_rb) if bias_correction == "robust" else (tau_cl, se_cl)
+        bad = ~(np.isfinite(center) & np.isfinite(std))
+        if bad.any():
+            raise ValueError(
+                f"{int(bad.sum())} of {len(bad)} queries have a singular local design of "
+                f"degree {keys.degree} or {keys.degree + 1} in their window (too few "
+                "training points within the bandwidth, or points on a line the query is "
+                "off). Use a larger bandwidth or bias_bandwidth.")
+        z = norm.ppf(0.5 + levels / 2)  # (n_levels,)
+        intervals = np.stack([center[:, None] - z * std[:, None],
+                              center[:, None] + z * std[:, None]], axis=1)
+        return (center, intervals, std) if return_std else (center, intervals)
 
     def _target_variance(self):
         """Each training target's variance ``s_i**2`` (n, t), by ``residual_variance``."""

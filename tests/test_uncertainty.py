@@ -508,3 +508,142 @@ def test_conformal_sets_in_float32_agree_with_float64():
         # A class may flip only where its score ties a training score to float32's
         # precision: none here.
         np.testing.assert_array_equal(s32, s64)
+
+
+# -- conventional and robust bias-corrected confidence intervals ------------------------------
+# The oracle follows nprobust's lprobust (Calonico, Cattaneo and Farrell) one evaluation
+# point and one training point at a time; the radial kernels of the package are its
+# product kernels in one feature.
+
+PROFILES = {
+    "epanechnikov": lambda u: max(0.0, 1 - u * u),
+    "triangular": lambda u: max(0.0, 1 - u),
+    "tophat": lambda u: 1.0 if u <= 1 else 0.0,
+    "gaussian": lambda u: math.exp(-0.5 * u * u),
+}
+
+
+def _monomials(u, degree):
+    """[1, u_k, u_k u_l (k <= l)] up to ``degree``."""
+    d = len(u)
+    out = [1.0]
+    if degree >= 1:
+        out += list(u)
+    if degree >= 2:
+        out += [u[k] * u[m] for k in range(d) for m in range(k, d)]
+    return np.array(out)
+
+
+def _oracle_bias_corrected(X, y, Q, h, b, w, p, kernel, vce, J=3):
+    n, d = X.shape
+    rows = []
+    for x in Q:
+        U = (X - x) / h  # differences in units of h
+        dist_h = np.sqrt((U**2).sum(1))
+        dist_b = np.sqrt((((X - x) / b) ** 2).sum(1))
+        kh = np.array([w[i] * PROFILES[kernel](dist_h[i]) for i in range(n)])
+        kb = np.array([w[i] * PROFILES[kernel](dist_b[i]) for i in range(n)])
+        win = [i for i in range(n) if kh[i] > 0 or kb[i] > 0]
+        zp = {i: _monomials(U[i], p) for i in win}
+        zq = {i: _monomials(U[i], p + 1) for i in win}
+        P = len(zp[win[0]])
+        Gp_inv = np.linalg.inv(sum(kh[i] * np.outer(zp[i], zp[i]) for i in win))
+        Gq_inv = np.linalg.inv(sum(kb[i] * np.outer(zq[i], zq[i]) for i in win))
+        beta_p = Gp_inv @ sum(kh[i] * zp[i] * y[i] for i in win)
+        beta_q = Gq_inv @ sum(kb[i] * zq[i] * y[i] for i in win)
+        moments = sum(kh[i] * np.outer(zp[i], zq[i][P:]) for i in win)
+        l_cl, l_bc, r_h, r_b = {}, {}, {}, {}
+        for i in win:
+            l_cl[i] = (Gp_inv @ (kh[i] * zp[i]))[0]
+            l_bc[i] = (Gp_inv @ (kh[i] * zp[i] - moments @ (Gq_inv @ (kb[i] * zq[i]))[P:]))[0]
+            e_h, e_b = y[i] - zp[i] @ beta_p, y[i] - zq[i] @ beta_q
+            lev = kh[i] * zp[i] @ Gp_inv @ zp[i]
+            m = len(win)
+            if vce == "nn":
+                others = [j for j in win if j != i]
+                dist = {j: math.sqrt(sum((X[j, k] - X[i, k]) ** 2 / h**2 for k in range(d)))
+                        for j in others}
+                reach = sorted(dist.values())[min(J, m - 1) - 1]
+                near = [j for j in others if dist[j] <= reach]
+                r_h[i] = r_b[i] = (math.sqrt(len(near) / (len(near) + 1))
+                                   * (y[i] - np.mean(y[near])))
+            else:
+                factor_h = factor_b = {"hc0": 1.0, "hc2": (1 - lev) ** -0.5,
+                                       "hc3": 1 / (1 - lev)}.get(vce)
+                if vce == "hc1":
+                    factor_h = math.sqrt(m / (m - P))
+                    factor_b = math.sqrt(m / (m - len(zq[i])))
+                r_h[i], r_b[i] = factor_h * e_h, factor_b * e_b
+        rows.append([sum(l_cl[i] * y[i] for i in win), sum(l_bc[i] * y[i] for i in win),
+                     math.sqrt(sum(l_cl[i] ** 2 * r_h[i] ** 2 for i in win)),
+                     math.sqrt(sum(l_bc[i] ** 2 * r_b[i] ** 2 for i in win))])
+    return np.array(rows).T  # tau_cl, tau_bc, se_cl, se_rb
+
+
+@pytest.mark.parametrize("kernel", list(PROFILES))
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("variance", VARIANCES)
+@pytest.mark.parametrize("bias_bandwidth", [None, 0.5])
+def test_bias_corrected_intervals_equal_the_oracle_in_one_feature(kernel, degree, variance,
+                                                                   bias_bandwidth):
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1, 1, 80)
+    y = np.sin(3 * np.pi * x / 2) / (1 + 18 * x**2 * (np.sign(x) + 1)) + 0.2 * rng.normal(size=80)
+    Q = np.array([[-0.9], [-0.4], [0.0], [0.35], [0.85]])
+    model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.35, degree=degree,
+                                    residual_variance=variance).fit(x[:, None], y)
+    expected = _oracle_bias_corrected(x[:, None], y, Q, 0.35, bias_bandwidth or 0.35,
+                                      np.ones(80), degree, kernel, variance)
+    for k, correction in enumerate(["conventional", "robust"]):
+        center, intervals, std = model.predict_confidence_interval(
+            Q, [0.9, 0.95], bias_correction=correction, bias_bandwidth=bias_bandwidth,
+            return_std=True)
+        np.testing.assert_allclose(center, expected[k], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(std, expected[2 + k], rtol=1e-9)
+        z = np.array([1.6448536269514722, 1.959963984540054])
+        np.testing.assert_allclose(intervals[:, 0], center[:, None] - z * std[:, None])
+        np.testing.assert_allclose(intervals[:, 1], center[:, None] + z * std[:, None])
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("variance", ["nn", "hc1", "hc3"])
+def test_bias_corrected_intervals_in_two_features_with_weights(kernel, degree, variance):
+    X, y, Q, w = _data(n=70, d=2)
+    h, b = np.array([0.5, 0.6]), np.array([0.7, 0.8])
+    model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h, degree=degree,
+                                    residual_variance=variance).fit(X, y, sample_weight=w)
+    Q = Q[1:5]
+    expected = _oracle_bias_corrected(X / h, y, Q / h, 1.0, b / h, w, degree, kernel, variance)
+    center, _, std = model.predict_confidence_interval(Q, bias_bandwidth=b, return_std=True)
+    np.testing.assert_allclose(center, expected[1], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(std, expected[3], rtol=1e-9)
+    center, _, std = model.predict_confidence_interval(Q, bias_correction="conventional",
+                                                       bias_bandwidth=b, return_std=True)
+    np.testing.assert_allclose(center, expected[0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(std, expected[2], rtol=1e-9)
+    # The conventional estimate is the (unbounded) local polynomial: the prediction.
+    np.testing.assert_allclose(center, model.predict(Q), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("params, call, error, match", [
+    ({"degree": 2}, {}, NotImplementedError, "degree=2"),
+    ({"n_neighbors": 5}, {}, NotImplementedError, "n_neighbors"),
+    ({}, {"bias_correction": "both"}, ValueError, "bias_correction must be"),
+    ({}, {"bias_bandwidth": -1.0}, ValueError, "bias_bandwidth must be"),
+    ({}, {"bias_bandwidth": [0.1, 0.2, 0.3]}, ValueError, "bias_bandwidth must be"),
+    ({}, {"confidence_level": 95}, ValueError, "confidence_level must be"),
+])
+def test_bias_corrected_intervals_refuse_bad_input(params, call, error, match):
+    X, y, Q, _ = _data(n=40)
+    model = NadarayaWatsonRegressor(**{"bandwidth": 0.3, **params}).fit(X, y)
+    with pytest.raises(error, match=match):
+        model.predict_confidence_interval(Q, **call)
+
+
+def test_bias_corrected_intervals_refuse_singular_windows():
+    X = np.array([[0.0], [0.1], [0.2], [3.0], [3.05]])
+    model = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=0.3, degree=1)
+    model.fit(X, [0.0, 1.0, 0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="1 of 2 queries have a singular local design"):
+        model.predict_confidence_interval([[0.1], [3.02]])
