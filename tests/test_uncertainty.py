@@ -647,3 +647,13 @@ def test_bias_corrected_intervals_refuse_singular_windows():
     model.fit(X, [0.0, 1.0, 0.0, 1.0, 2.0])
     with pytest.raises(ValueError, match="1 of 2 queries have a singular local design"):
         model.predict_confidence_interval([[0.1], [3.02]])
+
+
+def test_bias_corrected_intervals_in_float32_agree_with_float64():
+    X, y, Q, _ = _data(n=80, d=2)
+    model = NadarayaWatsonRegressor(bandwidth=0.4, degree=1, residual_variance="hc2")
+    c64, i64 = model.fit(X, y).predict_confidence_interval(Q)
+    c32, i32 = model.fit(X.astype(np.float32), y).predict_confidence_interval(
+        Q.astype(np.float32))
+    np.testing.assert_allclose(c32, c64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(i32, i64, rtol=1e-4, atol=1e-4)
