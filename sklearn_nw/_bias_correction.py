@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ._local_poly import design
+from ._uncertainty import nearest_others
 
 
 def _design(u, degree):
@@ -47,29 +48,25 @@ def _window_residual_scale(method, n_window, n_params, leverage):
         return room**-0.5 if method == "hc2" else 1.0 / room
 
 
-def _window_neighbors_residuals(distance, window, y, n_neighbors):
+def _window_neighbors_residuals(points, window, y, n_neighbors):
     """nprobust's ``"nn"`` residuals (b, n, t) within each query's window: for each
     window point, ``sqrt(J / (J + 1)) (y_i - mean of y_j)`` over its nearest other window
-    points, at least ``n_neighbors`` (at most the others) and every one as near as the
-    last; 0 outside the window."""
+    points (:func:`~sklearn_nw._uncertainty.nearest_others`, found by a tree on
+    ``points``); 0 outside the window."""
     b, n = window.shape
     out = np.zeros((b, n, y.shape[1]))
     for k in range(b):
-        inside = np.flatnonzero(window[k])
-        if len(inside) < 2:
-            continue
-        J = min(n_neighbors, len(inside) - 1)
-        d = distance(inside)  # (w, w)
-        np.fill_diagonal(d, np.inf)
-        reach = np.partition(d, J - 1, axis=1)[:, J - 1]  # (w,)
-        member = (d <= reach[:, None]).astype(np.float64)  # (w, w)
-        count = member.sum(1)[:, None]
-        mean = member @ y[inside] / count
-        out[k, inside] = np.sqrt(count / (count + 1)) * (y[inside] - mean)
+        if window[k].sum() < 2:
+            continue  # its design is singular: the query is refused
+        neighbors = nearest_others(window[k], n_neighbors, points=points)
+        count = np.diff(neighbors.indptr)[:, None].astype(np.float64)  # (n, 1)
+        mean = (neighbors @ y) / np.maximum(count, 1.0)
+        out[k] = np.where(window[k][:, None],
+                          np.sqrt(count / (count + 1)) * (y - mean), 0.0)
     return out
 
 
-def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, distance):
+def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, points):
     """The conventional and bias-corrected estimates and their standard errors at a block
     of queries.
 
@@ -85,9 +82,8 @@ def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, distance):
     method : {"nn", "hc0", "hc1", "hc2", "hc3"}
     n_neighbors : int
         nprobust's ``nnmatch``, for ``"nn"``.
-    distance : callable
-        ``distance(keys)``: the (w, w) distances between keys (an index array), for
-        ``"nn"``.
+    points : ndarray of shape (n, r)
+        The keys in units of h, where ``"nn"`` finds neighbors.
 
     Returns
     -------
@@ -115,7 +111,7 @@ def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, distance):
     kernel_bc = np.einsum("bi,bni->bn", Gp_inv[:, 0, :], Q)  # (b, n)
     tau_cl, tau_bc = kernel_cl @ y, kernel_bc @ y  # (b, t)
     if method == "nn":
-        res_h = res_b = _window_neighbors_residuals(distance, window, y, n_neighbors)
+        res_h = res_b = _window_neighbors_residuals(points, window, y, n_neighbors)
     else:
         leverage = a * np.einsum("bni,bij,bnj->bn", zp, Gp_inv, zp)  # (b, n)
         n_window = window.sum(1)  # (b,)

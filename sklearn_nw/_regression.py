@@ -399,10 +399,6 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         keys_b = keys_h if bias_bandwidth is None else keys.nadaraya_watson(metric_b)
         y = self.y_fit_.reshape(len(self.y_fit_), -1)
         xs = keys.scaled(keys.X)  # (n, r) in units of h
-
-        def distance(inside):
-            return np.sqrt(((xs[inside, None] - xs[None, inside]) ** 2).sum(-1))
-
         n, r = xs.shape
         q_terms = 1 + r + r * (r + 1) // 2  # the bias fit's, at most
         step = rows_per_chunk(X.shape[0], n, working_memory, 8 + 4 * q_terms)
@@ -415,7 +411,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             u = xs[None] - keys.scaled(X[rows])[:, None]  # (b, n, r)
             parts.append(bias_corrected_fits(u, a, c, y, keys.degree,
                                              self.residual_variance,
-                                             self.residual_neighbors, distance))
+                                             self.residual_neighbors, xs))
         tau_cl, tau_bc, se_cl, se_rb = (np.concatenate(p)[:, 0] for p in zip(*parts))
         center, std = (tau_bc, se_rb) if bias_correction == "robust" else (tau_cl, se_cl)
         bad = ~(np.isfinite(center) & np.isfinite(std))
