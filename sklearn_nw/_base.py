@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
 from sklearn.base import BaseEstimator, is_classifier
+from sklearn.utils import gen_batches
 from sklearn.utils._array_api import get_namespace
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -36,6 +37,7 @@ from ._keys import FittedKeys
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
 from ._selection import Training
+from ._uncertainty import leave_one_out_fits, rows_per_chunk
 from ._validation import NumberInterval, check_combinations
 from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
 from .kernels import CATEGORICAL_KERNELS, KERNELS, Kernel, get_kernel
@@ -382,6 +384,96 @@ class NadarayaWatsonBase(BaseEstimator):
         self._check_pooled(X.shape[0], result.out, result.n_fallback, result.n_singular)
         return result.out, result.attention
 
+    def _pool_in_chunks(self, X, each, temporaries=4, *, training=False):
+        """:meth:`_pool` of queries X in chunks, each with its attention: ``each(rows,
+        attention)`` is called on every chunk (``rows`` a slice of X); returns the pooled
+        values (n_queries, t), checked once for all of them (for the ``training`` points
+        themselves, only for non-finite values: a row of zero weight out of every
+        other's reach is no query of the user's). A chunk's dense attention and
+        ``temporaries`` float64 blocks of its size fit in ``working_memory``."""
+        working_memory = get_config()["working_memory"]
+        n_q = X.shape[0]
+        step = rows_per_chunk(n_q, self.X_fit_.shape[0], working_memory, temporaries)
+        outs, n_fallback, n_singular = [], 0, 0
+        for rows in gen_batches(n_q, step):
+            result = self.key_set_.pool(
+                X[rows], return_attention=True, compute=self.compute,
+                device=self._compute_device(), working_memory=working_memory)
+            outs.append(result.out)
+            n_fallback += result.n_fallback
+            n_singular += result.n_singular
+            each(rows, result.attention)
+        out = np.concatenate(outs)
+        if training:
+            n_fallback = n_singular = 0
+        self._check_pooled(n_q, out, n_fallback, n_singular)
+        return out
+
+    # -- leave-one-out fits at a fixed bandwidth (jackknife+, conformal sets) --------------
+
+    def _check_leave_one_out_fits(self, what):
+        """Refuse fits whose leave-one-out refits are not the attention without a row;
+        ``what`` begins the message."""
+        why = None
+        if self.bandwidth_kind_ != "fixed":
+            why = (f"an adaptive bandwidth ({self.bandwidth_kind_!r}: the neighbor distances "
+                   "change when a row leaves)")
+        elif self.n_neighbors is not None:
+            why = (f"n_neighbors={self.n_neighbors} (the k nearest change when a row "
+                   "leaves)")
+        if why is not None:
+            raise NotImplementedError(
+                f"{what} from the attention of a fixed-bandwidth fit over every point in "
+                f"reach; not with {why}. Use a fixed bandwidth and n_neighbors=None, or "
+                "refit the estimator without each row (MAPIE's cross-conformal "
+                "estimators).")
+        n_positive = int(np.count_nonzero(self.sample_weight_))
+        if n_positive < 2:
+            raise ValueError(f"{what} from leave-one-out fits; it needs at least 2 "
+                             f"training points of positive weight, got {n_positive}.")
+
+    def _leave_one_out_fits(self, queries, attention, values):
+        """The outputs without each training row at queries with ``attention`` (b, n):
+        (b, n) for ``values`` (n,), (b, n, t) for (n, t), in the units of ``values`` (the
+        outputs' own, as :meth:`_outputs` gives them). Those whose weight was all on the
+        row left out are refitted without it (the nearest other keys' fallback, which
+        their attention does not hold)."""
+        keys = self.key_set_
+        if keys.degree:  # local polynomials: from their designs, not the attention
+            fits, missing = keys.leave_one_out_local_fits(
+                queries, device=self._compute_device(),
+                working_memory=get_config()["working_memory"])
+            b, n, t = fits.shape
+            fits = self._outputs(fits.reshape(b * n, t)).reshape((b, n) + np.shape(values)[1:])
+            fits[missing] = np.nan
+        else:
+            fits, missing = leave_one_out_fits(attention, values)
+        for j in np.unique(np.nonzero(missing)[1]):
+            at = np.flatnonzero(missing[:, j])
+            keep = np.ones(keys.X.shape[0], dtype=bool)
+            keep[j] = False
+            others = keys.subset(keep)
+            q = queries[at][:, keep] if keys.precomputed else queries[at]
+            pooled = others.pool(q, compute=self.compute, device=self._compute_device(),
+                                 working_memory=get_config()["working_memory"])
+            fits[at, j] = self._outputs(pooled.out)
+        return fits
+
+    def _leave_one_out_at_training_points(self, values):
+        """Each training row's output without it, :meth:`_leave_one_out_fits` at its own
+        input: (n,) or (n, t) as ``values``."""
+        keys = self.key_set_
+        out = np.empty_like(values, dtype=np.float64)
+
+        def each(rows, attention):
+            own = np.arange(rows.start, rows.stop)
+            fits = self._leave_one_out_fits(keys.X[rows], attention, values)
+            out[rows] = fits[np.arange(len(own)), own]
+
+        self._pool_in_chunks(keys.X, each, 4 + 3 * np.shape(values.reshape(len(out), -1))[1],
+                             training=True)
+        return out
+
     def _check_dense_attention(self, n_rows, what):
         """Refuse a dense (n_rows, n_samples_fit) attention above ``working_memory``."""
         n = self.X_fit_.shape[0]
@@ -441,3 +533,16 @@ class NadarayaWatsonBase(BaseEstimator):
         )
         self._check_pooled(n, np.zeros(1), n_fallback, n_singular)
         return attention
+
+
+def confidence_levels(confidence_level):
+    """``confidence_level`` as a 1-D float array of levels in (0, 1)."""
+    try:
+        levels = np.atleast_1d(np.asarray(confidence_level, dtype=np.float64))
+    except (TypeError, ValueError):
+        levels = None
+    if (levels is None or levels.ndim != 1 or levels.size == 0
+            or not np.all((levels > 0) & (levels < 1))):
+        raise ValueError("confidence_level must be a number in (0, 1) or a 1-D array-like "
+                         f"of them; got {confidence_level!r}.")
+    return levels

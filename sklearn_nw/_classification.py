@@ -4,12 +4,21 @@ import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import NadarayaWatsonBase
+from ._base import NadarayaWatsonBase, confidence_levels
 from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
+from ._uncertainty import (
+    CONFORMITY_SCORES,
+    conformal_sets,
+    conformity_scores,
+    score_tolerance,
+)
+
+# The regressor's own: its local polynomials and its standard errors.
+_REGRESSOR_ONLY = ("degree", "bounded", "residual_variance", "residual_neighbors")
 
 
 @fill_doc(parameters=entries(PARAMETERS, *(k for k in PARAMETERS
-                                            if k not in ("degree", "bounded"))),
+                                            if k not in _REGRESSOR_ONLY)),
           attributes=entries(ATTRIBUTES))
 class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
     r"""Nadaraya-Watson kernel classification: attention pooling of one-hot labels.
@@ -156,3 +165,69 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             else (self.predict_proba(X), None)
         y_pred = self.classes_[np.argmax(proba, axis=1)]
         return (y_pred, attention) if return_attention else y_pred
+
+    def predict_set(self, X, confidence_level=0.9, *, conformity_score="lac"):
+        """Conformal prediction sets: the classes a new label at X may have.
+
+        At the fitted bandwidth, the class probabilities without training row i at a
+        query are its attention without row i, renormalized: one attention row per query
+        gives every leave-one-out fit ``p_{-i}(x)``, and the training rows' own give
+        their scores ``s_i = S(x_i, y_i; p_{-i})``. Class k is in the set at level ``1 -
+        alpha`` when fewer than ``(1 - alpha) (n + 1)`` of the n training rows of positive
+        weight have ``s_i < S(x, k; p_{-i})`` (by more than 1e-8, or 100 float32
+        epsilons in float32: closer scores are ties of rounding): the CV+ sets of
+        Romano, Sesia and Candes (2020) with one row per fold (the jackknife+ of
+        classification), which hold a new label with probability at least ``1 - 2
+        alpha`` for exchangeable data. The bandwidth is held fixed. See :ref:`the user
+        guide <uncertainty>`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query points.
+        confidence_level : float or array-like of shape (n_levels,), default=0.9
+            Each in (0, 1).
+        conformity_score : {"lac", "aps"}, default="lac"
+            The score ``S(x, k; p)``: ``"lac"`` (least ambiguous set-valued classifier)
+            ``1 - p_k``; ``"aps"`` (adaptive prediction sets, not randomized) the
+            probability of the classes more probable than k, plus ``p_k`` for the
+            training rows' own labels, without it at the queries (as MAPIE's
+            ``include_last_label=True``: every set holds the most probable class).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,)
+            The predicted labels, as :meth:`predict`.
+        y_sets : ndarray of shape (n_queries, n_classes, n_levels) of bool
+            Whether each class of ``classes_`` is in the set, per confidence level, as
+            MAPIE's ``predict_set``.
+
+        Raises
+        ------
+        NotImplementedError
+            With ``n_neighbors`` or an adaptive bandwidth, whose fits without a row are not
+            the attention without it.
+        """
+        check_is_fitted(self)
+        X = self._validate_predict_data(X)
+        alphas = 1.0 - confidence_levels(confidence_level)
+        if conformity_score not in CONFORMITY_SCORES:
+            raise ValueError(f"conformity_score must be one of {CONFORMITY_SCORES}; got "
+                             f"{conformity_score!r}.")
+        self._check_leave_one_out_fits("predict_set computes conformal sets")
+        positive = self.sample_weight_ > 0
+        one_hot = np.eye(len(self.classes_))[self.y_fit_]  # (n, c)
+        own = conformity_scores(self._leave_one_out_at_training_points(one_hot),
+                                conformity_score)  # (n, c)
+        training_scores = own[np.arange(len(one_hot)), self.y_fit_][positive]
+        tolerance = score_tolerance(self.X_fit_.dtype)
+        parts = []
+
+        def each(rows, attention):
+            fits = self._leave_one_out_fits(X[rows], attention, one_hot)[:, positive]
+            scores = conformity_scores(fits, conformity_score, own_mass=False)
+            parts.append(conformal_sets(scores, training_scores, alphas, tolerance))
+
+        proba = self._pool_in_chunks(X, each, 4 + 3 * len(self.classes_))
+        y_pred = self.classes_[np.argmax(proba, axis=1)]
+        return y_pred, np.concatenate(parts)

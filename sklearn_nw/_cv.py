@@ -366,6 +366,9 @@ _NOTES_DOC = r"""
        Learning*, 2nd ed., Springer, 2009, section 7.10.
 """
 
+# The regressor's standard errors (predict(X, return_std=True)), as the plain one's.
+_RESIDUAL_DOC = entries(PARAMETERS, "residual_variance", "residual_neighbors")
+
 # The plain estimators' fitted attributes that the CV estimators share.
 _FITTED = entries(ATTRIBUTES, "bandwidth_kind_", "bandwidth_neighbors_", "bandwidth_scale_",
                  "key_bandwidths_", "kernel_", "device_", "X_fit_", "route_", "key_set_",
@@ -387,8 +390,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
 """
         + _SHARED_DOC.format(
             default_score="the negative sample-weighted mean squared error").replace(
-            "\n\n    Attributes\n", "\n" + _DEGREE_DOC + "\n" + _SELECTION_DOC
-            + "\n\n    Attributes\n", 1)
+            "\n\n    Attributes\n", "\n" + _DEGREE_DOC + "\n" + _SELECTION_DOC + "\n"
+            + _RESIDUAL_DOC + "\n\n    Attributes\n", 1)
         + """    degree_ : int
         The degree of the fit: ``degree``, or the one ``"auto"`` chose.
     y_fit_ : ndarray of shape (n_samples_fit,) or (n_samples_fit, n_outputs)
@@ -443,7 +446,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
                  scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
                  device="cpu", degree="auto", bounded=True, selection="one_se",
                  leave_out="row", categorical_features="from_dtype",
-                 categorical_kernel="li_racine"):
+                 categorical_kernel="li_racine", residual_variance="nn",
+                 residual_neighbors=3):
         self.bandwidths = bandwidths
         self.categorical_features = categorical_features
         self.categorical_kernel = categorical_kernel
@@ -459,6 +463,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         self.device = device
         self.degree = degree
         self.bounded = bounded
+        self.residual_variance = residual_variance
+        self.residual_neighbors = residual_neighbors
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, **params):

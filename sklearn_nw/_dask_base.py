@@ -302,8 +302,10 @@ SERVED_OPTIONS = {"algorithm": {"auto", "brute"}, "compute": {"auto", "eager"},
                    "metric": {"euclidean"}}
 
 
-# The local estimators' parameters the shards do not take: they hold numbers only.
-LOCAL_ONLY = {"categorical_features", "categorical_kernel"}
+# The local estimators' parameters the shards do not take: categorical features (the
+# shards hold numbers only) and the regressor's standard errors (no return_std on shards).
+LOCAL_ONLY = {"categorical_features", "categorical_kernel", "residual_variance",
+              "residual_neighbors"}
 
 
 def constraints_on_shards(local_class):

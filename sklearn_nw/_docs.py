@@ -91,6 +91,24 @@ PARAMETERS = {
         polynomial otherwise extrapolates beyond the data, or at its edge under a wide
         bandwidth (a local-linear fit of a concave trend), far past any target there.
         False fits as statsmodels' ``KernelReg``.""",
+    "residual_variance": """\
+    residual_variance : {"nn", "hc0", "hc1", "hc2", "hc3"}, default="nn"
+        How ``predict(X, return_std=True)`` estimates each training target's variance
+        :math:`\\hat\\sigma_i^2` (regressor only), as nprobust's ``vce``: ``"nn"`` from
+        the targets of its ``residual_neighbors`` nearest other training points (in the
+        kernel's metric), ``J / (J + 1) (y_i - their mean)^2``; the others from the
+        residual :math:`\\hat\\varepsilon_i = y_i - \\hat f(x_i)` of the in-sample fit
+        and the point's weight :math:`L_{ii}` in it: ``"hc0"`` :math:`\\hat\\varepsilon_i^2`,
+        ``"hc1"`` :math:`n/(n - p)\\,\\hat\\varepsilon_i^2` (p the parameters of a local
+        fit: 1, then one per coordinate, and their products for ``degree=2``), ``"hc2"``
+        :math:`\\hat\\varepsilon_i^2/(1 - L_{ii})`, ``"hc3"``
+        :math:`\\hat\\varepsilon_i^2/(1 - L_{ii})^2`. See :ref:`the user guide
+        <uncertainty>`.""",
+    "residual_neighbors": """\
+    residual_neighbors : int, default=3
+        The nearest neighbors of ``residual_variance="nn"`` (nprobust's ``nnmatch``):
+        every other training point at least as near as the ``residual_neighbors``-th is
+        one (regressor only).""",
     "categorical_features": """\
     categorical_features : {"from_dtype"}, array-like of int, bool or str, or None, default="from_dtype"
         The categorical features, spelled as in

@@ -94,6 +94,13 @@ class FittedKeys:
             self.search_scale = float(self.metric[0])
         else:
             self.search_scale = 1.0 if self.metric.ndim == 2 else float(self.metric.max())
+        # What the route was resolved from: keys of fewer rows are built alike (:meth:`subset`).
+        self.options = {
+            "algorithm": algorithm, "n_neighbors": n_neighbors, "compute": compute,
+            "precomputed": precomputed, "adaptive": adaptive, "degree": degree,
+            "bounded": bounded, "exact_zeros": exact_zeros, "center": center,
+            "polynomial_columns": polynomial_columns}
+        self.precomputed = precomputed
         self.route = build_route(self, algorithm=algorithm, n_neighbors=n_neighbors,
                                  compute=compute, precomputed=precomputed, adaptive=adaptive,
                                  degree=degree, bounded=bounded)
@@ -107,6 +114,30 @@ class FittedKeys:
     def n_coords(self):
         """The coordinates of the metric: features, or the projection's components."""
         return self.metric.shape[1] if self.metric.ndim == 2 else self.X.shape[1]
+
+    @property
+    def n_local_terms(self):
+        """The parameters of each query's local fit: 1 for Nadaraya-Watson (a local
+        constant), else the terms of the local polynomial in its coordinates."""
+        if not self.degree:
+            return 1
+        r = self.n_coords if self.polynomial_columns is None else self.polynomial_columns
+        return 1 + r + (r * (r + 1) // 2 if self.degree >= 2 else 0)
+
+    def subset(self, keep):
+        """The keys of the rows ``keep`` (a boolean mask (n,)) alone, with the same metric,
+        kernel and options: what a refit on those rows at this bandwidth holds. For
+        precomputed distances, queries must then keep the columns ``keep`` only."""
+        X = self.X[keep][:, keep] if self.precomputed else self.X[keep]
+        return FittedKeys(X, self.sample_weight[keep], self.values[keep], self.metric,
+                          self.kernel, **self.options)
+
+    def nadaraya_watson(self, metric):
+        """Keys like these with another ``metric``, pooling by plain attention (degree
+        0, unbounded): the attention of a local fit at another bandwidth."""
+        options = {**self.options, "degree": 0, "bounded": False}
+        return FittedKeys(self.X, self.sample_weight, self.values, metric, self.kernel,
+                          **options)
 
     # -- the metric ------------------------------------------------------------------------
 
@@ -182,6 +213,13 @@ class FittedKeys:
                                 working_memory)
         with serial_if_small(queries.shape[0] * self.X.shape[0], settings.device):
             return self.route.pool(self, queries, settings)
+
+    def leave_one_out_local_fits(self, queries, *, device="cpu", working_memory=1024):
+        """Local polynomial fits (``degree`` 1 or 2) at ``queries`` without each key, at
+        this bandwidth: ``(fits, missing)`` of
+        :meth:`~sklearn_nw._routes_local.LocalPolynomialRoute.leave_one_out_fits`."""
+        settings = PoolSettings(torch.device(device), True, "eager", working_memory)
+        return self.route.leave_one_out_fits(self, queries, settings)
 
     def leave_one_out_attention(self, *, device="cpu", working_memory=1024,
                                 estimator_name="attention_weights_"):

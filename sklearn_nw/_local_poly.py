@@ -319,6 +319,109 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False):
     return out, singular
 
 
+def leave_one_out_local_fits(qs, xs, attention, v, degree, bounded=False):
+    """The local fits of queries without each key, all at once (Sherman-Morrison).
+
+    Without key j the moment matrix loses ``a_j z_j z_j^T`` and the fit at the query
+    moves by ``- l_j r_j / (1 - h_j)``, with ``l_j`` the equivalent kernel, ``r_j = v_j -
+    z_j . beta`` the residual of key j from the query's own local polynomial and ``h_j =
+    a_j z_j^T M^-1 z_j`` its leverage there; the attention's renormalization without j
+    does not move a least-squares fit. A bounded fit (``bounded``) is bounded again
+    without key j (:func:`bound`): its Nadaraya-Watson value and its range are those of
+    the attention without j.
+
+    Parameters
+    ----------
+    qs : Tensor (b, r)
+    xs : Tensor (n, r)
+    attention : Tensor (b, n)
+        Nadaraya-Watson attention, rows summing to 1.
+    v : Tensor (n, t)
+    degree : {1, 2}
+    bounded : bool, default=False
+
+    Returns
+    -------
+    fits : Tensor (b, n, t)
+        The fit at each query without each key; 0 where ``missing``.
+    missing : Tensor (b, n) of bool
+        Not computed here: the query's own fit is not identified, or its moment matrix
+        is nearly singular (a minimum-norm fit, whose update is not this one), or it is
+        without key j (``h_j`` within ``sqrt(eps)`` of 1).
+    """
+    u, e = _centered(qs, xs, attention)  # (b, n, r), (b, r)
+    z = design(u, degree)  # (b, n, p)
+    az = attention[:, :, None] * z  # (b, n, p)
+    M = az.transpose(1, 2) @ z  # (b, p, p)
+    c, singular = intercept_rows(M, design(e, degree), e.shape[1])  # (b, p)
+    eps = torch.finfo(M.dtype).eps
+    p = M.shape[1]
+    eye = torch.eye(p, dtype=M.dtype, device=M.device)
+    diag = torch.diagonal(M, dim1=1, dim2=2)  # (b, p)
+    s = torch.where(diag > 0, diag, 1.0).rsqrt()  # (b, p)
+    unit = torch.where(singular[:, None, None], eye, M * s[:, :, None] * s[:, None, :])
+    eigenvalues = torch.linalg.eigvalsh(unit)  # (b, p)
+    singular = singular | (eigenvalues[:, 0] <= eps**0.5 * eigenvalues[:, -1])
+    # M^-1 z_j through the unit-diagonal matrix: S (S M S)^-1 S z_j. Its inverse (it is
+    # well conditioned, nearly singular ones are refitted): torch's batched solve of
+    # several right-hand sides ran a hundred times slower (torch 2.13, CPU).
+    inverse = torch.linalg.inv(torch.where(singular[:, None, None], eye, unit))  # (b, p, p)
+    solved = inverse @ (z * s[:, None, :]).transpose(1, 2)  # (b, p, n)
+    solved = solved * s[:, :, None]  # (b, p, n)
+    beta = solved @ (attention[:, :, None] * v[None])  # (b, p, t)
+    residual = v[None] - z @ beta  # (b, n, t)
+    leverage = attention * (z * solved.transpose(1, 2)).sum(2)  # (b, n)
+    kernel = (az @ c[:, :, None])[:, :, 0]  # (b, n)
+    room = 1.0 - leverage  # (b, n)
+    missing = singular[:, None] | ~(room > eps**0.5)
+    fits = (kernel @ v)[:, None, :] - kernel[:, :, None] * residual / torch.where(
+        missing, 1.0, room)[:, :, None]  # (b, n, t)
+    if bounded:
+        fits, nadaraya_watson_missing = _bound_without_each(fits, attention, v)
+        missing = missing | nadaraya_watson_missing
+    missing = missing | ~torch.isfinite(fits).all(2)
+    return torch.where(missing[:, :, None], 0.0, fits), missing
+
+
+def _bound_without_each(fits, attention, v):
+    """:func:`bound` of the fits without each key ``fits`` (b, n, t): the Nadaraya-Watson
+    value without key j ``m_j`` and the range of the targets of the keys that keep a
+    share ``RANGE_SHARE`` of the largest attention without j; and where ``m_j`` has no
+    weight to stand on (b, n) (the query's weight all on key j)."""
+    b, n = attention.shape
+    rows = torch.arange(b, device=attention.device)
+    top = attention.argmax(1)  # (b,)
+    largest = attention[rows, top]  # (b,)
+    rest = attention.clone()
+    rest[rows, top] = 0.0
+    second = rest.amax(1)  # (b,) the largest without the top key
+    # m without j (b, n, t): the others' weighted mean; the top key's summed directly.
+    total, pooled = attention.sum(1), attention @ v  # (b,), (b, t)
+    others = total[:, None] - attention  # (b, n)
+    others[rows, top] = rest.sum(1)
+    others_v = pooled[:, None, :] - attention[:, :, None] * v[None]  # (b, n, t)
+    others_v[rows, top] = rest @ v
+    tiny = torch.finfo(attention.dtype)
+    missing = others <= tiny.tiny / tiny.eps  # (b, n)
+    m = others_v / torch.where(missing, 1.0, others)[:, :, None]  # (b, n, t)
+    # The range without j, for j other than the top key: the held keys but j, whose
+    # smallest and largest are the held keys' unless j is one of them (then the next).
+    held = attention >= RANGE_SHARE * largest[:, None]  # (b, n)
+    lo = torch.where(held[:, :, None], v[None], torch.inf)  # (b, n, t)
+    hi = torch.where(held[:, :, None], v[None], -torch.inf)
+    lo2, lo_at = lo.topk(2, dim=1, largest=False)  # (b, 2, t): n >= 2 keys
+    hi2, hi_at = hi.topk(2, dim=1)
+    keys = torch.arange(n, device=v.device)[None, :, None]  # (1, n, 1)
+    lo_j = torch.where(keys == lo_at[:, :1], lo2[:, 1:], lo2[:, :1])  # (b, n, t)
+    hi_j = torch.where(keys == hi_at[:, :1], hi2[:, 1:], hi2[:, :1])
+    # Without the top key the largest attention is the second: more keys are held.
+    held_top = (attention >= RANGE_SHARE * second[:, None]) & (keys[..., 0] != top[:, None])
+    lo_j[rows, top] = torch.where(held_top[:, :, None], v[None], torch.inf).amin(1)
+    hi_j[rows, top] = torch.where(held_top[:, :, None], v[None], -torch.inf).amax(1)
+    lam = _shrink(fits, m, lo_j, hi_j)  # (b, n, 1)
+    return m + lam * (fits - m), missing
+
+
 def bound(out, kernel, attention, v):
     """Local fits kept within the range of the targets that carry their weight.
 

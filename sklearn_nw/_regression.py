@@ -4,11 +4,27 @@ from numbers import Integral
 from typing import ClassVar
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.stats import norm
+from sklearn import get_config
 from sklearn.base import RegressorMixin, _fit_context
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import NadarayaWatsonBase
+from ._base import NadarayaWatsonBase, confidence_levels
+from ._bias_correction import bias_corrected_fits
 from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
+from ._uncertainty import (
+    RESIDUAL_VARIANCES,
+    dense_rows,
+    jackknife_plus,
+    nearest_neighbor_variance,
+    nearest_others,
+    residual_variance,
+    rows_per_chunk,
+    self_weights,
+    squared_attention,
+)
 from ._validation import NumberInterval
 
 
@@ -87,18 +103,23 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         **NadarayaWatsonBase._parameter_constraints,
         "degree": [NumberInterval(Integral, 0, 2, closed="both")],
         "bounded": ["boolean"],
+        "residual_variance": [StrOptions(set(RESIDUAL_VARIANCES))],
+        "residual_neighbors": [NumberInterval(Integral, 1, None, closed="left")],
     }
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
                  algorithm="auto", compute="auto", metric="euclidean", device="cpu",
                  degree=0, bounded=False, categorical_features="from_dtype",
-                 categorical_kernel="li_racine"):
+                 categorical_kernel="li_racine", residual_variance="nn",
+                 residual_neighbors=3):
         super().__init__(kernel, bandwidth, n_neighbors=n_neighbors, algorithm=algorithm,
                          compute=compute, metric=metric, device=device,
                          categorical_features=categorical_features,
                          categorical_kernel=categorical_kernel)
         self.degree = degree
         self.bounded = bounded
+        self.residual_variance = residual_variance
+        self.residual_neighbors = residual_neighbors
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -159,7 +180,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         with np.errstate(over="ignore", under="ignore"):
             return np.ldexp(m * s * s, e + 2 * f)
 
-    def predict(self, X, return_attention=False):
+    def predict(self, X, return_attention=False, *, return_std=False):
         """Predict targets as the attention-weighted average of the training targets.
 
         Parameters
@@ -168,25 +189,282 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             Query points.
         return_attention : bool, default=False
             Also return the attention matrix.
+        return_std : bool, default=False
+            Also return the standard error of the estimated regression function at each
+            query, ``sqrt(sum_i l_i(x)**2 s_i**2)`` with ``l(x)`` the attention and each
+            target's variance ``s_i**2`` estimated as ``residual_variance`` says (see
+            :ref:`the user guide <uncertainty>`). It is the error of the fit around its
+            own expectation (the bias is not in it), and needs one pass of the training
+            points over themselves (their in-sample fit, or their nearest neighbors).
 
         Returns
         -------
         y_pred : ndarray of shape (n_queries,) or (n_queries, n_outputs)
             Predictions, float64 as the targets are stored (the attention weights are
             computed in the dtype of ``X_fit_``).
+        y_std : ndarray of shape (n_queries,) or (n_queries, n_outputs)
+            Only with ``return_std=True``: the standard errors, float64, per output.
         attention : ndarray or scipy.sparse.csr_array of shape (n_queries, n_samples_fit)
             Only with ``return_attention=True``: the weights of the training points for each
             query, rows summing to 1; sparse for compact kernels. With ``degree`` 1 or 2,
             the equivalent kernel of the local fit (``y_pred = attention @ y``), whose
-            entries may be negative.
+            entries may be negative. Returned last, after ``y_std`` when both are asked
+            for.
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)
-        out, attention = self._pool(X, return_attention=return_attention)
-        y_pred = self._outputs(out)
-        return (y_pred, attention) if return_attention else y_pred
+        if not return_std:
+            out, attention = self._pool(X, return_attention=return_attention)
+            y_pred = self._outputs(out)
+            return (y_pred, attention) if return_attention else y_pred
+        if return_attention and not self.key_set_.route.attention_is_sparse:
+            self._check_dense_attention(X.shape[0], "predict(X, return_attention=True)")
+        variance = self._target_variance()  # (n, t)
+        parts, attentions = [], []
+
+        def each(rows, attention):
+            parts.append(squared_attention(attention) @ variance)
+            if return_attention:
+                attentions.append(attention)
+
+        y_pred = self._outputs(self._pool_in_chunks(X, each))
+        y_std = np.sqrt(np.concatenate(parts))
+        y_std = y_std if self.y_fit_.ndim == 2 else y_std[:, 0]
+        if not return_attention:
+            return y_pred, y_std
+        attention = (sp.vstack(attentions, format="csr") if sp.issparse(attentions[0])
+                     else np.concatenate(attentions))
+        return y_pred, y_std, attention
+
+    def predict_interval(self, X, confidence_level=0.9):
+        """Jackknife+ prediction intervals for new targets at X.
+
+        At the fitted bandwidth, the fit without training row i at a query is its
+        attention without row i, renormalized: one attention row per query gives every
+        leave-one-out fit ``f_{-i}(x)``, and the training rows' own give the leave-one-out
+        residuals ``R_i = |y_i - f_{-i}(x_i)|``. The interval runs from the
+        ``floor(alpha (n + 1))``-th smallest of ``f_{-i}(x) - R_i`` to the
+        ``ceil((1 - alpha) (n + 1))``-th smallest of ``f_{-i}(x) + R_i``, ``alpha = 1 -
+        confidence_level``, over the n training rows of positive sample weight (Barber
+        et al. 2021): it covers a new target with probability at least ``1 - 2 alpha``
+        for exchangeable data, and about ``1 - alpha`` in practice. With ``degree`` 1 or
+        2, each local fit without a row is its own least-squares update (Sherman-Morrison:
+        the fit moves by its equivalent kernel's weight times the row's residual from the
+        query's local polynomial, over one minus its leverage there), and a bounded one
+        (``bounded``) bounded again by the attention without the row. A fit without a row
+        that these do not give (a query whose attention is all on that row, a compact
+        kernel's lone neighbor; a local design singular without it) is refitted as such.
+        The bandwidth is held fixed: its own choice from the same data (a learned or CV
+        bandwidth) is not repeated without each row.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query points.
+        confidence_level : float or array-like of shape (n_levels,), default=0.9
+            Each in (0, 1).
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_queries,)
+            The predictions (of the fit on every training row, as :meth:`predict`).
+        y_intervals : ndarray of shape (n_queries, 2, n_levels)
+            Lower (``[:, 0, :]``) and upper (``[:, 1, :]``) bounds, one pair per confidence
+            level, as MAPIE's ``predict_interval``; ``-inf`` and ``+inf`` where too few
+            training rows reach the level (``alpha (n + 1) < 1``).
+
+        Raises
+        ------
+        NotImplementedError
+            With ``n_neighbors`` or an adaptive bandwidth, whose fits without a row are
+            not computed from the fit with it (the k nearest or the neighbor distances
+            change).
+        ValueError
+            With several outputs, or a confidence level outside (0, 1).
+        """
+        check_is_fitted(self)
+        X = self._validate_predict_data(X)
+        alphas = 1.0 - confidence_levels(confidence_level)
+        self._check_jackknife()
+        y = self.y_fit_
+        positive = self.sample_weight_ > 0
+        residuals = np.abs(y - self._leave_one_out_at_training_points(y))
+        parts = []
+
+        def each_query(rows, attention):
+            fits = self._leave_one_out_fits(X[rows], attention, y)
+            parts.append(jackknife_plus(fits[:, positive], residuals[positive], alphas))
+
+        y_pred = self._outputs(self._pool_in_chunks(X, each_query))
+        return y_pred, np.concatenate(parts)
+
+    def _check_jackknife(self):
+        """Refuse what the closed-form jackknife+ does not compute."""
+        self._check_leave_one_out_fits("predict_interval computes jackknife+")
+        if self.y_fit_.ndim == 2:
+            raise ValueError(
+                "predict_interval takes one target; this estimator was fitted on "
+                f"{self.y_fit_.shape[1]} outputs. Fit one estimator per output.")
+
+    def predict_confidence_interval(self, X, confidence_level=0.95, *,
+                                    bias_correction="robust", bias_bandwidth=None,
+                                    return_std=False):
+        """Confidence intervals for the regression function at X, conventional or robust
+        bias-corrected (Calonico, Cattaneo and Farrell 2018).
+
+        The local polynomial of degree p = ``degree`` (0 or 1) at each query has a bias
+        of the order of its bandwidth to the power p + 1, which the conventional interval
+        ``f(x) +- z se`` ignores. The robust bias-corrected interval subtracts the bias
+        estimated by a local polynomial of degree p + 1 with bandwidth ``bias_bandwidth``,
+        and takes the standard error of the corrected estimate, the bias estimate's own
+        variance included. The standard errors are nprobust's: the residuals of the
+        query's own local fits within its window (or of each window point's nearest
+        others for ``residual_variance="nn"``), scaled as ``residual_variance`` says. In
+        one feature the estimates, standard errors and both intervals are those of
+        nprobust's ``lprobust`` with the same p, h, b, kernel and ``vce``. See
+        :ref:`the user guide <uncertainty>`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Query points.
+        confidence_level : float or array-like of shape (n_levels,), default=0.95
+            Each in (0, 1).
+        bias_correction : {"robust", "conventional"}, default="robust"
+            The robust bias-corrected interval, centered at the bias-corrected estimate;
+            or the conventional one, centered at the local polynomial's.
+        bias_bandwidth : float or array-like of shape (n_features,), default=None
+            The bandwidth b of the bias estimate (nprobust's ``b``); None: ``bandwidth_``
+            (nprobust's ``rho=1``).
+        return_std : bool, default=False
+            Also return the standard errors.
+
+        Returns
+        -------
+        y_center : ndarray of shape (n_queries,)
+            The estimate each interval is centered at: bias-corrected (``"robust"``), or
+            the unbounded local polynomial's (``"conventional"``, the prediction unless
+            ``bounded`` shrank it).
+        y_intervals : ndarray of shape (n_queries, 2, n_levels)
+            Lower (``[:, 0, :]``) and upper (``[:, 1, :]``) bounds per confidence level,
+            ``y_center -+ z se`` with z the normal quantile.
+        y_std : ndarray of shape (n_queries,)
+            Only with ``return_std=True``: the standard errors.
+
+        Raises
+        ------
+        NotImplementedError
+            With ``degree=2`` (its bias estimate would be cubic), ``n_neighbors``, an
+            adaptive bandwidth, categorical features or precomputed distances.
+        ValueError
+            With several outputs, a bad level or bias bandwidth, or a query whose local
+            designs are singular in its window.
+        """
+        check_is_fitted(self)
+        X = self._validate_predict_data(X)
+        levels = confidence_levels(confidence_level)
+        if bias_correction not in ("robust", "conventional"):
+            raise ValueError("bias_correction must be 'robust' or 'conventional'; got "
+                             f"{bias_correction!r}.")
+        keys = self.key_set_
+        why = None
+        if keys.degree > 1:
+            why = "degree=2 (its bias estimate would be a cubic fit)"
+        elif self.bandwidth_kind_ != "fixed" or self.n_neighbors is not None:
+            why = "an adaptive bandwidth or n_neighbors (no bandwidth b to change)"
+        elif self._categorical is not None or keys.precomputed:
+            why = "categorical features or precomputed distances"
+        if why is not None:
+            raise NotImplementedError(
+                f"predict_confidence_interval fits local polynomials of degree p and p + 1 "
+                f"at a fixed bandwidth in the features; not with {why}.")
+        if self.y_fit_.ndim == 2:
+            raise ValueError("predict_confidence_interval takes one target; this estimator "
+                             f"was fitted on {self.y_fit_.shape[1]} outputs.")
+        metric_b = keys.metric
+        if bias_bandwidth is not None:
+            if keys.metric.ndim == 2:
+                raise ValueError("bias_bandwidth needs per-feature bandwidths; this "
+                                 "estimator learned a full metric (projection_).")
+            try:
+                b = np.broadcast_to(np.asarray(bias_bandwidth, dtype=np.float64),
+                                    keys.metric.shape).copy()
+            except (TypeError, ValueError):
+                b = None
+            if b is None or not np.all(np.isfinite(b) & (b > 0)):
+                raise ValueError("bias_bandwidth must be a positive number or one per "
+                                 f"feature; got {bias_bandwidth!r}.")
+            metric_b = b
+        working_memory = get_config()["working_memory"]
+        device = self._compute_device()
+        keys_h = keys.nadaraya_watson(keys.metric)
+        keys_b = keys_h if bias_bandwidth is None else keys.nadaraya_watson(metric_b)
+        y = self.y_fit_.reshape(len(self.y_fit_), -1)
+        xs = keys.scaled(keys.X)  # (n, r) in units of h
+        n, r = xs.shape
+        q_terms = 1 + r + r * (r + 1) // 2  # the bias fit's, at most
+        step = rows_per_chunk(X.shape[0], n, working_memory, 8 + 4 * q_terms)
+        parts = []
+        for start in range(0, X.shape[0], step):
+            rows = slice(start, min(X.shape[0], start + step))
+            a, c = (dense_rows(k.pool(X[rows], return_attention=True, device=device,
+                                      working_memory=working_memory).attention)
+                    for k in (keys_h, keys_b))
+            u = xs[None] - keys.scaled(X[rows])[:, None]  # (b, n, r)
+            parts.append(bias_corrected_fits(u, a, c, y, keys.degree,
+                                             self.residual_variance,
+                                             self.residual_neighbors, xs))
+        tau_cl, tau_bc, se_cl, se_rb = (np.concatenate(p)[:, 0] for p in zip(*parts))
+        center, std = (tau_bc, se_rb) if bias_correction == "robust" else (tau_cl, se_cl)
+        bad = ~(np.isfinite(center) & np.isfinite(std))
+        if bad.any():
+            raise ValueError(
+                f"{int(bad.sum())} of {len(bad)} queries have a singular local design of "
+                f"degree {keys.degree} or {keys.degree + 1} in their window (too few "
+                "training points within the bandwidth, or points on a line the query is "
+                "off). Use a larger bandwidth or bias_bandwidth.")
+        z = norm.ppf(0.5 + levels / 2)  # (n_levels,)
+        intervals = np.stack([center[:, None] - z * std[:, None],
+                              center[:, None] + z * std[:, None]], axis=1)
+        return (center, intervals, std) if return_std else (center, intervals)
+
+    def _target_variance(self):
+        """Each training target's variance ``s_i**2`` (n, t), by ``residual_variance``."""
+        keys = self.key_set_
+        y = self.y_fit_.reshape(len(self.y_fit_), -1)
+        positive = self.sample_weight_ > 0
+        if self.residual_variance == "nn":
+            if keys.precomputed:
+                neighbors = nearest_others(positive, self.residual_neighbors,
+                                           distances=self._precomputed_distances,
+                                           working_memory=get_config()["working_memory"])
+            else:  # in the kernel's metric: scaled by the bandwidths, or projected
+                neighbors = nearest_others(positive, self.residual_neighbors,
+                                           points=keys.scaled(keys.X))
+            return nearest_neighbor_variance(y, neighbors, positive)
+        leverage = np.empty(len(y))
+
+        def each(rows, attention):
+            leverage[rows] = self_weights(attention, np.arange(rows.start, rows.stop))
+
+        fitted = self._outputs(self._pool_in_chunks(keys.X, each, training=True))
+        fitted = fitted.reshape(y.shape)
+        return residual_variance(y, fitted, leverage, positive, method=self.residual_variance,
+                                 n_params=keys.n_local_terms)
+
+    def _precomputed_distances(self, rows):
+        """The precomputed distances (b, n) of the training rows ``rows`` to every
+        training row (inf where a sparse matrix stores none)."""
+        block = self.key_set_.X[rows]
+        if not sp.issparse(block):
+            return block
+        block = sp.csr_array(block).tocoo()
+        dense = np.full(block.shape, np.inf)
+        dense[block.row, block.col] = block.data
+        return dense
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.target_tags.multi_output = True
         return tags
+

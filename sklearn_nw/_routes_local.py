@@ -12,7 +12,12 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._engine import key_center
-from ._local_poly import local_fit_dense, local_fit_sparse, n_terms
+from ._local_poly import (
+    leave_one_out_local_fits,
+    local_fit_dense,
+    local_fit_sparse,
+    n_terms,
+)
 from ._routes import PooledValues, Route
 from ._workers import chunk_rows
 
@@ -105,6 +110,32 @@ class LocalPolynomialRoute(Route):
         kernel = (sp.vstack(parts, format="csr") if sp.issparse(attention)
                   else np.concatenate(parts))
         return kernel, n_fallback, n_singular
+
+    def leave_one_out_fits(self, keys, queries, settings):
+        """The local fits at ``queries`` without each key, at this bandwidth
+        (:func:`~sklearn_nw._local_poly.leave_one_out_local_fits`, bounded as these are):
+        ``(fits, missing)``, numpy (n_q, n, t) and (n_q, n), in chunks within
+        ``working_memory``. ``missing`` marks the fits not computed (singular designs),
+        to be refitted."""
+        xs = self.centered_keys
+        n_q, n = queries.shape[0], keys.X.shape[0]
+        p = n_terms(xs.shape[1], self.degree)
+        t = keys.values.shape[1]
+        step = chunk_rows(n_q, n * (4 * p + 3 * t + 6) * 8, settings.working_memory)
+        with_attention = settings._replace(return_attention=True)
+        tensor = lambda a: keys.tensor(a, settings.device)
+        fits, missing = [], []
+        for rows in gen_batches(n_q, step):
+            attention = self.base.pool(keys, queries[rows], with_attention).attention
+            if sp.issparse(attention):
+                attention = attention.toarray()
+            with np.errstate(over="ignore", invalid="ignore"):
+                qs = keys.scaled(queries[rows])[:, self.columns] - self.center  # (b, r)
+            f, m = leave_one_out_local_fits(tensor(qs), tensor(xs), tensor(attention),
+                                            tensor(keys.values), self.degree, self.bounded)
+            fits.append(f.cpu().numpy())
+            missing.append(m.cpu().numpy())
+        return np.concatenate(fits), np.concatenate(missing)
 
     def _local_fit(self, keys, qs, pooled, attention, device):
         """The local fits of queries ``qs`` (b, r) on their attention (an ndarray or a CSR

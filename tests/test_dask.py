@@ -370,6 +370,10 @@ def test_same_parameters_as_the_local_estimators(ours, theirs):
     # Not yet on shards, documented: categorical features (the shards hold numbers).
     assert {k: local.pop(k) for k in ("categorical_features", "categorical_kernel")} == {
         "categorical_features": "from_dtype", "categorical_kernel": "li_racine"}
+    # Nor the regressor's standard errors (predict(X, return_std=True)).
+    if "residual_variance" in local:
+        assert {k: local.pop(k) for k in ("residual_variance", "residual_neighbors")} == {
+            "residual_variance": "nn", "residual_neighbors": 3}
     assert params == local
 
 

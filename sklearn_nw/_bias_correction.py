@@ -1,0 +1,129 @@
+"""Conventional and robust bias-corrected confidence intervals for the regression function
+(Calonico, Cattaneo and Farrell 2018), at each query from its attention rows, as nprobust's
+``lprobust`` computes them in one feature.
+
+At a query x, with the attention ``a`` of bandwidth h and ``c`` of the bias bandwidth b
+(keys in units of h, ``u_i = (x_i - x) / h``), the local polynomial of degree p,
+
+    G_p = sum_i a_i z_i z_i^T,   beta_p = G_p^-1 sum_i a_i z_i y_i,   z_i = phi_p(u_i),
+
+estimates f(x) by ``beta_p[0]``; its leading bias is estimated from the degree q = p + 1
+fit with the attention ``c``: ``gamma``, the coefficients of its degree-q monomials
+``m_i``, so that the bias-corrected estimate is ``e_1^T G_p^-1 sum_i Q_i y_i`` with
+
+    Q_i = a_i z_i - (sum_k a_k z_k m_k^T) [G_q^-1 c_i w_i]_(degree q rows),  w_i = phi_q(u_i).
+
+Both estimates are linear in the targets, ``sum_i l_i y_i``; their variances are
+``sum_i l_i^2 r_i^2``, the residuals ``r_i`` of the window's points (their weight positive
+under either bandwidth) from the query's own local fits, of degree p for the conventional
+interval and q for the robust one, scaled as nprobust's ``vce``; or, for ``"nn"``, from
+each window point's nearest others in the window. The robust interval is centered at the
+bias-corrected estimate and uses its variance: the bias estimate's own variance is in it.
+"""
+
+import numpy as np
+import torch
+
+from ._local_poly import design
+from ._uncertainty import nearest_others
+
+
+def _design(u, degree):
+    """``phi(u)`` (..., terms) of differences ``u`` (..., r): the local polynomials' one
+    layout (:func:`~sklearn_nw._local_poly.design`)."""
+    return design(torch.from_numpy(np.ascontiguousarray(u)), degree).numpy()
+
+
+def _window_residual_scale(method, n_window, n_params, leverage):
+    """nprobust's factor on each residual (b, n): 1, ``sqrt(n / (n - d))``,
+    ``1 / sqrt(1 - h_ii)`` or ``1 / (1 - h_ii)`` (``d`` the fit's parameters, ``n`` the
+    window's points)."""
+    if method == "hc0":
+        return np.ones_like(leverage)
+    if method == "hc1":
+        scale = np.sqrt(n_window / np.maximum(n_window - n_params, 1))  # (b,)
+        return np.broadcast_to(scale[:, None], leverage.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        room = 1.0 - leverage
+        return room**-0.5 if method == "hc2" else 1.0 / room
+
+
+def _window_neighbors_residuals(points, window, y, n_neighbors):
+    """nprobust's ``"nn"`` residuals (b, n, t) within each query's window: for each
+    window point, ``sqrt(J / (J + 1)) (y_i - mean of y_j)`` over its nearest other window
+    points (:func:`~sklearn_nw._uncertainty.nearest_others`, found by a tree on
+    ``points``); 0 outside the window."""
+    b, n = window.shape
+    out = np.zeros((b, n, y.shape[1]))
+    for k in range(b):
+        if window[k].sum() < 2:
+            continue  # its design is singular: the query is refused
+        neighbors = nearest_others(window[k], n_neighbors, points=points)
+        count = np.diff(neighbors.indptr)[:, None].astype(np.float64)  # (n, 1)
+        mean = (neighbors @ y) / np.maximum(count, 1.0)
+        out[k] = np.where(window[k][:, None],
+                          np.sqrt(count / (count + 1)) * (y - mean), 0.0)
+    return out
+
+
+def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, points):
+    """The conventional and bias-corrected estimates and their standard errors at a block
+    of queries.
+
+    Parameters
+    ----------
+    u : ndarray of shape (b, n, r)
+        The keys' differences from each query, in units of the bandwidth h.
+    a, c : ndarray of shape (b, n)
+        The attention of bandwidth h and of the bias bandwidth b.
+    y : ndarray of shape (n, t)
+    degree : {0, 1}
+        p; the bias is estimated by a fit of degree p + 1.
+    method : {"nn", "hc0", "hc1", "hc2", "hc3"}
+    n_neighbors : int
+        nprobust's ``nnmatch``, for ``"nn"``.
+    points : ndarray of shape (n, r)
+        The keys in units of h, where ``"nn"`` finds neighbors.
+
+    Returns
+    -------
+    tau_cl, tau_bc, se_cl, se_rb : ndarray of shape (b, t)
+        NaN for a query whose local design is singular in its window.
+    """
+    zp = _design(u, degree)  # (b, n, P)
+    zq = _design(u, degree + 1)  # (b, n, Q)
+    P = zp.shape[2]
+    window = (a > 0) | (c > 0)  # (b, n)
+    Gp = np.einsum("bn,bni,bnj->bij", a, zp, zp)  # (b, P, P)
+    Gq = np.einsum("bn,bni,bnj->bij", c, zq, zq)  # (b, Q, Q)
+    singular = ~(np.isfinite(np.linalg.cond(Gp)) & (np.linalg.cond(Gp) < 1e12)
+                 & (np.linalg.cond(Gq) < 1e12))  # (b,)
+    eye_p, eye_q = np.eye(P), np.eye(zq.shape[2])
+    Gp_inv = np.linalg.inv(np.where(singular[:, None, None], eye_p, Gp))  # (b, P, P)
+    Gq_inv = np.linalg.inv(np.where(singular[:, None, None], eye_q, Gq))  # (b, Q, Q)
+    beta_p = Gp_inv @ np.einsum("bn,bni,nt->bit", a, zp, y)  # (b, P, t)
+    beta_q = Gq_inv @ np.einsum("bn,bni,nt->bit", c, zq, y)  # (b, Q, t)
+    # The q-fit's weights on the degree-q monomials, and the p-fit's moments of them.
+    bias_rows = np.einsum("bij,bnj->bni", Gq_inv[:, P:, :], c[:, :, None] * zq)  # (b, n, m)
+    moments = np.einsum("bn,bni,bnj->bij", a, zp, zq[:, :, P:])  # (b, P, m)
+    Q = a[:, :, None] * zp - np.einsum("bim,bnm->bni", moments, bias_rows)  # (b, n, P)
+    kernel_cl = np.einsum("bi,bni->bn", Gp_inv[:, 0, :], a[:, :, None] * zp)  # (b, n)
+    kernel_bc = np.einsum("bi,bni->bn", Gp_inv[:, 0, :], Q)  # (b, n)
+    tau_cl, tau_bc = kernel_cl @ y, kernel_bc @ y  # (b, t)
+    if method == "nn":
+        res_h = res_b = _window_neighbors_residuals(points, window, y, n_neighbors)
+    else:
+        leverage = a * np.einsum("bni,bij,bnj->bn", zp, Gp_inv, zp)  # (b, n)
+        n_window = window.sum(1)  # (b,)
+        scale_h = _window_residual_scale(method, n_window, P, leverage)
+        scale_b = _window_residual_scale(method, n_window, zq.shape[2], leverage)
+        res_h = (y[None] - zp @ beta_p) * scale_h[:, :, None]  # (b, n, t)
+        res_b = (y[None] - zq @ beta_q) * scale_b[:, :, None]
+        res_h = np.where(window[:, :, None], res_h, 0.0)
+        res_b = np.where(window[:, :, None], res_b, 0.0)
+    se_cl = np.sqrt(np.einsum("bn,bnt->bt", kernel_cl**2, res_h**2))
+    se_rb = np.sqrt(np.einsum("bn,bnt->bt", kernel_bc**2, res_b**2))
+    out = [tau_cl, tau_bc, se_cl, se_rb]
+    for o in out:
+        o[singular] = np.nan
+    return out

@@ -1,0 +1,306 @@
+"""How sure a prediction is: the regressor's standard errors and jackknife+ intervals, in
+numpy, from attention rows that the fitted route computes.
+
+A fit is linear in the targets: ``f(x) = sum_i l_i(x) y_i`` with ``l(x)`` the attention
+of ``x`` (degree 0, the sample weights included) or the equivalent kernel of its local
+polynomial (degree 1 or 2). So, the targets independent with variances ``s_i^2``,
+
+    Var f(x) = sum_i l_i(x)**2 s_i**2,
+
+and :func:`residual_variance` estimates each ``s_i^2`` as nprobust does (Calonico,
+Cattaneo and Farrell), from the residuals of the in-sample fit ``e_i = y_i - f(x_i)`` and
+its self-weights ``L_ii = l_i(x_i)`` (``"hc0"`` to ``"hc3"``), or from the targets of each
+point's nearest neighbors (``"nn"``, :func:`nearest_neighbor_variance`).
+
+At a fixed bandwidth, the fit without row j at a query is its attention without key j,
+renormalized: :func:`leave_one_out_fits` gives every one from one attention row, and
+:func:`jackknife_plus` the intervals of Barber, Candes, Ramdas and Tibshirani (2021);
+:func:`conformal_sets` the classifier's sets of Romano, Sesia and Candes (2020) (their
+CV+ with one row per fold) for the scores of :func:`conformity_scores`.
+"""
+
+import math
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.neighbors import BallTree, KDTree
+
+# Above this many coordinates a k-d tree prunes too little (as the routes' searches).
+TREE_MAX_FEATURES = 15
+
+RESIDUAL_VARIANCES = ("nn", "hc0", "hc1", "hc2", "hc3")
+CONFORMITY_SCORES = ("lac", "aps")
+
+
+def score_tolerance(dtype):
+    """Conformity scores (in [0, 1]) closer than this are ties: 1e-8 (MAPIE's
+    ``EPSILON``), or 100 epsilons of a fit computed in float32."""
+    return max(1e-8, 100 * float(np.finfo(dtype).eps))
+
+
+def rows_per_chunk(n_rows, n_cols, working_memory, temporaries=4):
+    """Rows of a chunk whose ``temporaries`` float64 (rows, n_cols) blocks fit in
+    ``working_memory`` MiB (at least one)."""
+    budget = working_memory * 2**20 // (8 * max(1, n_cols) * temporaries)
+    return int(max(1, min(n_rows, budget)))
+
+
+def dense_rows(attention):
+    """Attention rows (dense or CSR) as a float64 ndarray."""
+    if sp.issparse(attention):
+        attention = attention.toarray()
+    return np.asarray(attention, dtype=np.float64)
+
+
+def squared_attention(attention):
+    """The squared weights ``l_i(x)**2`` of attention rows, dense or CSR, in float64."""
+    if sp.issparse(attention):
+        return sp.csr_array(attention, dtype=np.float64).power(2)
+    return np.asarray(attention, dtype=np.float64) ** 2
+
+
+def self_weights(attention, rows):
+    """``L_ii``: the weight of each training row ``rows[k]`` in its own in-sample fit
+    (row k of ``attention``)."""
+    k = np.arange(len(rows))
+    if sp.issparse(attention):
+        return np.asarray(sp.csr_array(attention)[k, rows], dtype=np.float64).ravel()
+    return np.asarray(attention[k, rows], dtype=np.float64)
+
+
+def residual_variance(y, fitted, leverage, positive, *, method, n_params):
+    """The variance ``s_i^2`` (n, t) of each target, nprobust's ``"hc0"`` to ``"hc3"``.
+
+    Parameters
+    ----------
+    y, fitted : ndarray of shape (n, t)
+        The targets and their in-sample fit.
+    leverage : ndarray of shape (n,)
+        ``L_ii``, each row's weight in its own fit.
+    positive : ndarray of shape (n,) of bool
+        The rows of positive sample weight (the others get no attention: 0 here).
+    method : {"hc0", "hc1", "hc2", "hc3"}
+        ``e**2``, ``n / (n - p) e**2``, ``e**2 / (1 - L_ii)``, ``e**2 / (1 - L_ii)**2``.
+    n_params : int
+        The ``p`` of ``"hc1"``: the parameters of a local fit (nprobust's ``p + 1`` for
+        a local polynomial of degree p in one feature).
+
+    Raises
+    ------
+    ValueError
+        ``"hc1"`` with no more rows than ``n_params``; ``"hc2"`` or ``"hc3"`` where a
+        row's fit is its own target (``L_ii = 1``, a point alone in its kernel's reach).
+    """
+    e2 = np.where(positive[:, None], (y - fitted) ** 2, 0.0)  # (n, t)
+    n = int(positive.sum())
+    if method == "hc0":
+        return e2
+    if method == "hc1":
+        if n <= n_params:
+            raise ValueError(
+                f"residual_variance='hc1' scales by n / (n - p) with p={n_params} "
+                f"parameters per local fit; it needs more than {n_params} training points "
+                f"of positive weight, got {n}.")
+        return e2 * (n / (n - n_params))
+    room = 1.0 - leverage[positive]
+    if np.any(room <= 0) or not np.all(np.isfinite(room)):
+        raise ValueError(
+            f"residual_variance={method!r} divides by 1 - L_ii, and "
+            f"{int(np.sum(~(room > 0)))} training points have all the weight of their own "
+            "in-sample fit (L_ii >= 1: no other point within the kernel's reach). Use a "
+            "larger bandwidth, or residual_variance='nn', 'hc0' or 'hc1'.")
+    power = 1 if method == "hc2" else 2
+    out = np.zeros_like(e2)
+    out[positive] = e2[positive] / room[:, None] ** power
+    return out
+
+
+def nearest_neighbor_variance(y, neighbors, positive):
+    """nprobust's ``vce="nn"``: ``s_i^2 = J_i / (J_i + 1) (y_i - mean of y_j)**2`` over
+    each row's nearest others.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n, t)
+    neighbors : sparse array of shape (n, n)
+        Row i's stored entries are its neighbors (:func:`nearest_others`).
+    positive : ndarray of shape (n,) of bool
+        The rows whose variance is estimated (0 for the others).
+    """
+    neighbors = sp.csr_array(neighbors, dtype=np.float64)
+    count = np.diff(neighbors.indptr)[:, None].astype(np.float64)  # (n, 1)
+    mean = (neighbors @ y) / np.maximum(count, 1.0)  # (n, t)
+    out = count / (count + 1) * (y - mean) ** 2
+    out[~positive] = 0.0
+    return out
+
+
+def nearest_others(positive, n_neighbors, *, points=None, distances=None,
+                   working_memory=1024):
+    """Each row's nearest other rows of positive weight: at least ``n_neighbors`` of
+    them (at most all the others) and every one as near as the ``n_neighbors``-th (ties,
+    and rows at the same input, all in); for the rows of positive weight only.
+
+    Parameters
+    ----------
+    positive : ndarray of shape (n,) of bool
+    n_neighbors : int
+    points : ndarray of shape (n, r), default=None
+        The rows in a Euclidean space, searched with a k-d or ball tree.
+    distances : callable, default=None
+        Else ``distances(rows)``: the (b, n) distances of the rows ``rows`` (a slice) to
+        every row, searched by brute force in chunks within ``working_memory`` MiB.
+
+    Returns
+    -------
+    csr_array of shape (n, n)
+        Ones at each row's neighbors.
+    """
+    n = len(positive)
+    rows = np.flatnonzero(positive)
+    if len(rows) < 2:
+        raise ValueError(
+            "residual_variance='nn' compares each training point with its nearest others; "
+            f"it needs at least 2 training points of positive weight, got {len(rows)}.")
+    J = min(n_neighbors, len(rows) - 1)
+    found = []
+    if points is not None:
+        Tree = KDTree if points.shape[1] <= TREE_MAX_FEATURES else BallTree
+        tree = Tree(points[rows])
+        # The (J + 1)-th nearest, the row itself (at 0) among them, is its J-th other;
+        # the radius is widened by rounding, as the tree's two searches round apart.
+        reach = tree.query(points[rows], k=J + 1)[0][:, J]
+        radius = reach * (1 + 1e-12) + np.finfo(np.float64).tiny
+        for i, near in zip(rows, tree.query_radius(points[rows], r=radius)):
+            near = rows[near]
+            found.append(near[near != i])
+    else:
+        step = rows_per_chunk(len(rows), n, working_memory)
+        for start in range(0, len(rows), step):
+            block = rows[start : start + step]
+            d = np.array(distances(block), dtype=np.float64)  # (b, n)
+            d[:, ~positive] = np.inf
+            d[np.arange(len(block)), block] = np.inf
+            reach = np.partition(d, J - 1, axis=1)[:, J - 1]  # (b,) the J-th nearest other
+            found.extend(np.flatnonzero(row <= r) for row, r in zip(d, reach))
+    counts = np.zeros(n, dtype=np.int64)
+    counts[rows] = [len(f) for f in found]
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    indices = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+    return sp.csr_array((np.ones(len(indices)), indices, indptr), shape=(n, n))
+
+
+def leave_one_out_fits(attention, values):
+    """The fit without each key at each query, from the queries' attention rows.
+
+    ``f_{-j}(x) = (sum_i a_i v_i - a_j v_j) / (sum_i a_i - a_j)``: the attention without
+    key j, renormalized, as a refit without row j at the same bandwidth has it (degree
+    0). The largest weight of a row is left out by summing the others (no cancellation
+    when it holds nearly all the mass).
+
+    Parameters
+    ----------
+    attention : ndarray or CSR array of shape (b, n)
+    values : ndarray of shape (n,) or (n, t)
+
+    Returns
+    -------
+    fits : ndarray of shape (b, n) or (b, n, t)
+        NaN where ``missing``.
+    missing : ndarray of shape (b, n) of bool
+        Where the other keys' weight is below what the attention's dtype resolves (the
+        query's weight all on key j): a refit there falls back to the nearest other
+        keys, which these rows do not hold.
+    """
+    dtype = attention.dtype
+    A = dense_rows(attention)  # (b, n)
+    v = np.asarray(values, dtype=np.float64).reshape(A.shape[1], -1)  # (n, t)
+    b = A.shape[0]
+    top = A.argmax(1)  # (b,)
+    rest = A.copy()
+    rest[np.arange(b), top] = 0.0
+    others = A.sum(1)[:, None] - A  # (b, n)
+    others[np.arange(b), top] = rest.sum(1)
+    others_v = (A @ v)[:, None, :] - A[:, :, None] * v[None]  # (b, n, t)
+    others_v[np.arange(b), top] = rest @ v
+    finfo = np.finfo(dtype if np.issubdtype(dtype, np.floating) else np.float64)
+    missing = others <= finfo.tiny / finfo.eps
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fits = others_v / np.where(missing, 1.0, others)[:, :, None]
+    fits[missing] = np.nan
+    return (fits[:, :, 0] if np.ndim(values) == 1 else fits), missing
+
+
+def jackknife_plus(fits, residuals, alphas):
+    """Jackknife+ bounds from the leave-one-out fits at the queries.
+
+    The lower bound is the ``floor(alpha (n + 1))``-th smallest of ``f_{-i}(x) - R_i``,
+    the upper the ``ceil((1 - alpha) (n + 1))``-th smallest of ``f_{-i}(x) + R_i``
+    (Barber et al. 2021), ``-inf`` and ``+inf`` where those ranks leave ``1..n``.
+
+    Parameters
+    ----------
+    fits : ndarray of shape (b, n)
+        ``f_{-i}(x)`` of each query and left-out row.
+    residuals : ndarray of shape (n,)
+        ``R_i = |y_i - f_{-i}(x_i)|``.
+    alphas : ndarray of shape (n_levels,)
+        One minus the confidence levels.
+
+    Returns
+    -------
+    ndarray of shape (b, 2, n_levels)
+    """
+    b, n = fits.shape
+    low, high = fits - residuals, fits + residuals  # (b, n)
+    out = np.empty((b, 2, len(alphas)))
+    for k, alpha in enumerate(alphas):
+        # Rounded first: alpha (n + 1) computed as 2.9999999999999996 is rank 3.
+        rank_low = math.floor(round(alpha * (n + 1), 9))
+        rank_high = math.ceil(round((1 - alpha) * (n + 1), 9))
+        out[:, 0, k] = (-np.inf if rank_low < 1
+                        else np.partition(low, rank_low - 1, axis=1)[:, rank_low - 1])
+        out[:, 1, k] = (np.inf if rank_high > n
+                        else np.partition(high, rank_high - 1, axis=1)[:, rank_high - 1])
+    return out
+
+
+def conformity_scores(proba, score, *, own_mass=True):
+    """The conformity score of every class (..., c) under class probabilities ``proba``
+    (..., c): ``"lac"`` ``1 - p_k``; ``"aps"`` the mass of the classes more probable than
+    k, plus ``p_k`` when ``own_mass`` (non-randomized; classes as probable as k are not
+    counted). Without ``own_mass`` a class is scored by the mass before it, as MAPIE's
+    ``include_last_label=True`` builds its sets: the most probable class scores 0."""
+    if score == "lac":
+        return 1.0 - proba
+    out = np.empty_like(proba)
+    for k in range(proba.shape[-1]):
+        p_k = proba[..., k : k + 1]
+        out[..., k] = np.where(proba > p_k, proba, 0.0).sum(-1) + own_mass * p_k[..., 0]
+    return out
+
+
+def conformal_sets(scores, training_scores, alphas, tolerance):
+    """Prediction sets from the scores of each class at each query under each
+    leave-one-out fit: class k is in the set at level ``1 - alpha`` where fewer than
+    ``(1 - alpha) (n + 1)`` training rows have a score (under their own leave-one-out
+    fit) below its score under theirs by more than ``tolerance`` (scores equal up to
+    rounding are ties: a class of probability 0 everywhere near, or of 1, has a score
+    of exactly 0 or 1 only up to the rounding of its fit).
+
+    Parameters
+    ----------
+    scores : ndarray of shape (b, n, c)
+        ``S(x, k; f_{-i})``.
+    training_scores : ndarray of shape (n,)
+        ``S(x_i, y_i; f_{-i})``.
+    alphas : ndarray of shape (n_levels,)
+    tolerance : float
+
+    Returns
+    -------
+    ndarray of shape (b, c, n_levels) of bool
+    """
+    n = len(training_scores)
+    below = (training_scores[None, :, None] < scores - tolerance).sum(1)  # (b, c)
+    return np.stack([below < round((1 - alpha) * (n + 1), 9) for alpha in alphas], -1)

@@ -1,0 +1,659 @@
+"""Standard errors (``predict(X, return_std=True)``) and jackknife+ intervals
+(``predict_interval``) of the regressor, against slow loops written here: the weights of
+each fit by hand, nprobust's target variances by their definitions, and the jackknife+
+by n explicit refits."""
+
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from sklearn.utils._param_validation import InvalidParameterError
+
+from sklearn_nw import (
+    AdaptiveBandwidth,
+    EmptyNeighborhoodWarning,
+    LocalFitWarning,
+    NadarayaWatsonRegressor,
+    NadarayaWatsonRegressorCV,
+)
+
+VARIANCES = ("nn", "hc0", "hc1", "hc2", "hc3")
+
+
+def _data(n=40, d=1, outputs=1, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (n, d))
+    y = np.sin(4 * X.sum(1))[:, None] + 0.3 * rng.normal(size=(n, outputs))
+    Q = rng.uniform(-0.1, 1.1, (7, d))
+    return X, (y[:, 0] if outputs == 1 else y), Q, rng.uniform(0.2, 3.0, n)
+
+
+# -- the oracle: every weight and every variance by its definition, one point at a time -----
+
+
+def _kernel(u, kernel):
+    if kernel == "gaussian":
+        return math.exp(-0.5 * u * u)
+    return max(0.0, 0.75 * (1 - u * u))  # epanechnikov
+
+
+def _weights(q, X, h, w, degree, kernel="gaussian", k=None):
+    """The equivalent kernel l(q) (n,) of the fit at q: the normalized kernel weights
+    (times the sample weights) for degree 0, else e1' (Z'AZ)^-1 Z'A of the weighted local
+    polynomial."""
+    n, d = X.shape
+    dist = [math.sqrt(sum(((q[j] - X[i, j]) / h[j]) ** 2 for j in range(d))) for i in range(n)]
+    a = np.array([w[i] * _kernel(dist[i], kernel) for i in range(n)])
+    if k is not None:  # only the k nearest
+        far = np.argsort(dist, kind="stable")[k:]
+        a[far] = 0.0
+    a = a / a.sum()
+    if degree == 0:
+        return a
+    Z = np.column_stack([np.ones(n), X - q])
+    M = Z.T @ (a[:, None] * Z)
+    return np.linalg.solve(M, np.eye(d + 1)[0]) @ (Z * a[:, None]).T
+
+
+def _oracle_std(X, y, Q, h, w, degree, variance, kernel="gaussian", J=3, k=None):
+    n, d = X.shape
+    y = y.reshape(n, -1)
+    L = np.array([_weights(X[i], X, h, w, degree, kernel, k) for i in range(n)])
+    e = y - L @ y
+    if variance == "nn":
+        s2 = np.empty_like(y)
+        for i in range(n):
+            dist = np.array([math.sqrt(sum(((X[m, j] - X[i, j]) / h[j]) ** 2
+                                           for j in range(d))) for m in range(n)])
+            others = [m for m in range(n) if m != i]
+            reach = sorted(dist[others])[J - 1]
+            near = [m for m in others if dist[m] <= reach]
+            s2[i] = len(near) / (len(near) + 1) * (y[i] - y[near].mean(0)) ** 2
+    else:
+        p = 1 if degree == 0 else 1 + d
+        lev = np.diag(L)[:, None]
+        s2 = {"hc0": e**2, "hc1": n / (n - p) * e**2, "hc2": e**2 / (1 - lev),
+              "hc3": e**2 / (1 - lev) ** 2}[variance]
+    ell = np.array([_weights(q, X, h, w, degree, kernel, k) for q in Q])
+    return np.sqrt(ell**2 @ s2)
+
+
+@pytest.mark.parametrize("variance", VARIANCES)
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("d, outputs", [(1, 1), (2, 1), (2, 2)])
+def test_std_equals_the_oracle(variance, degree, weighted, d, outputs):
+    X, y, Q, w = _data(d=d, outputs=outputs)
+    w = w if weighted else np.ones(len(X))
+    h = np.full(d, 0.3)
+    model = NadarayaWatsonRegressor(bandwidth=0.3, degree=degree, residual_variance=variance)
+    model.fit(X, y, sample_weight=w if weighted else None)
+    y_pred, y_std = model.predict(Q, return_std=True)
+    expected = _oracle_std(X, y, Q, h, w, degree, variance)
+    assert y_std.shape == y_pred.shape == np.shape(y[:7])
+    np.testing.assert_allclose(y_std, expected.reshape(y_std.shape), rtol=1e-9)
+    np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "cell_list"])
+@pytest.mark.parametrize("variance", ["hc2", "nn"])
+def test_std_on_a_compact_kernels_routes(algorithm, variance):
+    X, y, Q, w = _data(n=60, d=2)
+    model = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=0.4, algorithm=algorithm,
+                                    residual_variance=variance).fit(X, y, sample_weight=w)
+    assert model.route_ == {"brute": "dense", "kd_tree": "radius",
+                            "cell_list": "cell_list"}[algorithm]
+    expected = _oracle_std(X, y, Q[1:6], np.full(2, 0.4), w, 0, variance, "epanechnikov")
+    np.testing.assert_allclose(model.predict(Q[1:6], return_std=True)[1], expected[:, 0],
+                               rtol=1e-9)
+
+
+def test_std_on_the_k_nearest_route():
+    X, y, Q, w = _data(n=50, d=2)
+    model = NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=8,
+                                    residual_variance="hc3").fit(X, y)
+    assert model.route_ == "k_nearest"
+    expected = _oracle_std(X, y, Q, np.full(2, 0.3), np.ones(50), 0, "hc3", k=8)
+    np.testing.assert_allclose(model.predict(Q, return_std=True)[1], expected[:, 0],
+                               rtol=1e-9)
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_std_with_an_adaptive_bandwidth_is_its_attentions(degree):
+    # The adaptive route's attention is tested elsewhere; here the standard error is
+    # assembled from it by hand: in-sample residuals and self-weights, then sum l^2 s^2.
+    X, y, Q, _ = _data(n=50, d=1)
+    model = NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth("balloon", n_neighbors=10),
+                                    degree=degree, residual_variance="hc2").fit(X, y)
+    fitted, L = model.predict(X, return_attention=True)
+    s2 = (y - fitted) ** 2 / (1 - np.diag(L))
+    _, A = model.predict(Q, return_attention=True)
+    np.testing.assert_allclose(model.predict(Q, return_std=True)[1], np.sqrt(A**2 @ s2),
+                               rtol=1e-9)
+
+
+def test_std_of_precomputed_distances_equals_the_features():
+    X, y, Q, w = _data(n=40, d=2)
+    D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    DQ = np.sqrt(((Q[:, None] - X[None]) ** 2).sum(-1))
+    for variance in ("nn", "hc1"):
+        features = NadarayaWatsonRegressor(bandwidth=0.3, residual_variance=variance)
+        distances = NadarayaWatsonRegressor(bandwidth=0.3, metric="precomputed",
+                                            residual_variance=variance)
+        np.testing.assert_allclose(
+            distances.fit(D, y, sample_weight=w).predict(DQ, return_std=True)[1],
+            features.fit(X, y, sample_weight=w).predict(Q, return_std=True)[1], rtol=1e-9)
+
+
+def test_std_in_float32_agrees_with_float64():
+    X, y, Q, _ = _data(n=60, d=2)
+    for degree in (0, 1):
+        model = NadarayaWatsonRegressor(bandwidth=0.3, degree=degree, residual_variance="hc2")
+        s64 = model.fit(X, y).predict(Q, return_std=True)[1]
+        s32 = model.fit(X.astype(np.float32), y).predict(Q.astype(np.float32),
+                                                          return_std=True)[1]
+        assert s32.dtype == np.float64
+        np.testing.assert_allclose(s32, s64, rtol=2e-4)
+
+
+def test_std_with_attention_and_in_chunks():
+    import sklearn
+
+    X, y, Q, w = _data(n=200, d=2)
+    model = NadarayaWatsonRegressor(bandwidth=0.2, residual_variance="hc3").fit(X, y, w)
+    y_pred, y_std, attention = model.predict(Q, return_attention=True, return_std=True)
+    np.testing.assert_allclose(attention, model.predict(Q, return_attention=True)[1],
+                               rtol=1e-12, atol=1e-15)
+    # Chunks of a few rows (working_memory in MiB) give the same numbers.
+    with sklearn.config_context(working_memory=0.01):
+        small = model.predict(Q, return_std=True)
+    np.testing.assert_allclose(small[1], y_std, rtol=1e-12)
+    np.testing.assert_allclose(small[0], y_pred, rtol=1e-12)
+
+
+def test_the_cv_regressor_has_the_same_std():
+    X, y, Q, _ = _data(n=60, d=1)
+    cv = NadarayaWatsonRegressorCV(degree=0, residual_variance="hc1").fit(X, y)
+    plain = NadarayaWatsonRegressor(bandwidth=cv.bandwidth_, residual_variance="hc1").fit(X, y)
+    np.testing.assert_allclose(cv.predict(Q, return_std=True)[1],
+                               plain.predict(Q, return_std=True)[1], rtol=1e-12)
+
+
+def test_predict_changes_nothing():
+    X, y, Q, _ = _data(n=30)
+    model = NadarayaWatsonRegressor(bandwidth=0.3, residual_variance="hc2").fit(X, y)
+    before = dict(vars(model))
+    model.predict(Q, return_std=True)
+    model.predict_interval(Q, confidence_level=[0.8, 0.9])
+    assert vars(model).keys() == before.keys()
+    assert all(vars(model)[k] is v for k, v in before.items())
+
+
+# -- bad input -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("params", [{"residual_variance": "hc4"},
+                                    {"residual_neighbors": 0},
+                                    {"residual_neighbors": 2.5}])
+def test_bad_parameters(params):
+    X, y, _, _ = _data(n=20)
+    with pytest.raises(InvalidParameterError, match="residual_"):
+        NadarayaWatsonRegressor(**params).fit(X, y)
+
+
+@pytest.mark.parametrize("variance", ["hc2", "hc3"])
+def test_leverage_one_is_refused(variance):
+    X = np.array([[0.0], [0.1], [0.2], [5.0]])
+    model = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=0.5,
+                                    residual_variance=variance).fit(X, [0.0, 1.0, 0.0, 2.0])
+    with pytest.raises(ValueError, match=r"1 - L_ii.*1 training points"):
+        model.predict([[0.1]], return_std=True)
+
+
+def test_hc1_needs_more_points_than_parameters():
+    model = NadarayaWatsonRegressor(bandwidth=1.0, degree=1, residual_variance="hc1")
+    model.fit([[0.0], [1.0]], [0.0, 1.0])
+    with pytest.raises(ValueError, match="more than 2 training points"):
+        model.predict([[0.5]], return_std=True)
+
+
+def test_nn_needs_two_points():
+    model = NadarayaWatsonRegressor(bandwidth=1.0).fit([[0.0], [1.0]], [0.0, 1.0],
+                                                       sample_weight=[1.0, 0.0])
+    with pytest.raises(ValueError, match="at least 2 training points"):
+        model.predict([[0.5]], return_std=True)
+
+
+# -- jackknife+ against n explicit refits ---------------------------------------------------
+
+
+def _rank_low(level, n):
+    return math.floor((1 - Fraction(level)) * (n + 1))
+
+
+def _rank_high(level, n):
+    return math.ceil(Fraction(level) * (n + 1))
+
+
+def _oracle_jackknife_plus(make, X, y, Q, w, levels):
+    """Jackknife+ by its definition: n refits, the k-th smallest (1-based) bounds."""
+    n = len(y)
+    rows = np.flatnonzero(w > 0)
+    loo_at_q, residuals = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        for i in rows:
+            keep = np.arange(n) != i
+            model = make().fit(X[keep], y[keep], sample_weight=w[keep])
+            residuals.append(abs(y[i] - model.predict(X[i : i + 1])[0]))
+            loo_at_q.append(model.predict(Q))
+    F, R = np.array(loo_at_q).T, np.array(residuals)  # (n_q, m), (m,)
+    m = len(rows)
+    out = np.empty((len(Q), 2, len(levels)))
+    for k, level in enumerate(levels):
+        lo, hi = _rank_low(level, m), _rank_high(level, m)
+        out[:, 0, k] = -np.inf if lo < 1 else np.sort(F - R, axis=1)[:, lo - 1]
+        out[:, 1, k] = np.inf if hi > m else np.sort(F + R, axis=1)[:, hi - 1]
+    return out
+
+
+@pytest.mark.parametrize("kernel, bandwidth, algorithm", [
+    ("gaussian", 0.2, "auto"), ("epanechnikov", 0.25, "brute"),
+    ("epanechnikov", 0.25, "kd_tree"), ("epanechnikov", 0.25, "cell_list"),
+    # So small that points and queries have a lone neighbor, or none: refits fall back.
+    ("epanechnikov", 0.04, "brute"),
+])
+@pytest.mark.parametrize("d", [1, 2])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_jackknife_plus_equals_explicit_refits(kernel, bandwidth, algorithm, d, weighted):
+    X, y, Q, w = _data(n=30, d=d)
+    if weighted:
+        w[[3, 7]] = 0.0  # rows without weight are not training rows
+    else:
+        w = np.ones(len(y))
+    levels = [0.5, 0.8, 0.9]
+
+    def make():
+        return NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth, algorithm=algorithm)
+
+    model = make().fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        y_pred, intervals = model.predict_interval(Q, confidence_level=levels)
+        np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
+    expected = _oracle_jackknife_plus(make, X, y, Q, w, levels)
+    assert intervals.shape == (len(Q), 2, 3)
+    np.testing.assert_allclose(intervals, expected, rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("degree, d, kernel, bandwidth, algorithm", [
+    (1, 1, "gaussian", 0.2, "auto"), (1, 2, "gaussian", 0.3, "auto"),
+    (2, 1, "gaussian", 0.3, "auto"), (2, 2, "gaussian", 0.5, "auto"),
+    (1, 1, "epanechnikov", 0.3, "kd_tree"),
+    # Few points in reach: designs singular without a row, refitted.
+    (1, 2, "epanechnikov", 0.2, "brute"),
+])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("bounded", [False, True])
+def test_jackknife_plus_of_local_polynomials_equals_explicit_refits(
+        degree, d, kernel, bandwidth, algorithm, weighted, bounded):
+    X, y, Q, w = _data(n=30, d=d)
+    # A concave trend and queries beyond the data: there the bound binds.
+    y = np.sqrt(3 * X.sum(1)) + 0.1 * y
+    Q = np.vstack([Q, np.full((1, d), -0.5), np.full((1, d), 1.5)])
+    if not weighted:
+        w = np.ones(len(y))
+    levels = [0.5, 0.8, 0.9]
+
+    def make():
+        return NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth, degree=degree,
+                                       algorithm=algorithm, bounded=bounded)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalFitWarning)
+        intervals = make().fit(X, y, sample_weight=w).predict_interval(Q, levels)[1]
+        expected = _oracle_jackknife_plus(make, X, y, Q, w, levels)
+    np.testing.assert_allclose(intervals, expected, rtol=1e-8, atol=1e-8)
+
+
+def test_the_cv_regressor_has_the_same_intervals():
+    X, y, Q, _ = _data(n=60, d=1)
+    cv = NadarayaWatsonRegressorCV(degree=1).fit(X, y)
+    plain = NadarayaWatsonRegressor(bandwidth=cv.bandwidth_, degree=1, bounded=True).fit(X, y)
+    np.testing.assert_allclose(cv.predict_interval(Q)[1], plain.predict_interval(Q)[1],
+                               rtol=1e-12)
+
+
+def test_jackknife_plus_of_precomputed_distances_equals_the_features():
+    X, y, Q, _ = _data(n=30, d=2)
+    D = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    DQ = np.sqrt(((Q[:, None] - X[None]) ** 2).sum(-1))
+    for kernel, h in (("gaussian", 0.2), ("epanechnikov", 0.1)):
+        features = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h).fit(X, y)
+        distances = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h,
+                                            metric="precomputed").fit(D, y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            np.testing.assert_allclose(distances.predict_interval(DQ)[1],
+                                       features.predict_interval(Q)[1], rtol=1e-9)
+
+
+def test_jackknife_plus_at_a_level_too_high_for_n_is_infinite():
+    X, y, Q, _ = _data(n=8)
+    intervals = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y).predict_interval(
+        Q, confidence_level=[0.95, 0.5])[1]
+    assert np.all(intervals[:, 0, 0] == -np.inf) and np.all(intervals[:, 1, 0] == np.inf)
+    assert np.all(np.isfinite(intervals[:, :, 1]))
+
+
+def test_jackknife_plus_in_float32_agrees_with_float64():
+    X, y, Q, _ = _data(n=40, d=2)
+    model = NadarayaWatsonRegressor(bandwidth=0.3)
+    i64 = model.fit(X, y).predict_interval(Q)[1]
+    i32 = model.fit(X.astype(np.float32), y).predict_interval(Q.astype(np.float32))[1]
+    np.testing.assert_allclose(i32, i64, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("params, error, match", [
+    ({"n_neighbors": 5}, NotImplementedError, "n_neighbors=5"),
+    ({"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=5)}, NotImplementedError,
+     "adaptive bandwidth"),
+])
+def test_jackknife_plus_refuses_what_it_does_not_compute(params, error, match):
+    X, y, Q, _ = _data(n=30)
+    model = NadarayaWatsonRegressor(**{"bandwidth": 0.3, **params}).fit(X, y)
+    with pytest.raises(error, match=match):
+        model.predict_interval(Q)
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, 1.5, [], [[0.9]], "high", [0.9, -0.1]])
+def test_jackknife_plus_refuses_bad_levels(level):
+    X, y, Q, _ = _data(n=20)
+    model = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y)
+    with pytest.raises(ValueError, match="confidence_level must be"):
+        model.predict_interval(Q, confidence_level=level)
+
+
+def test_jackknife_plus_refuses_several_outputs():
+    X, y, Q, _ = _data(n=20, outputs=2)
+    model = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y)
+    with pytest.raises(ValueError, match="one target"):
+        model.predict_interval(Q)
+
+
+# -- the classifier's conformal sets against n explicit refits -------------------------------
+
+
+def _oracle_scores(proba, score, own):
+    """S(p, k) of every class by its definition, one class at a time: APS with the
+    class's own mass for the training rows' labels, without it at the queries."""
+    out = np.empty_like(proba)
+    for index in np.ndindex(proba.shape[:-1]):
+        p = proba[index]
+        for k in range(len(p)):
+            before = sum(p[c] for c in range(len(p)) if p[c] > p[k])
+            out[index + (k,)] = 1 - p[k] if score == "lac" else before + own * p[k]
+    return out
+
+
+def _oracle_sets(make, X, y, Q, w, levels, score):
+    """CV+ sets with one row per fold: n refits, each row's score under its own refit."""
+    classes = np.unique(y)
+    rows = np.flatnonzero(w > 0)
+    at_q, own = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        for i in rows:
+            keep = np.arange(len(y)) != i
+            model = make().fit(X[keep], y[keep], sample_weight=w[keep])
+            columns = np.searchsorted(classes, model.classes_)  # a class may leave with i
+            p_i = np.zeros(len(classes))
+            p_i[columns] = model.predict_proba(X[i : i + 1])[0]
+            p_q = np.zeros((len(Q), len(classes)))
+            p_q[:, columns] = model.predict_proba(Q)
+            own.append(_oracle_scores(p_i, score, True)[np.searchsorted(classes, y[i])])
+            at_q.append(_oracle_scores(p_q, score, False))
+    S, s = np.array(at_q), np.array(own)  # (m, n_q, c), (m,)
+    m = len(rows)
+    sets = np.empty((len(Q), len(classes), len(levels)), dtype=bool)
+    for k, level in enumerate(levels):
+        below = (s[:, None, None] < S - 1e-8).sum(0)  # (n_q, c); closer: rounding ties
+        sets[:, :, k] = below < Fraction(level) * (m + 1)
+    return sets
+
+
+@pytest.mark.parametrize("score", ["lac", "aps"])
+@pytest.mark.parametrize("kernel, bandwidth, algorithm", [
+    ("gaussian", 0.4, "auto"), ("epanechnikov", 0.5, "kd_tree"),
+    ("epanechnikov", 0.08, "brute"),  # lone neighbors: refits fall back
+])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_conformal_sets_equal_explicit_refits(score, kernel, bandwidth, algorithm, weighted):
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 2))
+    y = np.where(X[:, 0] + 0.7 * rng.normal(size=40) > 0, "b", "a").astype(object)
+    y[5] = "c"  # a class of one row: it leaves with that row
+    y = y.astype(str)
+    w = rng.uniform(0.2, 3.0, 40) if weighted else np.ones(40)
+    if weighted:
+        w[[2, 9]] = 0.0
+    Q = rng.normal(size=(9, 2))
+    levels = [0.5, 0.8, 0.9]
+
+    def make():
+        return NadarayaWatsonClassifier(kernel=kernel, bandwidth=bandwidth,
+                                        algorithm=algorithm)
+
+    model = make().fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        y_pred, sets = model.predict_set(Q, confidence_level=levels, conformity_score=score)
+        np.testing.assert_array_equal(y_pred, model.predict(Q))
+        top = np.argmax(model.predict_proba(Q), axis=1)
+    assert sets.shape == (9, 3, 3) and sets.dtype == bool
+    np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, levels, score))
+    # Higher levels give larger sets; APS sets always hold the most probable class.
+    assert np.all(sets[:, :, 0] <= sets[:, :, 2])
+    if score == "aps":
+        assert np.all(sets[np.arange(9), top])
+
+
+def test_conformal_sets_refuse_bad_input():
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    X, y = np.arange(20.0)[:, None], np.arange(20) % 2
+    model = NadarayaWatsonClassifier(bandwidth=1.0).fit(X, y)
+    with pytest.raises(ValueError, match="conformity_score must be one of"):
+        model.predict_set(X, conformity_score="raps")
+    with pytest.raises(ValueError, match="confidence_level must be"):
+        model.predict_set(X, confidence_level=1.0)
+    knn = NadarayaWatsonClassifier(bandwidth=1.0, n_neighbors=3).fit(X, y)
+    with pytest.raises(NotImplementedError, match="n_neighbors=3"):
+        knn.predict_set(X)
+
+
+def test_the_training_points_own_pass_does_not_warn():
+    # A row of zero weight far from the others is out of every kernel's reach: its
+    # in-sample fit falls back, but it is no query of the user's.
+    X = np.array([[0.0], [0.1], [0.2], [0.3], [5.0]])
+    y = np.array([0.0, 1.0, 0.0, 1.0, 3.0])
+    model = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=0.25,
+                                    residual_variance="hc2")
+    model.fit(X, y, sample_weight=[1.0, 1.0, 1.0, 1.0, 0.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict([[0.15]], return_std=True)
+        model.predict_interval([[0.15]])
+    with pytest.warns(EmptyNeighborhoodWarning):
+        model.predict_interval([[3.0]])
+
+
+def test_conformal_sets_in_float32_agree_with_float64():
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 2))
+    y = (X[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
+    Q = rng.normal(size=(20, 2))
+    model = NadarayaWatsonClassifier(bandwidth=0.5)
+    for score in ("lac", "aps"):
+        s64 = model.fit(X, y).predict_set(Q, [0.5, 0.9], conformity_score=score)[1]
+        s32 = model.fit(X.astype(np.float32), y).predict_set(
+            Q.astype(np.float32), [0.5, 0.9], conformity_score=score)[1]
+        # A class may flip only where its score ties a training score to float32's
+        # precision: none here.
+        np.testing.assert_array_equal(s32, s64)
+
+
+# -- conventional and robust bias-corrected confidence intervals ------------------------------
+# The oracle follows nprobust's lprobust (Calonico, Cattaneo and Farrell) one evaluation
+# point and one training point at a time; the radial kernels of the package are its
+# product kernels in one feature.
+
+PROFILES = {
+    "epanechnikov": lambda u: max(0.0, 1 - u * u),
+    "triangular": lambda u: max(0.0, 1 - u),
+    "tophat": lambda u: 1.0 if u <= 1 else 0.0,
+    "gaussian": lambda u: math.exp(-0.5 * u * u),
+}
+
+
+def _monomials(u, degree):
+    """[1, u_k, u_k u_l (k <= l)] up to ``degree``."""
+    d = len(u)
+    out = [1.0]
+    if degree >= 1:
+        out += list(u)
+    if degree >= 2:
+        out += [u[k] * u[m] for k in range(d) for m in range(k, d)]
+    return np.array(out)
+
+
+def _oracle_bias_corrected(X, y, Q, h, b, w, p, kernel, vce, J=3):
+    n, d = X.shape
+    rows = []
+    for x in Q:
+        U = (X - x) / h  # differences in units of h
+        dist_h = np.sqrt((U**2).sum(1))
+        dist_b = np.sqrt((((X - x) / b) ** 2).sum(1))
+        kh = np.array([w[i] * PROFILES[kernel](dist_h[i]) for i in range(n)])
+        kb = np.array([w[i] * PROFILES[kernel](dist_b[i]) for i in range(n)])
+        win = [i for i in range(n) if kh[i] > 0 or kb[i] > 0]
+        zp = {i: _monomials(U[i], p) for i in win}
+        zq = {i: _monomials(U[i], p + 1) for i in win}
+        P = len(zp[win[0]])
+        Gp_inv = np.linalg.inv(sum(kh[i] * np.outer(zp[i], zp[i]) for i in win))
+        Gq_inv = np.linalg.inv(sum(kb[i] * np.outer(zq[i], zq[i]) for i in win))
+        beta_p = Gp_inv @ sum(kh[i] * zp[i] * y[i] for i in win)
+        beta_q = Gq_inv @ sum(kb[i] * zq[i] * y[i] for i in win)
+        moments = sum(kh[i] * np.outer(zp[i], zq[i][P:]) for i in win)
+        l_cl, l_bc, r_h, r_b = {}, {}, {}, {}
+        for i in win:
+            l_cl[i] = (Gp_inv @ (kh[i] * zp[i]))[0]
+            l_bc[i] = (Gp_inv @ (kh[i] * zp[i] - moments @ (Gq_inv @ (kb[i] * zq[i]))[P:]))[0]
+            e_h, e_b = y[i] - zp[i] @ beta_p, y[i] - zq[i] @ beta_q
+            lev = kh[i] * zp[i] @ Gp_inv @ zp[i]
+            m = len(win)
+            if vce == "nn":
+                others = [j for j in win if j != i]
+                dist = {j: math.sqrt(sum((X[j, k] - X[i, k]) ** 2 / h**2 for k in range(d)))
+                        for j in others}
+                reach = sorted(dist.values())[min(J, m - 1) - 1]
+                near = [j for j in others if dist[j] <= reach]
+                r_h[i] = r_b[i] = (math.sqrt(len(near) / (len(near) + 1))
+                                   * (y[i] - np.mean(y[near])))
+            else:
+                factor_h = factor_b = {"hc0": 1.0, "hc2": (1 - lev) ** -0.5,
+                                       "hc3": 1 / (1 - lev)}.get(vce)
+                if vce == "hc1":
+                    factor_h = math.sqrt(m / (m - P))
+                    factor_b = math.sqrt(m / (m - len(zq[i])))
+                r_h[i], r_b[i] = factor_h * e_h, factor_b * e_b
+        rows.append([sum(l_cl[i] * y[i] for i in win), sum(l_bc[i] * y[i] for i in win),
+                     math.sqrt(sum(l_cl[i] ** 2 * r_h[i] ** 2 for i in win)),
+                     math.sqrt(sum(l_bc[i] ** 2 * r_b[i] ** 2 for i in win))])
+    return np.array(rows).T  # tau_cl, tau_bc, se_cl, se_rb
+
+
+@pytest.mark.parametrize("kernel", list(PROFILES))
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("variance", VARIANCES)
+@pytest.mark.parametrize("bias_bandwidth", [None, 0.5])
+def test_bias_corrected_intervals_equal_the_oracle_in_one_feature(kernel, degree, variance,
+                                                                   bias_bandwidth):
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1, 1, 80)
+    y = np.sin(3 * np.pi * x / 2) / (1 + 18 * x**2 * (np.sign(x) + 1)) + 0.2 * rng.normal(size=80)
+    Q = np.array([[-0.9], [-0.4], [0.0], [0.35], [0.85]])
+    model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.35, degree=degree,
+                                    residual_variance=variance).fit(x[:, None], y)
+    expected = _oracle_bias_corrected(x[:, None], y, Q, 0.35, bias_bandwidth or 0.35,
+                                      np.ones(80), degree, kernel, variance)
+    for k, correction in enumerate(["conventional", "robust"]):
+        center, intervals, std = model.predict_confidence_interval(
+            Q, [0.9, 0.95], bias_correction=correction, bias_bandwidth=bias_bandwidth,
+            return_std=True)
+        np.testing.assert_allclose(center, expected[k], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(std, expected[2 + k], rtol=1e-9)
+        z = np.array([1.6448536269514722, 1.959963984540054])
+        np.testing.assert_allclose(intervals[:, 0], center[:, None] - z * std[:, None])
+        np.testing.assert_allclose(intervals[:, 1], center[:, None] + z * std[:, None])
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("variance", ["nn", "hc1", "hc3"])
+def test_bias_corrected_intervals_in_two_features_with_weights(kernel, degree, variance):
+    X, y, Q, w = _data(n=70, d=2)
+    h, b = np.array([0.5, 0.6]), np.array([0.7, 0.8])
+    model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h, degree=degree,
+                                    residual_variance=variance).fit(X, y, sample_weight=w)
+    Q = Q[1:5]
+    expected = _oracle_bias_corrected(X / h, y, Q / h, 1.0, b / h, w, degree, kernel, variance)
+    center, _, std = model.predict_confidence_interval(Q, bias_bandwidth=b, return_std=True)
+    np.testing.assert_allclose(center, expected[1], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(std, expected[3], rtol=1e-9)
+    center, _, std = model.predict_confidence_interval(Q, bias_correction="conventional",
+                                                       bias_bandwidth=b, return_std=True)
+    np.testing.assert_allclose(center, expected[0], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(std, expected[2], rtol=1e-9)
+    # The conventional estimate is the (unbounded) local polynomial: the prediction.
+    np.testing.assert_allclose(center, model.predict(Q), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("params, call, error, match", [
+    ({"degree": 2}, {}, NotImplementedError, "degree=2"),
+    ({"n_neighbors": 5}, {}, NotImplementedError, "n_neighbors"),
+    ({}, {"bias_correction": "both"}, ValueError, "bias_correction must be"),
+    ({}, {"bias_bandwidth": -1.0}, ValueError, "bias_bandwidth must be"),
+    ({}, {"bias_bandwidth": [0.1, 0.2, 0.3]}, ValueError, "bias_bandwidth must be"),
+    ({}, {"confidence_level": 95}, ValueError, "confidence_level must be"),
+])
+def test_bias_corrected_intervals_refuse_bad_input(params, call, error, match):
+    X, y, Q, _ = _data(n=40)
+    model = NadarayaWatsonRegressor(**{"bandwidth": 0.3, **params}).fit(X, y)
+    with pytest.raises(error, match=match):
+        model.predict_confidence_interval(Q, **call)
+
+
+def test_bias_corrected_intervals_refuse_singular_windows():
+    X = np.array([[0.0], [0.1], [0.2], [3.0], [3.05]])
+    model = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=0.3, degree=1)
+    model.fit(X, [0.0, 1.0, 0.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="1 of 2 queries have a singular local design"):
+        model.predict_confidence_interval([[0.1], [3.02]])
+
+
+def test_bias_corrected_intervals_in_float32_agree_with_float64():
+    X, y, Q, _ = _data(n=80, d=2)
+    model = NadarayaWatsonRegressor(bandwidth=0.4, degree=1, residual_variance="hc2")
+    c64, i64 = model.fit(X, y).predict_confidence_interval(Q)
+    c32, i32 = model.fit(X.astype(np.float32), y).predict_confidence_interval(
+        Q.astype(np.float32))
+    np.testing.assert_allclose(c32, c64, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(i32, i64, rtol=1e-4, atol=1e-4)
