@@ -5,8 +5,11 @@ ConvergenceWarning) into errors, so a test that provokes one asserts it with
 ``pytest.warns``, or filters it where it is a by-product of what the test checks.
 """
 
+import os
+
 import pytest
 import scipy.sparse as sp
+import torch
 
 
 def _dense(A):
@@ -48,3 +51,13 @@ def local_cluster():
             **kwargs)
 
     return start
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, each worker computes on its share of the cores (torch's
+    threads): workers that each start a team of threads as wide as the machine would
+    take turns on every core, each parallel region waiting for a thread descheduled by
+    another worker. Tests of the thread settings set their own counts."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        torch.set_num_threads(max(1, torch.get_num_threads() // int(workers)))
