@@ -839,3 +839,27 @@ def test_categorical_compares_with_statsmodels_and_the_one_hot_design(bench, tmp
     assert all(t > 0 for t in table["fold_fit_s"].values())
     assert len(saved["targets"]) == 3
     assert "| grunfeld | 220 |" in printed
+
+
+def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
+    bench_uncertainty = importlib.import_module("bench_uncertainty")
+    report, out_dir, printed = _quiet_run(
+        bench_uncertainty, tmp_path, n_speed=300, n_cost=300, n_queries=50, repeats=1,
+        jackknife_problems=bench_uncertainty.JACKKNIFE_PROBLEMS[:1])
+    saved = json.loads((out_dir / "bench_uncertainty.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    assert list(saved["sections"]) == list(bench_uncertainty.SECTIONS)
+    jackknife = saved["sections"]["jackknife"]["results"][0]
+    assert jackknife["ours_s"] > 0
+    assert jackknife["mapie"]["status"] == ("ok" if _installed("mapie") else "skipped")
+    lprobust = saved["sections"]["lprobust"]["results"]
+    assert lprobust["compared"] == (80 if _installed("nprobust") else 0)
+    assert len(lprobust["speed"]) == 4 and all(r["ours_s"] > 0 for r in lprobust["speed"])
+    cost = saved["sections"]["cost"]["results"]
+    assert [r["case"] for r in cost] == ["dense Gaussian", "k-d tree Epanechnikov",
+                                         "local linear"]
+    assert all(r["predict_s"] > 0 and r["predict_interval_s"] > 0 for r in cost)
+    assert len(saved["targets"]) == 4
+    assert all(isinstance(t["met"], bool) or t["met"] is None for t in saved["targets"])
+    assert (out_dir / "bench_uncertainty.md").read_text() == printed
+    assert "| dense Gaussian |" in printed

@@ -1,0 +1,302 @@
+"""Uncertainty benchmark: the standard errors and intervals against the peers that compute
+them (MAPIE's jackknife+, nprobust's ``lprobust``), and what they cost over a predict.
+
+What it measures
+----------------
+1. ``jackknife``: ``NadarayaWatsonRegressor(kernel, bandwidth=h, degree).predict_interval``
+   against MAPIE's ``CrossConformalRegressor(estimator, cv=LeaveOneOut(),
+   method="plus")`` around the same estimator (n refits), at two confidence levels, on
+   small problems (uniform inputs in 1 to 3 features, a sine target plus noise, float64):
+   the largest difference of the bounds, and both times (fit plus intervals). Target: the
+   same bounds to 1e-8.
+2. ``lprobust``: ``predict_confidence_interval`` (conventional and robust bias-corrected,
+   ``return_std=True``) against ``nprobust.lprobust`` in one feature (CCF 2018's first
+   design, n points, 5 evaluation points): every kernel nprobust and the package share,
+   p = 0 and 1, every ``vce``, b = h and b != h; the largest difference of the estimates
+   and standard errors. Then the speed at ``--n-speed`` points and 30 evaluation points
+   (p = 1, h = 0.2, b = 0.3), best of ``--repeats``. Targets: equal to 1e-8; no slower
+   than nprobust in every configuration.
+3. ``cost``: ``predict(X, return_std=True)`` (both kinds of residual variance) and
+   ``predict_interval`` over a plain ``predict`` (n training points uniform in 2
+   features, h the radius holding about 40 of them; the dense Gaussian route, a k-d tree
+   with the Epanechnikov kernel, a local-linear fit),
+   best of ``--repeats`` after a first call. Target (issue 27): at most 3 times.
+
+A peer that is not installed (``pip install mapie nprobust-pkg``, the ``bench`` extras) is
+reported as skipped; the package's own times are still measured.
+
+Usage: ``python benchmarks/bench_uncertainty.py [--sections S ...] [--n-speed N]
+[--n-cost N] [--n-queries M] [--repeats R] [--out-dir DIR]``; writes bench_uncertainty.json
+and .md.
+"""
+
+import argparse
+import importlib.util
+import warnings
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from _common import (
+    load_average,
+    machine_info,
+    machine_line,
+    radius_holding,
+    run_sections,
+    timed,
+)
+
+from sklearn_nw import NadarayaWatsonRegressor
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+SECTIONS = ("jackknife", "lprobust", "cost")
+# nprobust's kernel names and the package's.
+NPROBUST_KERNELS = {"epa": "epanechnikov", "tri": "triangular", "uni": "tophat",
+                    "gau": "gaussian"}
+VCES = ("nn", "hc0", "hc1", "hc2", "hc3")
+JACKKNIFE_PROBLEMS = ((50, 1, "gaussian", 0.1, 0), (80, 2, "gaussian", 0.3, 0),
+                      (60, 1, "epanechnikov", 0.15, 0), (100, 3, "gaussian", 0.5, 0),
+                      (200, 1, "gaussian", 0.05, 0), (200, 1, "gaussian", 0.1, 1))
+
+
+def _installed(module):
+    return importlib.util.find_spec(module) is not None
+
+
+def _peer_versions():
+    versions = {}
+    for package in ("mapie", "nprobust-pkg"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    return versions
+
+
+def _ccf_design(n, seed, noise):
+    """CCF 2018's first design: m(x) = sin(3 pi x / 2) / (1 + 18 x^2 (sgn(x) + 1)), x
+    uniform on [-1, 1]."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, n)
+    m = np.sin(3 * np.pi * x / 2) / (1 + 18 * x**2 * (np.sign(x) + 1))
+    return x, m + noise * rng.normal(size=n)
+
+
+def section_jackknife(problems=JACKKNIFE_PROBLEMS, levels=(0.8, 0.9)):
+    """predict_interval against MAPIE's jackknife+ by n refits."""
+    have_mapie = _installed("mapie")
+    results = []
+    for seed, (n, d, kernel, h, degree) in enumerate(problems):
+        rng = np.random.default_rng(seed)
+        X = rng.uniform(0, 1, (n, d))
+        y = np.sin(6 * X.sum(1)) + 0.3 * rng.normal(size=n)
+        Q = rng.uniform(0, 1, (40, d))
+        est = NadarayaWatsonRegressor(kernel=kernel, bandwidth=h, degree=degree,
+                                      bounded=bool(degree))
+        ours = timed(lambda est=est, X=X, y=y, Q=Q:
+                     est.fit(X, y).predict_interval(Q, confidence_level=list(levels))[1])
+        row = {"n": n, "d": d, "kernel": kernel, "h": h, "degree": degree,
+               "ours_s": ours.best, "mapie": {"status": "skipped"}}
+        if have_mapie:
+            from mapie.regression import CrossConformalRegressor
+            from sklearn.model_selection import LeaveOneOut
+
+            def mapie_run(est=est, X=X, y=y, Q=Q):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    model = CrossConformalRegressor(est, confidence_level=list(levels),
+                                                    cv=LeaveOneOut(), method="plus")
+                    model.fit_conformalize(X, y)
+                    return model.predict_interval(Q, aggregate_point_predictions=None)[1]
+
+            theirs = timed(mapie_run)
+            row["mapie"] = {"status": "ok", "seconds": theirs.best,
+                            "max_abs_diff": float(np.abs(ours.result - theirs.result).max())}
+        results.append(row)
+    diffs = [r["mapie"]["max_abs_diff"] for r in results if r["mapie"]["status"] == "ok"]
+    target = {"name": "jackknife+ bounds equal MAPIE's to 1e-8",
+              "met": (max(diffs) <= 1e-8) if diffs else None,
+              "detail": (f"largest difference {max(diffs):.1e} over {len(diffs)} problems"
+                         if diffs else "MAPIE not installed")}
+    return {"config": {"levels": list(levels), "n_queries": 40}, "results": results,
+            "targets": [target]}
+
+
+def markdown_jackknife(result):
+    lines = ["### Jackknife+ against MAPIE's CrossConformalRegressor(cv=LeaveOneOut(), "
+             "method=\"plus\"), 40 queries, levels "
+             + ", ".join(str(v) for v in result["config"]["levels"]), "",
+             "| n | d | kernel | h | degree | ours s | MAPIE s | MAPIE / ours | max abs diff |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in result["results"]:
+        m = r["mapie"]
+        theirs = (f"{m['seconds']:.3f} | {m['seconds'] / r['ours_s']:.1f} | "
+                  f"{m['max_abs_diff']:.1e}" if m["status"] == "ok" else "skipped | | ")
+        lines.append(f"| {r['n']} | {r['d']} | {r['kernel']} | {r['h']} | {r['degree']} | "
+                     f"{r['ours_s']:.3f} | {theirs} |")
+    return lines
+
+
+def section_lprobust(n=300, n_speed=10_000, repeats=3):
+    """predict_confidence_interval against nprobust.lprobust: equality, then speed."""
+    have = _installed("nprobust")
+    ev = np.array([-0.9, -0.5, 0.0, 0.3, 0.8])
+    x, y = _ccf_design(n, 0, 0.2)
+    worst, compared = 0.0, 0
+    if have:
+        from nprobust import lprobust
+    for kern, name in NPROBUST_KERNELS.items():
+        for p in (0, 1):
+            for vce in VCES:
+                for h, b in ((0.3, 0.3), (0.3, 0.5)):
+                    model = NadarayaWatsonRegressor(kernel=name, bandwidth=h, degree=p,
+                                                    residual_variance=vce).fit(x[:, None], y)
+                    kw = {"bias_bandwidth": None if b == h else b, "return_std": True}
+                    tau_us, _, se_us = model.predict_confidence_interval(
+                        ev[:, None], bias_correction="conventional", **kw)
+                    tau_bc, _, se_rb = model.predict_confidence_interval(ev[:, None], **kw)
+                    if not have:
+                        continue
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        est = lprobust(y, x, eval=ev, p=p, h=h, b=b, kernel=kern,
+                                       vce=vce).Estimate
+                    worst = max(worst, float(max(
+                        np.abs(tau_us - est["tau.us"]).max(), np.abs(tau_bc - est["tau.bc"]).max(),
+                        np.abs(se_us - est["se.us"]).max(), np.abs(se_rb - est["se.rb"]).max())))
+                    compared += 1
+    speed = []
+    x, y = _ccf_design(n_speed, 1, 0.3)
+    ev30 = np.linspace(-0.9, 0.9, 30)
+    for kern in ("epa", "gau"):
+        for vce in ("hc2", "nn"):
+            model = NadarayaWatsonRegressor(kernel=NPROBUST_KERNELS[kern], bandwidth=0.2,
+                                            degree=1, residual_variance=vce).fit(x[:, None], y)
+            ours = timed(lambda model=model: model.predict_confidence_interval(
+                ev30[:, None], bias_bandwidth=0.3, return_std=True), repeats, first_call=True)
+            row = {"kernel": kern, "vce": vce, "ours_s": ours.best, "nprobust_s": None}
+            if have:
+                def theirs(kern=kern, vce=vce):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        return lprobust(y, x, eval=ev30, p=1, h=0.2, b=0.3, kernel=kern,
+                                        vce=vce)
+                row["nprobust_s"] = timed(theirs, repeats, first_call=True).best
+                row["ratio"] = row["nprobust_s"] / row["ours_s"]
+            speed.append(row)
+    ratios = [r["ratio"] for r in speed if r["nprobust_s"] is not None]
+    targets = [
+        {"name": "estimates and standard errors equal lprobust's to 1e-8",
+         "met": (worst <= 1e-8) if compared else None,
+         "detail": (f"largest difference {worst:.1e} over {compared} configurations"
+                    if compared else "nprobust not installed")},
+        {"name": f"no slower than lprobust at n = {n_speed:,}, 30 points",
+         "met": (min(ratios) >= 1.0) if ratios else None,
+         "detail": (f"nprobust's time over ours from {min(ratios):.2f} to {max(ratios):.2f}"
+                    if ratios else "nprobust not installed")}]
+    return {"config": {"n": n, "n_speed": n_speed, "repeats": repeats, "p": [0, 1],
+                       "vce": list(VCES), "kernels": list(NPROBUST_KERNELS)},
+            "results": {"max_abs_diff": worst if compared else None, "compared": compared,
+                        "speed": speed},
+            "targets": targets}
+
+
+def markdown_lprobust(result):
+    c, r = result["config"], result["results"]
+    diff = (f"{r['max_abs_diff']:.1e} over {r['compared']} configurations"
+            if r["compared"] else "not compared (nprobust not installed)")
+    lines = ["### Confidence intervals against nprobust's lprobust (one feature, CCF design 1)",
+             "", f"Largest difference of the estimates and standard errors (conventional and "
+             f"robust bias-corrected), n = {c['n']}, 5 points: {diff}.", "",
+             f"Speed at n = {c['n_speed']:,}, 30 points, p = 1, h = 0.2, b = 0.3, best of "
+             f"{c['repeats']}:", "", "| kernel | vce | ours s | nprobust s | nprobust / ours |",
+             "|---|---|---|---|---|"]
+    for s in r["speed"]:
+        theirs = (f"{s['nprobust_s']:.3f} | {s['ratio']:.2f}" if s["nprobust_s"] is not None
+                  else "skipped | ")
+        lines.append(f"| {s['kernel']} | {s['vce']} | {s['ours_s']:.3f} | {theirs} |")
+    return lines
+
+
+def section_cost(n=5000, n_queries=5000, repeats=3):
+    """return_std and predict_interval over a plain predict, on three routes."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(n, 2))
+    y = np.sin(6 * X[:, 0]) + 0.3 * rng.normal(size=n)
+    Q = rng.uniform(size=(n_queries, 2))
+    h = float(radius_holding(40, n, 2))  # about 40 training points within h of a point
+    cases = {"dense Gaussian": {"bandwidth": h, "compute": "eager"},
+             "k-d tree Epanechnikov": {"bandwidth": h, "kernel": "epanechnikov",
+                                       "algorithm": "kd_tree"},
+             "local linear": {"bandwidth": h, "degree": 1}}
+    results = []
+    for case, params in cases.items():
+        model = NadarayaWatsonRegressor(**params).fit(X, y)
+        model.predict(Q[:10])  # first call: lazily built state, thread pools
+        row = {"case": case, "params": params,
+               "predict_s": timed(lambda model=model: model.predict(Q), repeats).best}
+        for variance in ("nn", "hc2"):
+            model.set_params(residual_variance=variance)
+            row[f"return_std_{variance}_s"] = timed(
+                lambda model=model: model.predict(Q, return_std=True), repeats).best
+        row["predict_interval_s"] = timed(lambda model=model: model.predict_interval(Q),
+                                          repeats).best
+        results.append(row)
+    ratios = [r[k] / r["predict_s"] for r in results
+              for k in ("return_std_nn_s", "return_std_hc2_s", "predict_interval_s")]
+    target = {"name": "return_std and predict_interval at most 3x a plain predict",
+              "met": max(ratios) <= 3.0,
+              "detail": f"from {min(ratios):.1f}x to {max(ratios):.1f}x"}
+    return {"config": {"n": n, "n_queries": n_queries, "d": 2, "h": h, "repeats": repeats},
+            "results": results, "targets": [target]}
+
+
+def markdown_cost(result):
+    c = result["config"]
+    lines = [f"### Cost over a plain predict: {c['n']:,} training points, {c['n_queries']:,} "
+             f"queries, 2 features (uniform), h = {c['h']:.4f} (about 40 points within h), best "
+             f"of {c['repeats']}", "",
+             "| case | predict s | return_std (nn) | return_std (hc2) | predict_interval |",
+             "|---|---|---|---|---|"]
+    for r in result["results"]:
+        t = r["predict_s"]
+        lines.append(f"| {r['case']} | {t:.3f} | {r['return_std_nn_s'] / t:.1f}x | "
+                     f"{r['return_std_hc2_s'] / t:.1f}x | {r['predict_interval_s'] / t:.1f}x |")
+    return lines
+
+
+def run_benchmark(sections=SECTIONS, n_speed=10_000, n_cost=5000, n_queries=5000, repeats=3,
+                  jackknife_problems=JACKKNIFE_PROBLEMS, out_dir=RESULTS_DIR):
+    """Run the chosen sections, print each table, write the json and markdown; return the
+    report."""
+    peers = _peer_versions()
+    report = {"machine": machine_info(),
+              "config": {"device": "cpu", "dtype": "float64", "peers": peers},
+              "load_average": {"start": load_average()}, "sections": {}}
+    chunks = [machine_line(report["machine"]) + "\n",
+              "Peers: " + ", ".join(f"{k} {v or 'not installed'}" for k, v in peers.items())
+              + ". Targets are reported, never enforced.\n"]
+    print("".join(chunks), end="", flush=True)
+    runs = {"jackknife": (lambda: section_jackknife(jackknife_problems), markdown_jackknife),
+            "lprobust": (lambda: section_lprobust(n_speed=n_speed, repeats=repeats),
+                         markdown_lprobust),
+            "cost": (lambda: section_cost(n_cost, n_queries, repeats), markdown_cost)}
+    return run_sections("bench_uncertainty", report, chunks,
+                        {name: runs[name] for name in SECTIONS if name in sections}, out_dir)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--n-speed", type=int, default=10_000)
+    parser.add_argument("--n-cost", type=int, default=5000)
+    parser.add_argument("--n-queries", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
+    args = parser.parse_args(argv)
+    run_benchmark(args.sections, args.n_speed, args.n_cost, args.n_queries, args.repeats,
+                  out_dir=args.out_dir)
+
+
+if __name__ == "__main__":
+    main()
