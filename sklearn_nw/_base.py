@@ -37,8 +37,9 @@ from ._keys import FittedKeys
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
 from ._selection import Training
-from ._uncertainty import leave_one_out_fits, rows_per_chunk
+from ._uncertainty import leave_one_out_fits
 from ._validation import NumberInterval, check_combinations
+from ._workers import chunk_rows
 from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
 from .kernels import CATEGORICAL_KERNELS, KERNELS, Kernel, get_kernel
 
@@ -393,7 +394,7 @@ class NadarayaWatsonBase(BaseEstimator):
         ``temporaries`` float64 blocks of its size fit in ``working_memory``."""
         working_memory = get_config()["working_memory"]
         n_q = X.shape[0]
-        step = rows_per_chunk(n_q, self.X_fit_.shape[0], working_memory, temporaries)
+        step = chunk_rows(n_q, 8 * temporaries * max(1, self.X_fit_.shape[0]), working_memory)
         outs, n_fallback, n_singular = [], 0, 0
         for rows in gen_batches(n_q, step):
             result = self.key_set_.pool(

@@ -21,11 +21,11 @@ from ._uncertainty import (
     nearest_neighbor_variance,
     nearest_others,
     residual_variance,
-    rows_per_chunk,
     self_weights,
     squared_attention,
 )
 from ._validation import NumberInterval
+from ._workers import chunk_rows
 
 
 @fill_doc(parameters=entries(PARAMETERS), attributes=entries(ATTRIBUTES))
@@ -403,7 +403,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         xs = keys.scaled(keys.X)  # (n, r) in units of h
         n, r = xs.shape
         q_terms = 1 + r + r * (r + 1) // 2  # the bias fit's, at most
-        step = rows_per_chunk(X.shape[0], n, working_memory, 8 + 4 * q_terms)
+        step = chunk_rows(X.shape[0], 8 * (8 + 4 * q_terms) * max(1, n), working_memory)
         parts = []
         for start in range(0, X.shape[0], step):
             rows = slice(start, min(X.shape[0], start + step))

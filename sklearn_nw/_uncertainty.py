@@ -25,6 +25,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import BallTree, KDTree
 
+from ._workers import chunk_rows
+
 # Above this many coordinates a k-d tree prunes too little (as the routes' searches).
 TREE_MAX_FEATURES = 15
 
@@ -36,13 +38,6 @@ def score_tolerance(dtype):
     """Conformity scores (in [0, 1]) closer than this are ties: 1e-8 (MAPIE's
     ``EPSILON``), or 100 epsilons of a fit computed in float32."""
     return max(1e-8, 100 * float(np.finfo(dtype).eps))
-
-
-def rows_per_chunk(n_rows, n_cols, working_memory, temporaries=4):
-    """Rows of a chunk whose ``temporaries`` float64 (rows, n_cols) blocks fit in
-    ``working_memory`` MiB (at least one)."""
-    budget = working_memory * 2**20 // (8 * max(1, n_cols) * temporaries)
-    return int(max(1, min(n_rows, budget)))
 
 
 def dense_rows(attention):
@@ -175,7 +170,7 @@ def nearest_others(positive, n_neighbors, *, points=None, distances=None,
             near = rows[near]
             found.append(near[near != i])
     else:
-        step = rows_per_chunk(len(rows), n, working_memory)
+        step = chunk_rows(len(rows), 8 * 4 * max(1, n), working_memory)  # 4 float64 blocks
         for start in range(0, len(rows), step):
             block = rows[start : start + step]
             d = np.array(distances(block), dtype=np.float64)  # (b, n)
