@@ -267,15 +267,15 @@ class LocfitCV(RegressorMixin, BaseEstimator):
 
 
 # -- 4. accuracy on real data -------------------------------------------------------------------
-def _knn_search(task, n_train):
-    """KNN in a scaling pipeline, tuned by an inner 5-fold grid search (neighbors up to the
-    smallest inner training fold)."""
+def _knn_search(task, n_train, neighbors=KNN_NEIGHBORS):
+    """KNN in a scaling pipeline, tuned by an inner 5-fold grid search (``neighbors`` up to
+    the smallest inner training fold)."""
     regression = task == "regression"
     pipe = make_pipeline(StandardScaler(),
                          KNeighborsRegressor() if regression else KNeighborsClassifier())
     inner_train = n_train - -(-n_train // N_FOLDS)
     step = pipe.steps[-1][0]
-    grid = {f"{step}__n_neighbors": [k for k in KNN_NEIGHBORS if k <= inner_train],
+    grid = {f"{step}__n_neighbors": [k for k in neighbors if k <= inner_train],
             f"{step}__weights": ["uniform", "distance"]}
     inner = (KFold if regression else StratifiedKFold)(N_FOLDS, shuffle=True, random_state=0)
     return GridSearchCV(pipe, grid, cv=inner)
@@ -308,7 +308,8 @@ def _load(name, max_samples, seed):
     return X, y, n_total, outer
 
 
-def section_accuracy(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
+def section_accuracy(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0,
+                     knn_neighbors=KNN_NEIGHBORS):
     """Outer 5-fold scores of NW with a learned bandwidth, tuned KNN and statsmodels' cv_ls."""
     results = []
     sm_missing, locfit_missing = _statsmodels_missing(), _locfit_missing()
@@ -331,7 +332,7 @@ def section_accuracy(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
         nw_cv = NadarayaWatsonRegressorCV() if regression else NadarayaWatsonClassifierCV()
         methods = {"nw_loo": make_pipeline(StandardScaler(), nw(bandwidth="loo")),
                    "nw_cv": make_pipeline(StandardScaler(), nw_cv),
-                   "knn": _knn_search(task, n_train)}
+                   "knn": _knn_search(task, n_train, knn_neighbors)}
         small = len(y) <= SM_MAX_N and X.shape[1] <= SM_MAX_D
         if regression and small and sm_missing is None:
             methods["statsmodels"] = make_pipeline(StandardScaler(), KernelRegCV())
@@ -365,7 +366,7 @@ def section_accuracy(datasets=DEFAULT_DATASETS, max_samples=2000, seed=0):
         results.append(row)
     report = {"config": {"datasets": list(datasets), "max_samples": max_samples,
                          "folds": f"{N_FOLDS}-fold (Stratified)KFold, shuffled, seed {seed}",
-                         "knn_neighbors": list(KNN_NEIGHBORS),
+                         "knn_neighbors": list(knn_neighbors),
                          "statsmodels_limits": {"max_n": SM_MAX_N, "max_d": SM_MAX_D},
                          "locfit_nn": list(LOCFIT_NN),
                          "locfit": locfit_missing or "ran on the one-dimensional regression "
@@ -454,7 +455,7 @@ def markdown_accuracy(report):
 
 # -- 3. the same comparison at other seeds -----------------------------------------------------
 def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0, 1, 2, 3, 4),
-                  section_one=None):
+                  section_one=None, knn_neighbors=KNN_NEIGHBORS):
     """Section 1's comparison of the CV estimators with tuned KNN at several seeds (the
     outer folds' shuffle and the subsample of the larger data sets; seed 0 is section 1's):
     does the target hold in the neighborhood of seed 0, or only there? Also the mean
@@ -488,7 +489,7 @@ def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0, 1, 2, 3
             nw_cv = NadarayaWatsonRegressorCV() if regression else NadarayaWatsonClassifierCV()
             row = {"seed": seed, "dataset": name, "status": "ok"}
             for method, estimator in (("nw_cv", make_pipeline(StandardScaler(), nw_cv)),
-                                      ("knn", _knn_search(task, n_train))):
+                                      ("knn", _knn_search(task, n_train, knn_neighbors))):
                 with recording(set()):
                     cv = cross_validate(estimator, X, y, cv=outer)
                 row[method] = float(cv["test_score"].mean())
@@ -734,9 +735,10 @@ def markdown_local(report):
 # -- the whole run ---------------------------------------------------------------------------
 def run_benchmark(sections=SECTIONS, datasets=DEFAULT_DATASETS, max_samples=2000,
                   n_large=20_000, randhie_rows=8000, out_dir=RESULTS_DIR,
-                  seeds=(0, 1, 2, 3, 4)):
+                  seeds=(0, 1, 2, 3, 4), knn_neighbors=KNN_NEIGHBORS):
     """Run the chosen sections, print each table as it is done, write the json and markdown;
-    return the report."""
+    return the report. ``knn_neighbors``: the tuned KNN's grid of ``n_neighbors`` (the
+    smoke test's tiny run takes a shorter one)."""
     sections = [s for s in SECTIONS if s in sections]
     report = {"machine": machine_info(),
               "config": {"sections": sections, "dtype": "float64", "device": "cpu"},
@@ -744,10 +746,13 @@ def run_benchmark(sections=SECTIONS, datasets=DEFAULT_DATASETS, max_samples=2000
     chunks = [machine_line(report["machine"]) + "\n",
               "Targets are reported, never enforced.\n"]
     print("".join(chunks), end="", flush=True)
-    runs = {"accuracy": (lambda: section_accuracy(datasets, max_samples), markdown_accuracy),
+    runs = {"accuracy": (lambda: section_accuracy(datasets, max_samples,
+                                                  knn_neighbors=knn_neighbors),
+                         markdown_accuracy),
             "large": (lambda: section_large(n_large, randhie_rows), markdown_large),
             "seeds": (lambda: section_seeds(datasets, max_samples, seeds,
-                                            report["sections"].get("accuracy")),
+                                            report["sections"].get("accuracy"),
+                                            knn_neighbors),
                       markdown_seeds),
             "local": (lambda: section_local(datasets, max_samples), markdown_local)}
     return run_sections("bench_accuracy", report, chunks,

@@ -63,8 +63,9 @@ UNITS = ("row", "input")
 RANDHIE_MARGIN = 0.01
 
 
-def _randhie_methods():
-    """The methods compared on randhie, by name: fresh unfitted pipelines."""
+def _randhie_methods(knn_neighbors):
+    """The methods compared on randhie, by name: fresh unfitted pipelines (the tuned KNN
+    over ``knn_neighbors``)."""
     inner = KFold(5, shuffle=True, random_state=0)
     methods = {}
     for unit in UNITS:
@@ -75,7 +76,7 @@ def _randhie_methods():
             NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(leave_out=unit)))
     methods["KNN tuned"] = GridSearchCV(
         make_pipeline(StandardScaler(), KNeighborsRegressor()),
-        {"kneighborsregressor__n_neighbors": list(KNN_NEIGHBORS),
+        {"kneighborsregressor__n_neighbors": list(knn_neighbors),
          "kneighborsregressor__weights": ["uniform", "distance"]}, cv=inner)
     return methods
 
@@ -84,11 +85,11 @@ def _fit_predict(model, X, y, X_test):
     return model.fit(X, y).predict(X_test)
 
 
-def _randhie_scores(X, y, splits):
+def _randhie_scores(X, y, splits, knn_neighbors):
     """Mean test R^2 of each method over ``splits``, its per-fold scores, seconds, the
     distinct warnings it raised, and the share of test rows whose input appears in the
     training fold."""
-    methods = _randhie_methods()
+    methods = _randhie_methods(knn_neighbors)
     rows = {name: [] for name in [*methods, "training mean"]}
     seconds = dict.fromkeys(rows, 0.0)
     warned = {k: set() for k in rows}
@@ -120,11 +121,13 @@ def section_randhie(args):
               for s in args.seeds}
     # Queries at new inputs only: every row of an input in the same fold.
     splits["GroupKFold by input"] = GroupKFold(5).split(X, groups=location.ravel())
-    scores = {name: _randhie_scores(X, y, split) for name, split in splits.items()}
+    scores = {name: _randhie_scores(X, y, split, args.knn_neighbors)
+              for name, split in splits.items()}
     shuffled = [scores[f"shuffled seed {s}"]["r2"] for s in args.seeds]
     mean = {k: float(np.mean([s[k] for s in shuffled])) for k in shuffled[0]}
     gap = mean["CV row"] - mean["KNN tuned"]
     return {"n": args.n, "n_distinct": len(np.unique(X, axis=0)), "seeds": list(args.seeds),
+            "knn_neighbors": list(args.knn_neighbors),
             "splits": scores, "shuffled_mean_r2": mean,
             "target": {"name": f"NadarayaWatsonRegressorCV() within {RANDHIE_MARGIN} of the "
                                "tuned KNN, mean R^2 over the shuffled seeds",
@@ -237,10 +240,12 @@ def markdown(report):
 
 
 def run_benchmark(sections=SECTIONS, n=8000, seeds=(0, 1, 2, 3, 4), draws=6, estimators=10,
-                  out_dir=RESULTS_DIR):
+                  out_dir=RESULTS_DIR, knn_neighbors=KNN_NEIGHBORS):
     """Run ``sections``; write bench_leave_one_out.json and .md into ``out_dir``, print the
-    markdown and return the report."""
-    args = argparse.Namespace(n=n, seeds=tuple(seeds), draws=draws, estimators=estimators)
+    markdown and return the report. ``knn_neighbors``: the tuned KNN's grid of
+    ``n_neighbors`` (the smoke test's tiny run takes a shorter one)."""
+    args = argparse.Namespace(n=n, seeds=tuple(seeds), draws=draws, estimators=estimators,
+                              knn_neighbors=tuple(knn_neighbors))
     report = {"machine": machine_info(), "load_average": {"start": load_average()},
               "sections": {}}
     for name in sections:

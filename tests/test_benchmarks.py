@@ -348,8 +348,10 @@ def test_runner_finds_the_bandwidth_benchmark(bench):
 
 
 # -- bench_accuracy --------------------------------------------------------------------------
+# Two neighbor counts for the tuned KNN (its full grid is 15 x 2 candidates, each refitted
+# on 5 inner folds of 5 outer ones: most of the tiny run's time).
 TINY_ACCURACY = {"datasets": ("iris", "engel"), "max_samples": 60, "n_large": 300,
-                 "randhie_rows": 300, "seeds": (0, 1)}
+                 "randhie_rows": 300, "seeds": (0, 1), "knn_neighbors": (1, 5)}
 
 
 @pytest.fixture(scope="module")
@@ -369,6 +371,7 @@ def test_accuracy_section_scores_every_method(tiny_accuracy_run):
     section = tiny_accuracy_run[0]["sections"]["accuracy"]
     rows = {r["dataset"]: r for r in section["results"]}
     assert list(rows) == ["iris", "engel"]
+    assert section["config"]["knn_neighbors"] == [1, 5]
     assert rows["iris"]["task"] == "classification" and rows["engel"]["task"] == "regression"
     # statsmodels' cv_ls runs on small regression data sets only.
     assert "statsmodels" not in rows["iris"]["methods"]
@@ -576,10 +579,11 @@ def test_runner_finds_the_engine_benchmark(bench):
 def test_leave_one_out_benchmark_runs(bench, tmp_path):
     module = importlib.import_module("bench_leave_one_out")
     report, out_dir, printed = _quiet_run(module, tmp_path, n=300, seeds=(0,), draws=1,
-                                          estimators=2)
+                                          estimators=2, knn_neighbors=(1, 5))
     saved = json.loads((out_dir / "bench_leave_one_out.json").read_text())
     assert saved == json.loads(json.dumps(report))
     randhie = saved["sections"]["randhie"]
+    assert randhie["knn_neighbors"] == [1, 5]
     assert list(randhie["splits"]) == ["shuffled seed 0", "GroupKFold by input"]
     for split in randhie["splits"].values():
         scores = split["r2"]
@@ -823,7 +827,8 @@ def test_categorical_compares_with_statsmodels_and_the_one_hot_design(bench, tmp
     pytest.importorskip("statsmodels")
     bench_categorical = importlib.import_module("bench_categorical")
     report, out_dir, printed = _quiet_run(bench_categorical, tmp_path, sizes=(40,),
-                                          seeds=(0,), tables=("grunfeld",))
+                                          seeds=(0,), tables=("grunfeld",),
+                                          knn_neighbors=(1, 5))
     saved = json.loads((out_dir / "bench_categorical.json").read_text())
     assert saved == json.loads(json.dumps(report))
     speed = saved["sections"]["speed"]["results"][0]
@@ -834,6 +839,7 @@ def test_categorical_compares_with_statsmodels_and_the_one_hot_design(bench, tmp
     assert 0 < speed["statsmodels"]["loss"] < np.inf
     table = saved["sections"]["tables"]["results"][0]
     assert table["table"] == "grunfeld" and table["n"] == 220
+    assert saved["sections"]["tables"]["config"]["knn_neighbors"] == [1, 5]
     assert set(table["score"]) == {"nw_native_li_racine", "nw_native_aitchison_aitken",
                                    "nw_onehot", "knn_tuned_onehot", "hgb_from_dtype"}
     assert all(t > 0 for t in table["fold_fit_s"].values())

@@ -66,7 +66,7 @@ ESTIMATORS = [
     NadarayaWatsonRegressorCV(bandwidths=(0.5, 1.0, 2.0), degree="auto"),
     NadarayaWatsonClassifierCV(),
     NadarayaWatsonClassifierCV(bandwidth_kinds=["balloon", "sample_point"]),
-    NadarayaWatsonClassifierCV(bandwidths=5, cv=3, scoring="accuracy"),
+    NadarayaWatsonClassifierCV(bandwidths=3, cv=3, scoring="accuracy"),
 ]
 
 # The warnings some checks provoke by design on some configurations are filtered there,
