@@ -869,3 +869,30 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     assert all(isinstance(t["met"], bool) or t["met"] is None for t in saved["targets"])
     assert (out_dir / "bench_uncertainty.md").read_text() == printed
     assert "| dense Gaussian |" in printed
+
+
+def test_intervals_benchmark_measures_coverage_with_or_without_mapie(bench, tmp_path):
+    bench_intervals = importlib.import_module("bench_intervals")
+    report, out_dir, printed = _quiet_run(bench_intervals, tmp_path, datasets=("engel", "iris"),
+                                          max_samples=60, n_speed=200, mapie_refits=1)
+    saved = json.loads((out_dir / "bench_intervals.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    rows = {r["dataset"]: r for r in saved["sections"]["coverage"]["results"]}
+    expected = {"engel": {"ours"} | ({"mapie"} if _installed("mapie") else set()),
+                "iris": {"ours_lac", "ours_aps"} | ({"mapie_lac"} if _installed("mapie")
+                                                     else set())}
+    for name, methods in expected.items():
+        assert rows[name]["status"] == "ok" and set(rows[name]["methods"]) == methods
+        for m in rows[name]["methods"].values():
+            assert 0 <= m["covered"] <= 1 and m["width"] >= 0
+    # A set holds at most every class (a LAC set may be empty, an APS set never is).
+    assert 0 <= rows["iris"]["methods"]["ours_lac"]["width"] <= 3
+    assert 1 <= rows["iris"]["methods"]["ours_aps"]["width"] <= 3
+    (target,) = saved["targets"]
+    covered = [m["covered"] for r in rows.values() for k, m in r["methods"].items()
+               if k.startswith("ours")]
+    assert target["met"] == (min(covered) >= 0.9)
+    speed = saved["sections"]["speed"]["results"][0]
+    assert speed["ours_s"] > 0
+    assert speed["mapie"]["status"] == ("estimated" if _installed("mapie") else "skipped")
+    assert "### 1. Coverage at confidence 0.9" in printed
