@@ -37,7 +37,7 @@ from ._keys import FittedKeys
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
 from ._selection import Training
-from ._uncertainty import leave_one_out_fits
+from ._uncertainty import leave_one_out_fits, leave_one_out_own_fits
 from ._validation import NumberInterval, check_combinations
 from ._workers import chunk_rows
 from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
@@ -468,8 +468,15 @@ class NadarayaWatsonBase(BaseEstimator):
 
         def each(rows, attention):
             own = np.arange(rows.start, rows.stop)
-            fits = self._leave_one_out_fits(keys.X[rows], attention, values)
-            out[rows] = fits[np.arange(len(own)), own]
+            if keys.degree:
+                fits = self._leave_one_out_fits(keys.X[rows], attention, values)
+                out[rows] = fits[np.arange(len(own)), own]
+                return
+            out[rows], missing = leave_one_out_own_fits(attention, values, own)
+            if missing.any():  # all the weight on the row itself: refitted without it
+                at = np.flatnonzero(missing)
+                fits = self._leave_one_out_fits(keys.X[own[at]], attention[at], values)
+                out[own[at]] = fits[np.arange(len(at)), own[at]]
 
         self._pool_in_chunks(keys.X, each, 4 + 3 * np.shape(values.reshape(len(out), -1))[1],
                              training=True)

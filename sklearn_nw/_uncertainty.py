@@ -185,6 +185,26 @@ def nearest_others(positive, n_neighbors, *, points=None, distances=None,
     return sp.csr_array((np.ones(len(indices)), indices, indptr), shape=(n, n))
 
 
+def _without_top(A, v):
+    """Row sums (b,) and weighted sums (b, t) of attention rows ``A`` (b, n) without each
+    row's largest weight, and where that weight is: summed over the others, not
+    subtracted, so no cancellation when it holds nearly all the mass. ``A`` is written
+    and restored."""
+    rows = np.arange(A.shape[0])
+    top = A.argmax(1)  # (b,)
+    top_weight = A[rows, top]
+    A[rows, top] = 0.0
+    sums, weighted = A.sum(1), A @ v  # (b,), (b, t)
+    A[rows, top] = top_weight
+    return sums, weighted, top
+
+
+def _missing(others, dtype):
+    """Where the other keys' weight is below what the attention's dtype resolves."""
+    finfo = np.finfo(dtype if np.issubdtype(dtype, np.floating) else np.float64)
+    return others <= finfo.tiny / finfo.eps
+
+
 def leave_one_out_fits(attention, values):
     """The fit without each key at each query, from the queries' attention rows.
 
@@ -210,20 +230,40 @@ def leave_one_out_fits(attention, values):
     dtype = attention.dtype
     A = dense_rows(attention)  # (b, n)
     v = np.asarray(values, dtype=np.float64).reshape(A.shape[1], -1)  # (n, t)
-    b = A.shape[0]
-    top = A.argmax(1)  # (b,)
-    rest = A.copy()
-    rest[np.arange(b), top] = 0.0
+    rows = np.arange(A.shape[0])
+    rest, rest_v, top = _without_top(A, v)
     others = A.sum(1)[:, None] - A  # (b, n)
-    others[np.arange(b), top] = rest.sum(1)
-    others_v = (A @ v)[:, None, :] - A[:, :, None] * v[None]  # (b, n, t)
-    others_v[np.arange(b), top] = rest @ v
-    finfo = np.finfo(dtype if np.issubdtype(dtype, np.floating) else np.float64)
-    missing = others <= finfo.tiny / finfo.eps
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fits = others_v / np.where(missing, 1.0, others)[:, :, None]
+    others[rows, top] = rest
+    missing = _missing(others, dtype)  # (b, n)
+    others[missing] = 1.0
+    fits = np.empty(A.shape + (v.shape[1],))  # (b, n, t)
+    totals = A @ v  # (b, t)
+    for c in range(v.shape[1]):  # one (b, n) pass at a time: no (b, n, t) temporaries
+        out = np.multiply(A, v[:, c], out=fits[:, :, c])
+        np.subtract(totals[:, c : c + 1], out, out=out)
+        out[rows, top] = rest_v[:, c]
+        out /= others
     fits[missing] = np.nan
     return (fits[:, :, 0] if np.ndim(values) == 1 else fits), missing
+
+
+def leave_one_out_own_fits(attention, values, own):
+    """The fit without each query's own key ``own`` (b,) at that query: the diagonal of
+    :func:`leave_one_out_fits` (a training point without itself), in one pass over the
+    rows. Returns ``fits`` (b,) or (b, t) as ``values`` (NaN where missing) and
+    ``missing`` (b,)."""
+    dtype = attention.dtype
+    A = dense_rows(attention)  # (b, n)
+    v = np.asarray(values, dtype=np.float64).reshape(A.shape[1], -1)  # (n, t)
+    rows = np.arange(A.shape[0])
+    own_weight = A[rows, own]
+    A[rows, own] = 0.0
+    others, fits = A.sum(1), A @ v  # (b,), (b, t)
+    A[rows, own] = own_weight
+    missing = _missing(others, dtype)  # (b,)
+    fits /= np.where(missing, 1.0, others)[:, None]
+    fits[missing] = np.nan
+    return (fits[:, 0] if np.ndim(values) == 1 else fits), missing
 
 
 def jackknife_plus(fits, residuals, alphas):
@@ -253,10 +293,17 @@ def jackknife_plus(fits, residuals, alphas):
         # Rounded first: alpha (n + 1) computed as 2.9999999999999996 is rank 3.
         rank_low = math.floor(round(alpha * (n + 1), 9))
         rank_high = math.ceil(round((1 - alpha) * (n + 1), 9))
-        out[:, 0, k] = (-np.inf if rank_low < 1
-                        else np.partition(low, rank_low - 1, axis=1)[:, rank_low - 1])
-        out[:, 1, k] = (np.inf if rank_high > n
-                        else np.partition(high, rank_high - 1, axis=1)[:, rank_high - 1])
+        # In place: a partition keeps every value, so the next level's ranks still hold.
+        if rank_low < 1:
+            out[:, 0, k] = -np.inf
+        else:
+            low.partition(rank_low - 1, axis=1)
+            out[:, 0, k] = low[:, rank_low - 1]
+        if rank_high > n:
+            out[:, 1, k] = np.inf
+        else:
+            high.partition(rank_high - 1, axis=1)
+            out[:, 1, k] = high[:, rank_high - 1]
     return out
 
 
