@@ -71,6 +71,21 @@ def design(u, degree):
     return torch.cat(columns, dim=-1)
 
 
+def design_gradient(u, degree):
+    """``d phi(u) / d u_k`` (..., r, p) of differences ``u`` (..., r): row k holds the
+    derivative of every column of :func:`design` along coordinate k."""
+    r = u.shape[-1]
+    eye = torch.eye(r, dtype=u.dtype, device=u.device).expand(u.shape[:-1] + (r, r))
+    columns = [u.new_zeros(u.shape[:-1] + (r, 1))]
+    if degree >= 1:
+        columns.append(eye)
+    if degree >= 2:  # d (u_f u_s) / d u_k = [k = f] u_s + [k = s] u_f
+        first, second = torch.triu_indices(r, r, device=u.device)
+        columns.append(eye[..., first] * u[..., None, second]
+                       + eye[..., second] * u[..., None, first])
+    return torch.cat(columns, dim=-1)
+
+
 def _centered(qs, xs, attention, *, return_unit=False):
     """The local designs' coordinates: the keys' differences ``z`` (b, n, r) from each
     query's origin (:func:`_origin`), in units of their weighted root-mean-square about
@@ -226,12 +241,8 @@ def slope_rows(qs, xs, attention, degree):
     az = attention[:, :, None] * z  # (b, n, p)
     M = az.transpose(1, 2) @ z  # (b, p, p)
     p = M.shape[1]
-    # phi(e) and its derivative along each coordinate (forward mode, exact): (b, r + 1, p).
-    steps = torch.eye(r, dtype=e.dtype, device=e.device)
-    rows = [design(e, degree)] + [torch.func.jvp(lambda e_: design(e_, degree), (e,),
-                                                 (steps[k].expand(b, r),))[1]
-                                  for k in range(r)]
-    E = torch.stack(rows, 1)  # (b, r + 1, p)
+    # phi(e) and its derivative along each coordinate: (b, r + 1, p).
+    E = torch.cat([design(e, degree)[:, None], design_gradient(e, degree)], 1)
     c, singular = intercept_rows(M[:, None].expand(b, r + 1, p, p).reshape(-1, p, p),
                                  E.reshape(-1, p), r)  # (b (r + 1), p)
     singular = singular.reshape(b, r + 1).any(1)  # (b,)
