@@ -13,9 +13,12 @@ from sklearn.exceptions import NotFittedError
 from sklearn_nw import (
     AdaptiveBandwidth,
     EmptyNeighborhoodWarning,
+    LocalFitWarning,
     NadarayaWatsonRegressor,
     NadarayaWatsonRegressorCV,
 )
+from sklearn_nw._keys import FittedKeys
+from sklearn_nw.kernels import Gaussian
 
 KernelReg = pytest.importorskip("statsmodels.nonparametric.kernel_regression").KernelReg
 
@@ -297,3 +300,39 @@ def test_bad_input_is_refused():
         reg.marginal_effects(Q[:, :1])
     with pytest.raises(ValueError, match="NaN"):
         reg.marginal_effects(np.full((1, 2), np.nan))
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_a_projection_metric_is_differentiated_through(degree, dense):
+    # A learned metric (LeaveOneOutBandwidth(form="full"), whose learning is too slow
+    # for this file) is a projection in the fitted keys: given here.
+    X, y, Q, w = _data(d=3)
+    P = np.array([[2.0, 0.5], [-1.0, 1.5], [0.3, 2.5]])  # (d, r)
+    keys = FittedKeys(X, w, y[:, None], P, Gaussian(), degree=degree)
+    weights = keys.gradient_weights(Q).weights  # (n_q, n, d)
+    if degree == 0:
+        attention = lambda q: dense(keys.pool(q, return_attention=True).attention)
+        np.testing.assert_allclose(weights, _central_differences(attention, Q, 1e-6),
+                                   rtol=0, atol=1e-7)
+        return
+    for q, W in zip(Q, weights):  # the local-linear slope in the components, then in X
+        U = (X - q) @ P
+        a = w * np.exp(-0.5 * (U**2).sum(1))
+        Z = np.column_stack([np.ones(len(X)), U])
+        slopes = np.linalg.solve(Z.T @ (a[:, None] * Z), (Z * a[:, None]).T)[1:]  # (r, n)
+        np.testing.assert_allclose(W, (P @ slopes).T, rtol=1e-8, atol=1e-10)
+
+
+def test_a_singular_local_fit_gets_its_nadaraya_watson_derivative():
+    X = np.array([[0.0], [0.1], [0.2], [2.0], [2.1]])
+    y = np.array([0.0, 1.0, 0.5, 3.0, 2.0])
+    kw = {"bandwidth": 0.5, "kernel": "epanechnikov"}
+    local = NadarayaWatsonRegressor(degree=1, **kw).fit(X, y)
+    constant = NadarayaWatsonRegressor(**kw).fit(X, y)
+    Q = np.array([[0.1], [1.6]])  # the second reaches one training point only
+    with pytest.warns(LocalFitWarning):
+        effects = local.marginal_effects(Q)
+    np.testing.assert_allclose(effects[1], constant.marginal_effects(Q[1:])[0], rtol=1e-12)
+    a = 1 - ((X[:3, 0] - 0.1) / 0.5) ** 2  # the Epanechnikov weights in reach
+    np.testing.assert_allclose(effects[0, 0], np.polyfit(X[:3, 0], y[:3], 1, w=np.sqrt(a))[0],
+                               rtol=1e-9)
