@@ -320,8 +320,9 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         variance = self._target_variance() if return_std else None  # (n, t)
         working_memory = get_config()["working_memory"]
         device = self._compute_device()
-        # The weights, their differences and squares (n d each), the route's (n r).
-        step = chunk_rows(n_q, 8 * n * (3 * keys.n_coords + 3 * d + 4), working_memory)
+        # Per query: the route's differences, logit gradients and weights (n r each), the
+        # weights in the features, their squares and copies (n d each), attention rows.
+        step = chunk_rows(n_q, 8 * n * (5 * keys.n_coords + 4 * d + 4), working_memory)
         effects, stds, total = [], [], np.zeros((n, d))
         n_fallback = n_singular = 0
         for rows in gen_batches(n_q, step):
