@@ -49,6 +49,7 @@ from sklearn.utils import gen_batches
 from ._engine_candidates import candidate_pool
 from ._engine_gradient import attention_jacobian
 from ._leave_one_out import leave_one_out_set
+from ._uncertainty import dense_rows
 from ._workers import on_workers
 
 ROUTES = ("dense", "cell_list", "radius", "k_nearest", "adaptive", "precomputed")
@@ -85,13 +86,6 @@ class GradientWeights(NamedTuple):
     n_singular: int = 0  # local polynomials: queries left at their local-constant slope
 
 
-def dense_float64(attention):
-    """Attention rows (dense or CSR) as a float64 ndarray."""
-    if sp.issparse(attention):
-        attention = attention.toarray()
-    return np.asarray(attention, dtype=np.float64)
-
-
 def nadaraya_watson_jacobian(keys, queries, attention, device, key_scale=None):
     """``d a_i / d x_j`` (b, n, d) of the attention rows ``attention`` (b, n) of
     ``queries`` (b, d), in float64 (:func:`~sklearn_nw._engine_gradient.attention_jacobian`);
@@ -99,7 +93,7 @@ def nadaraya_watson_jacobian(keys, queries, attention, device, key_scale=None):
     tensor = lambda a: torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64),
                                        device=device)
     diff = keys.scaled(queries)[:, None, :] - keys.scaled(keys.X)[None]  # (b, n, r)
-    W = attention_jacobian(tensor(dense_float64(attention)), tensor(diff), keys.kernel,
+    W = attention_jacobian(tensor(dense_rows(attention)), tensor(diff), keys.kernel,
                            tensor(keys.coordinate_jacobian()),
                            None if key_scale is None else tensor(key_scale))
     return W.cpu().numpy()

@@ -19,7 +19,8 @@ from ._local_poly import (
     n_terms,
     slope_rows,
 )
-from ._routes import GradientWeights, PooledValues, Route, dense_float64
+from ._routes import GradientWeights, PooledValues, Route
+from ._uncertainty import dense_rows
 from ._workers import chunk_rows
 
 
@@ -101,7 +102,7 @@ class LocalPolynomialRoute(Route):
         with np.errstate(over="ignore", invalid="ignore"):
             qs = keys.scaled(queries)[:, self.columns] - self.center  # (b, r)
         slopes, singular = slope_rows(tensor(qs), tensor(self.centered_keys),
-                                      tensor(dense_float64(pooled.attention)), self.degree)
+                                      tensor(dense_rows(pooled.attention)), self.degree)
         jacobian = tensor(keys.coordinate_jacobian()[:, self.columns])  # (d, r)
         weights = (slopes @ jacobian.T).cpu().numpy()  # (b, n, d)
         singular = singular.cpu().numpy()
