@@ -60,9 +60,9 @@ def test_local_linear_slopes_equal_statsmodels(d):
 
 def test_local_constant_derivative_equals_statsmodels_rescaled_in_one_feature():
     # statsmodels' "lc" effects use a kernel derivative twice the Gaussian's
-    # (d_gaussian = 2 (X_i - x) K / h**2) and divide the sums by n once more than the
-    # density: they are 2 / n times the derivative of its own fit (which the finite
-    # differences of its mean confirm).
+    # (d_gaussian = 2 (X_i - x) K / h**2) and divide the derivative's sums by n, which
+    # its ratio does not cancel: they are 2 / n times the derivative of its own fit
+    # (which the finite differences of its mean confirm).
     X, y, Q, _ = _data(d=1)
     n = len(y)
     kr = _kernel_reg(X, y, [0.2], "lc")
