@@ -22,12 +22,21 @@ What it measures
    with the Epanechnikov kernel, a local-linear fit),
    best of ``--repeats`` after a first call. Target (issue 27): at most 3 times.
 
+4. ``margeff``: ``marginal_effects`` (degree 0 and 1, with and without ``return_std``)
+   against statsmodels' ``KernelReg(reg_type="lc" | "ll", bw=h).fit()`` at ``--n-margeff``
+   training points in 2 features (uniform, a sine plus a square plus noise), the training
+   points as queries, fit plus effects, best of ``--repeats``: the largest difference of
+   the local-linear slopes (statsmodels' "ll" marginal effects) and of the means. Its
+   "lc" effects are no partial derivatives in several features (one number per query),
+   so only the means are compared there. Target: the slopes equal to 1e-8.
+
 A peer that is not installed (``pip install mapie nprobust-pkg``, the ``bench`` extras) is
 reported as skipped; the package's own times are still measured.
 
 Usage: ``python benchmarks/bench_uncertainty.py [--sections S ...] [--n-speed N]
-[--n-cost N] [--n-queries M] [--repeats R] [--out-dir DIR]``; writes bench_uncertainty.json
-and .md.
+[--n-cost N] [--n-queries M] [--n-margeff N] [--repeats R] [--out-dir DIR]``; writes
+bench_uncertainty.json and .md (of the sections run only: a run of some sections replaces
+the files of a full run; give ``--out-dir`` to keep them).
 """
 
 import argparse
@@ -49,7 +58,7 @@ from _common import (
 from sklearn_nw import NadarayaWatsonRegressor
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-SECTIONS = ("jackknife", "lprobust", "cost")
+SECTIONS = ("jackknife", "lprobust", "cost", "margeff")
 # nprobust's kernel names and the package's.
 NPROBUST_KERNELS = {"epa": "epanechnikov", "tri": "triangular", "uni": "tophat",
                     "gau": "gaussian"}
@@ -265,8 +274,72 @@ def markdown_cost(result):
     return lines
 
 
+def section_margeff(n=500, repeats=3):
+    """marginal_effects against statsmodels' KernelReg(...).fit(), 2 features."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(n, 2))
+    y = np.sin(6 * X[:, 0]) + X[:, 1] ** 2 + 0.3 * rng.normal(size=n)
+    h = [0.1, 0.15]
+    have_statsmodels = _installed("statsmodels")
+    results = []
+    for degree, reg_type in ((0, "lc"), (1, "ll")):
+        est = NadarayaWatsonRegressor(bandwidth=h, degree=degree)
+        est.fit(X, y).marginal_effects(X[:10])  # first call: thread pools
+        ours = timed(lambda est=est: est.fit(X, y).marginal_effects(X), repeats)
+        ours_std = timed(lambda est=est: est.fit(X, y).marginal_effects(X, return_std=True),
+                         repeats)
+        row = {"degree": degree, "reg_type": reg_type, "ours_s": ours.best,
+               "ours_std_s": ours_std.best, "statsmodels": {"status": "skipped"}}
+        if have_statsmodels:
+            from statsmodels.nonparametric.kernel_regression import KernelReg
+
+            def theirs_run(reg_type=reg_type):
+                with warnings.catch_warnings():  # its default random state's FutureWarning
+                    warnings.simplefilter("ignore", FutureWarning)
+                    return KernelReg(y, X, var_type="cc", reg_type=reg_type, bw=h).fit()
+
+            theirs = timed(theirs_run, repeats)
+            mean, mfx = theirs.result
+            row["statsmodels"] = {
+                "status": "ok", "seconds": theirs.best,
+                "max_abs_diff_mean": float(np.abs(est.predict(X) - mean).max()),
+                "max_abs_diff_effects": (float(np.abs(ours.result - mfx).max())
+                                         if degree else None)}
+        results.append(row)
+    slopes = [r["statsmodels"]["max_abs_diff_effects"] for r in results
+              if r["degree"] and r["statsmodels"]["status"] == "ok"]
+    target = {"name": "local-linear marginal effects equal statsmodels' ll to 1e-8",
+              "met": (max(slopes) <= 1e-8) if slopes else None,
+              "detail": (f"largest difference {max(slopes):.1e}" if slopes
+                         else "statsmodels not installed")}
+    return {"config": {"n": n, "d": 2, "h": h, "repeats": repeats}, "results": results,
+            "targets": [target]}
+
+
+def markdown_margeff(result):
+    c = result["config"]
+    lines = [f"### Marginal effects against statsmodels' KernelReg(...).fit(): {c['n']} "
+             f"training points (also the queries), 2 features, h = {c['h']}, fit plus "
+             f"effects, best of {c['repeats']}", "",
+             "| degree (statsmodels) | ours s | with return_std s | statsmodels s | "
+             "statsmodels / ours | max abs diff of the means | of the effects |",
+             "|---|---|---|---|---|---|---|"]
+    for r in result["results"]:
+        m = r["statsmodels"]
+        if m["status"] == "ok":
+            effects = ("not comparable" if m["max_abs_diff_effects"] is None
+                       else f"{m['max_abs_diff_effects']:.1e}")
+            theirs = (f"{m['seconds']:.3f} | {m['seconds'] / r['ours_s']:.1f} | "
+                      f"{m['max_abs_diff_mean']:.1e} | {effects}")
+        else:
+            theirs = "skipped | | | "
+        lines.append(f"| {r['degree']} ({r['reg_type']}) | {r['ours_s']:.3f} | "
+                     f"{r['ours_std_s']:.3f} | {theirs} |")
+    return lines
+
+
 def run_benchmark(sections=SECTIONS, n_speed=10_000, n_cost=5000, n_queries=5000, repeats=3,
-                  jackknife_problems=JACKKNIFE_PROBLEMS, out_dir=RESULTS_DIR):
+                  jackknife_problems=JACKKNIFE_PROBLEMS, out_dir=RESULTS_DIR, n_margeff=500):
     """Run the chosen sections, print each table, write the json and markdown; return the
     report."""
     peers = _peer_versions()
@@ -280,7 +353,8 @@ def run_benchmark(sections=SECTIONS, n_speed=10_000, n_cost=5000, n_queries=5000
     runs = {"jackknife": (lambda: section_jackknife(jackknife_problems), markdown_jackknife),
             "lprobust": (lambda: section_lprobust(n_speed=n_speed, repeats=repeats),
                          markdown_lprobust),
-            "cost": (lambda: section_cost(n_cost, n_queries, repeats), markdown_cost)}
+            "cost": (lambda: section_cost(n_cost, n_queries, repeats), markdown_cost),
+            "margeff": (lambda: section_margeff(n_margeff, repeats), markdown_margeff)}
     return run_sections("bench_uncertainty", report, chunks,
                         {name: runs[name] for name in SECTIONS if name in sections}, out_dir)
 
@@ -291,11 +365,12 @@ def main(argv=None):
     parser.add_argument("--n-speed", type=int, default=10_000)
     parser.add_argument("--n-cost", type=int, default=5000)
     parser.add_argument("--n-queries", type=int, default=5000)
+    parser.add_argument("--n-margeff", type=int, default=500)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
     args = parser.parse_args(argv)
     run_benchmark(args.sections, args.n_speed, args.n_cost, args.n_queries, args.repeats,
-                  out_dir=args.out_dir)
+                  out_dir=args.out_dir, n_margeff=args.n_margeff)
 
 
 if __name__ == "__main__":

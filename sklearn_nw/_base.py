@@ -344,6 +344,12 @@ class NadarayaWatsonBase(BaseEstimator):
     # -- attention pooling -----------------------------------------------------------------
 
     def _validate_predict_data(self, X):
+        X = self._validate_predict_codes(X)
+        return X if self._categorical is None else self._categorical.embed(X)
+
+    def _validate_predict_codes(self, X):
+        """Queries validated as :meth:`_validate_predict_data` does, their categorical
+        features as category codes (not yet embedded)."""
         xp, _ = get_namespace(X)
         precomputed = self._precomputed()
         if self._categorical is not None:
@@ -355,8 +361,7 @@ class NadarayaWatsonBase(BaseEstimator):
         if precomputed:
             _check_distances(X, square=False)
         # Compute in the fitted dtype: a float32 query against a float64 fit is upcast.
-        X = X.astype(self.X_fit_.dtype, copy=False)
-        return X if self._categorical is None else self._categorical.embed(X)
+        return X.astype(self.X_fit_.dtype, copy=False)
 
     def _compute_device(self):
         try:

@@ -233,6 +233,18 @@ class CategoricalFeatures:
         out[:, self.columns] = codes
         return out
 
+    def reference_codes(self, codes, k):
+        """The codes (n, d) with categorical feature ``self.columns[k]`` moved to the level
+        each query's is compared with (R np's gradients of a factor): the first category
+        for an unordered feature, the previous one for an ordered feature; and where that
+        is the query's own level (n,) bool (the first level, of either kind)."""
+        j = self.columns[k]
+        own = codes[:, j].astype(np.int64)
+        reference = np.maximum(own - 1, 0) if self.ordered[j] else np.zeros_like(own)
+        moved = np.array(codes, copy=True)
+        moved[:, j] = reference
+        return moved, reference == own
+
     # -- the embedding --------------------------------------------------------------------
 
     def use_kernel(self, kernel):

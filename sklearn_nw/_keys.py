@@ -146,6 +146,10 @@ class FittedKeys:
         (the engine's :func:`~sklearn_nw._engine.transform`, not centered)."""
         return _transform(X, self.metric)
 
+    def coordinate_jacobian(self):
+        """``d scaled(x) / d x`` (d, r): the diagonal of ``1 / h``, or the projection."""
+        return np.diag(1.0 / self.metric) if self.metric.ndim == 1 else self.metric
+
     def search_space(self, X):
         """Inputs in the searches' space: :meth:`scaled` times ``search_scale``."""
         if self.metric.ndim == 2:
@@ -213,6 +217,15 @@ class FittedKeys:
                                 working_memory)
         with serial_if_small(queries.shape[0] * self.X.shape[0], settings.device):
             return self.route.pool(self, queries, settings)
+
+    def gradient_weights(self, queries, *, device="cpu", working_memory=1024):
+        """How the fit at ``queries`` moves with each coordinate: the weights (n_q, n, d)
+        of the values in its derivative (Nadaraya-Watson), or in the local polynomial's
+        slopes, on the route (:meth:`~sklearn_nw._routes.Route.gradient_weights`); a
+        :class:`~sklearn_nw._routes.GradientWeights`."""
+        settings = PoolSettings(torch.device(device), True, "eager", working_memory)
+        with serial_if_small(queries.shape[0] * self.X.shape[0], settings.device):
+            return self.route.gradient_weights(self, queries, settings)
 
     def leave_one_out_local_fits(self, queries, *, device="cpu", working_memory=1024):
         """Local polynomial fits (``degree`` 1 or 2) at ``queries`` without each key, at

@@ -71,11 +71,26 @@ def design(u, degree):
     return torch.cat(columns, dim=-1)
 
 
-def _centered(qs, xs, attention):
+def design_gradient(u, degree):
+    """``d phi(u) / d u_k`` (..., r, p) of differences ``u`` (..., r): row k holds the
+    derivative of every column of :func:`design` along coordinate k."""
+    r = u.shape[-1]
+    eye = torch.eye(r, dtype=u.dtype, device=u.device).expand(u.shape[:-1] + (r, r))
+    columns = [u.new_zeros(u.shape[:-1] + (r, 1))]
+    if degree >= 1:
+        columns.append(eye)
+    if degree >= 2:  # d (u_f u_s) / d u_k = [k = f] u_s + [k = s] u_f
+        first, second = torch.triu_indices(r, r, device=u.device)
+        columns.append(eye[..., first] * u[..., None, second]
+                       + eye[..., second] * u[..., None, first])
+    return torch.cat(columns, dim=-1)
+
+
+def _centered(qs, xs, attention, *, return_unit=False):
     """The local designs' coordinates: the keys' differences ``z`` (b, n, r) from each
     query's origin (:func:`_origin`), in units of their weighted root-mean-square about
     the weighted mean (0 on keys without attention), and the query's own ``e`` (b, r) in
-    the same units.
+    the same units (and, with ``return_unit``, those units (b, r)).
 
     The intercept at the query is the fit's value there whatever the origin and units of
     the polynomial. Centered at the weighted mean, the design is as well conditioned as
@@ -92,7 +107,7 @@ def _centered(qs, xs, attention):
     unit = _root_mean_square(d, a, d.abs().amax(1))  # (b, r)
     origin = _origin(qs, mean, unit)  # (b, r)
     z = torch.where(held, (xs[None] - origin[:, None]) / unit[:, None], 0.0)  # (b, n, r)
-    return z, (qs - origin) / unit
+    return (z, (qs - origin) / unit) + ((unit,) if return_unit else ())
 
 
 def _origin(qs, mean, unit):
@@ -205,6 +220,36 @@ def local_fit_dense(qs, xs, attention, v, degree, bounded=False):
     out, kernel = bound(kernel @ v, kernel, attention, v)
     return out.masked_fill_(singular[:, None], 0.0), kernel.masked_fill_(
         singular[:, None], 0.0), singular
+
+
+def slope_rows(qs, xs, attention, degree):
+    """The local slopes of a block of queries: the weights ``S`` (b, n, r) with
+    ``sum_j S_jk v_j`` the derivative of the local polynomial at the query along
+    coordinate k (its linear coefficient ``beta_k`` for degree 1, statsmodels'
+    ``KernelReg(reg_type="ll")`` marginal effects; the derivative of the quadratic at the
+    query for degree 2), linear in the values as the intercept is:
+
+        S_jk = a_j z_j . c_k,   M c_k = d phi(e) / d e_k,
+
+    solved as :func:`intercept_rows` solves for the intercept (minimum norm, the same
+    numerical null space); and the rows (b,) whose slopes or intercept are not identified
+    (``S`` is 0 there). The coordinates are those of ``qs`` and ``xs``.
+    """
+    u, e, unit = _centered(qs, xs, attention, return_unit=True)  # (b, n, r), (b, r), (b, r)
+    b, r = e.shape
+    z = design(u, degree)  # (b, n, p)
+    az = attention[:, :, None] * z  # (b, n, p)
+    M = az.transpose(1, 2) @ z  # (b, p, p)
+    p = M.shape[1]
+    # phi(e) and its derivative along each coordinate: (b, r + 1, p).
+    E = torch.cat([design(e, degree)[:, None], design_gradient(e, degree)], 1)
+    c, singular = intercept_rows(M[:, None].expand(b, r + 1, p, p).reshape(-1, p, p),
+                                 E.reshape(-1, p), r)  # (b (r + 1), p)
+    singular = singular.reshape(b, r + 1).any(1)  # (b,)
+    c = c.reshape(b, r + 1, p)[:, 1:]  # (b, r, p)
+    slopes = (az @ c.transpose(1, 2)) / unit[:, None, :]  # (b, n, r) per unit of qs
+    singular = _no_value(slopes.reshape(b, -1), singular)
+    return torch.where(singular[:, None, None], 0.0, slopes), singular
 
 
 def local_fit_sparse(qs, xs, crow, col, val, v, degree, bounded=False):

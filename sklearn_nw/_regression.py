@@ -8,6 +8,7 @@ import scipy.sparse as sp
 from scipy.stats import norm
 from sklearn import get_config
 from sklearn.base import RegressorMixin, _fit_context
+from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -235,6 +236,143 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         attention = (sp.vstack(attentions, format="csr") if sp.issparse(attentions[0])
                      else np.concatenate(attentions))
         return y_pred, y_std, attention
+
+    def marginal_effects(self, X, *, average=False, return_std=False):
+        r"""Marginal effects: how the estimated regression function changes with each
+        feature at X, with their standard errors.
+
+        For a continuous feature j, the partial derivative
+        :math:`\partial \hat f(x) / \partial x_j` in the feature's own unit: with
+        ``degree=0``, the exact derivative of the Nadaraya-Watson fit (of its attention,
+        the kernel's log-profile differentiated by torch autograd); with ``degree`` 1 or
+        2, the slope of the local polynomial at x (its linear coefficient for degree 1,
+        what statsmodels' ``KernelReg(reg_type="ll").fit()`` returns as marginal
+        effects), which is not the derivative of the local-linear prediction. For a
+        categorical feature, R np's first difference: the prediction at the query's
+        category less that at the first category (unordered), or at the previous
+        category (ordered); 0 at the first category. Every effect is linear in the
+        targets, :math:`\sum_i w_{ij}(x) y_i`, and its standard error is
+        :math:`\sqrt{\sum_i w_{ij}(x)^2 \hat\sigma_i^2}` with the variances of
+        ``predict(X, return_std=True)`` (``residual_variance``). See :ref:`the user
+        guide <ug_marginal_effects>`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Where the effects are computed.
+        average : bool, default=False
+            Return the average marginal effects over the queries X instead, with the
+            weights ``w_ij`` averaged over the queries (then squared, for the standard
+            errors).
+        return_std : bool, default=False
+            Also return the standard errors.
+
+        Returns
+        -------
+        effects : ndarray of shape (n_queries, n_features)
+            The marginal effects, float64; (n_queries, n_outputs, n_features) for a fit
+            on several outputs; with ``average=True``, (n_features,) or (n_outputs,
+            n_features).
+        std : ndarray of the same shape
+            Only with ``return_std=True``: their standard errors.
+
+        Raises
+        ------
+        NotImplementedError
+            With ``metric="precomputed"`` (no features to differentiate in) or a balloon
+            adaptive bandwidth with ``degree=0`` (the bandwidth moves with the query).
+        TypeError
+            If ``average`` or ``return_std`` is not a bool.
+
+        Notes
+        -----
+        Where the training points in reach change (a compact kernel's support, the
+        ``n_neighbors`` nearest), the derivative is taken with them held: the fit's own
+        wherever they do not change. A query with no training point in reach has the
+        value of its nearest ones, locally constant: its effects are 0. With
+        ``bounded=True`` the slopes are those of the local polynomial before the bound.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_nw import NadarayaWatsonRegressor
+        >>> X = np.linspace(0.0, 3.0, 31)[:, None]
+        >>> y = X[:, 0] ** 2
+        >>> reg = NadarayaWatsonRegressor(bandwidth=0.3, degree=1).fit(X, y)
+        >>> reg.marginal_effects([[1.5]]).round(3)
+        array([[3.]])
+        """
+        check_is_fitted(self)
+        for name, flag in (("average", average), ("return_std", return_std)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False; got {flag!r}.")
+        codes = self._validate_predict_codes(X)
+        keys = self.key_set_
+        if keys.precomputed:
+            raise NotImplementedError(
+                "Marginal effects are derivatives with respect to the features; "
+                "metric='precomputed' has distances, not features.")
+        categorical = self._categorical
+        queries = codes if categorical is None else categorical.embed(codes)
+        n_q, d = codes.shape
+        n = keys.X.shape[0]
+        y = self.y_fit_.reshape(n, -1)  # (n, t)
+        variance = self._target_variance() if return_std else None  # (n, t)
+        working_memory = get_config()["working_memory"]
+        device = self._compute_device()
+        # Per query: the route's differences, logit gradients and weights (n r each), the
+        # weights in the features, their squares and copies (n d each), attention rows.
+        step = chunk_rows(n_q, 8 * n * (5 * keys.n_coords + 4 * d + 4), working_memory)
+        effects, stds, total = [], [], np.zeros((n, d))
+        n_fallback = n_singular = 0
+        for rows in gen_batches(n_q, step):
+            weights, fallback, singular = self._effect_weights(
+                codes[rows], queries[rows], device, working_memory)  # (b, n, d)
+            n_fallback += fallback
+            n_singular += singular
+            if average:
+                total += weights.sum(0)
+                continue
+            effects.append(np.einsum("bnd,nt->btd", weights, y))
+            if return_std:
+                stds.append(np.sqrt(np.einsum("bnd,nt->btd", weights**2, variance)))
+        if average:
+            total /= n_q
+            effect = np.einsum("nd,nt->td", total, y)  # (t, d)
+            std = np.sqrt(np.einsum("nd,nt->td", total**2, variance)) if return_std else None
+        else:
+            effect = np.concatenate(effects)  # (n_q, t, d)
+            std = np.concatenate(stds) if return_std else None
+        self._check_pooled(n_q, effect, n_fallback, n_singular)
+        if self.y_fit_.ndim == 1:
+            effect = effect[..., 0, :]
+            std = None if std is None else std[..., 0, :]
+        return (effect, std) if return_std else effect
+
+    def _effect_weights(self, codes, queries, device, working_memory):
+        """The weights (b, n, d) of the training targets in the marginal effects at
+        queries with category ``codes`` (b, d) and embedded ``queries``, and the queries
+        that fell back to their nearest training point(s) and had singular local fits."""
+        keys = self.key_set_
+        weights, n_fallback, n_singular = keys.gradient_weights(
+            queries, device=device, working_memory=working_memory)
+        categorical = self._categorical
+        if categorical is None:
+            return weights, n_fallback, n_singular
+        out = np.zeros(weights.shape[:2] + (codes.shape[1],))  # (b, n, d)
+        out[:, :, categorical.continuous] = weights[:, :, : categorical.n_continuous]
+
+        def attention(q):  # the predictions' weights: attention or equivalent kernel
+            return dense_rows(keys.pool(q, return_attention=True, compute="eager",
+                                        device=device,
+                                        working_memory=working_memory).attention)
+
+        own = attention(queries) if len(categorical.columns) else None  # (b, n)
+        for k, j in enumerate(categorical.columns):
+            moved, same = categorical.reference_codes(codes, k)
+            out[:, :, j] = np.where(same[:, None], 0.0,
+                                    own - attention(categorical.embed(moved)))
+        return out, n_fallback, n_singular
 
     def predict_interval(self, X, confidence_level=0.9):
         """Jackknife+ prediction intervals for new targets at X.

@@ -47,7 +47,9 @@ from sklearn.neighbors import BallTree, KDTree
 from sklearn.utils import gen_batches
 
 from ._engine_candidates import candidate_pool
+from ._engine_gradient import attention_jacobian
 from ._leave_one_out import leave_one_out_set
+from ._uncertainty import dense_rows
 from ._workers import on_workers
 
 ROUTES = ("dense", "cell_list", "radius", "k_nearest", "adaptive", "precomputed")
@@ -73,6 +75,28 @@ class PooledValues(NamedTuple):
     attention: object  # None, an ndarray (n_q, n_keys) or a scipy.sparse CSR array
     n_fallback: int  # queries with no key in reach, given their nearest key(s)
     n_singular: int = 0  # local polynomials: queries left at their local-constant value
+
+
+class GradientWeights(NamedTuple):
+    """How the fit at each query moves with the query, as :meth:`Route.gradient_weights`
+    returns it (numpy)."""
+
+    weights: np.ndarray  # (n_q, n_keys, d): d f / d x_j = sum_i weights[:, i, j] v_i
+    n_fallback: int  # queries with no key in reach (their fit is locally constant)
+    n_singular: int = 0  # local polynomials: queries left at their local-constant slope
+
+
+def nadaraya_watson_jacobian(keys, queries, attention, device, key_scale=None):
+    """``d a_i / d x_j`` (b, n, d) of the attention rows ``attention`` (b, n) of
+    ``queries`` (b, d), in float64 (:func:`~sklearn_nw._engine_gradient.attention_jacobian`);
+    ``key_scale`` (n,) multiplies each key's distances (a sample-point bandwidth)."""
+    tensor = lambda a: torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64),
+                                       device=device)
+    diff = keys.scaled(queries)[:, None, :] - keys.scaled(keys.X)[None]  # (b, n, r)
+    W = attention_jacobian(tensor(dense_rows(attention)), tensor(diff), keys.kernel,
+                           tensor(keys.coordinate_jacobian()),
+                           None if key_scale is None else tensor(key_scale))
+    return W.cpu().numpy()
 
 
 def torch_dtype(dtype):
@@ -152,6 +176,21 @@ class Route:
         PooledValues
         """
         raise NotImplementedError
+
+    def gradient_weights(self, keys, queries, settings):
+        """How the fit at ``queries`` moves with each coordinate of the query: the
+        derivative of its attention rows (:func:`nadaraya_watson_jacobian`), the
+        attention of :meth:`pool`; a :class:`GradientWeights`. Where the keys in reach
+        change (a compact kernel's support, the k nearest) it is the derivative with
+        them held: the fit's own wherever they do not change."""
+        pooled = self.pool(keys, queries, settings._replace(return_attention=True))
+        weights = nadaraya_watson_jacobian(keys, queries, pooled.attention, settings.device,
+                                           self.key_scale(keys))
+        return GradientWeights(weights, pooled.n_fallback)
+
+    def key_scale(self, keys):
+        """What each key's distances are multiplied by (n,), or None (all by 1)."""
+        return None
 
     def leave_one_out_attention(self, keys, settings, estimator_name):
         """Attention of the keys on each other, each key left out with all the mass at its

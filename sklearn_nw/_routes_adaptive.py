@@ -88,6 +88,19 @@ class AdaptiveRoute(Route):
                          else torch.from_numpy(np.concatenate(attentions)))
         return pooled_values(torch.cat(outs), attention, n_fallback, n_q, keys.X.shape[0])
 
+    def key_scale(self, keys):
+        """A sample-point key's distances are divided by its bandwidth (in the search
+        space); a balloon's bandwidth moves with the query, whose derivative is not
+        computed."""
+        if self.adaptive.kind == "balloon":
+            raise NotImplementedError(
+                "Marginal effects differentiate the attention with the bandwidth held; a "
+                "balloon bandwidth (AdaptiveBandwidth(kind='balloon')) moves with the query "
+                "(its k-th neighbor distance). Use kind='sample_point', a fixed bandwidth, "
+                "or degree=1 (the local slope).")
+        h = np.maximum(self.key_bandwidth, np.finfo(np.float64).tiny)  # (n,)
+        return keys.search_scale / h
+
     def _leave_one_out_inputs(self, keys, loo, values, settings):
         """Exact leave-one-out attention (G, G) of the distinct inputs under the adaptive
         bandwidth (:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors`): dense, CSR for

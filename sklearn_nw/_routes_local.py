@@ -17,8 +17,10 @@ from ._local_poly import (
     local_fit_dense,
     local_fit_sparse,
     n_terms,
+    slope_rows,
 )
-from ._routes import PooledValues, Route
+from ._routes import GradientWeights, PooledValues, Route
+from ._uncertainty import dense_rows
 from ._workers import chunk_rows
 
 
@@ -87,6 +89,27 @@ class LocalPolynomialRoute(Route):
             attention = (sp.vstack(attentions, format="csr") if sp.issparse(attentions[0])
                          else np.concatenate(attentions))
         return PooledValues(np.concatenate(outs), attention, n_fallback, n_singular)
+
+    def gradient_weights(self, keys, queries, settings):
+        """The local slopes at ``queries`` (:func:`~sklearn_nw._local_poly.slope_rows`)
+        on the base route's attention, in the inputs' coordinates; a query whose local
+        design is singular gets the derivative of its Nadaraya-Watson fit, the value
+        :meth:`pool` gives it. The slopes are the unbounded polynomial's (``bounded``
+        shrinks values, not slopes)."""
+        pooled = self.base.pool(keys, queries, settings._replace(return_attention=True))
+        tensor = lambda a: torch.as_tensor(np.ascontiguousarray(a, dtype=np.float64),
+                                           device=settings.device)
+        with np.errstate(over="ignore", invalid="ignore"):
+            qs = keys.scaled(queries)[:, self.columns] - self.center  # (b, r)
+        slopes, singular = slope_rows(tensor(qs), tensor(self.centered_keys),
+                                      tensor(dense_rows(pooled.attention)), self.degree)
+        jacobian = tensor(keys.coordinate_jacobian()[:, self.columns])  # (d, r)
+        weights = (slopes @ jacobian.T).cpu().numpy()  # (b, n, d)
+        singular = singular.cpu().numpy()
+        if singular.any():
+            weights[singular] = self.base.gradient_weights(keys, queries[singular],
+                                                           settings).weights
+        return GradientWeights(weights, pooled.n_fallback, int(singular.sum()))
 
     def leave_one_out_attention(self, keys, settings, estimator_name):
         """The equivalent kernels (n, n) of local fits at the keys themselves on the base

@@ -121,6 +121,11 @@ class PrecomputedRoute(Route):
                                  settings)
         return pooled_values(*result, queries.shape[0], keys.X.shape[0])
 
+    def gradient_weights(self, keys, queries, settings):
+        raise NotImplementedError(
+            "Marginal effects are derivatives with respect to the features; "
+            "metric='precomputed' has distances, not features.")
+
     def leave_one_out_attention(self, keys, settings, estimator_name):
         """The stored entries of the training distances, each row left out with its own
         entry and its entries at distance 0."""

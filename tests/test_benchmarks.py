@@ -851,7 +851,7 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     bench_uncertainty = importlib.import_module("bench_uncertainty")
     report, out_dir, printed = _quiet_run(
         bench_uncertainty, tmp_path, n_speed=300, n_cost=300, n_queries=50, repeats=1,
-        jackknife_problems=bench_uncertainty.JACKKNIFE_PROBLEMS[:1])
+        jackknife_problems=bench_uncertainty.JACKKNIFE_PROBLEMS[:1], n_margeff=40)
     saved = json.loads((out_dir / "bench_uncertainty.json").read_text())
     assert saved == json.loads(json.dumps(report))
     assert list(saved["sections"]) == list(bench_uncertainty.SECTIONS)
@@ -865,7 +865,11 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     assert [r["case"] for r in cost] == ["dense Gaussian", "k-d tree Epanechnikov",
                                          "local linear"]
     assert all(r["predict_s"] > 0 and r["predict_interval_s"] > 0 for r in cost)
-    assert len(saved["targets"]) == 4
+    margeff = saved["sections"]["margeff"]["results"]
+    assert [r["degree"] for r in margeff] == [0, 1]
+    assert all(r["ours_s"] > 0 and r["ours_std_s"] > 0 for r in margeff)
+    assert margeff[1]["statsmodels"]["max_abs_diff_effects"] <= 1e-8
+    assert len(saved["targets"]) == 5
     assert all(isinstance(t["met"], bool) or t["met"] is None for t in saved["targets"])
     assert (out_dir / "bench_uncertainty.md").read_text() == printed
     assert "| dense Gaussian |" in printed
