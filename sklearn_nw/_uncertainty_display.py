@@ -223,7 +223,8 @@ class UncertaintyBandDisplay:
             its CV estimator).
         ValueError
             For a bad ``feature``, ``confidence_level``, ``bias_correction``,
-            ``grid_resolution`` or ``held_at``, or a ``y`` of another length than ``X``.
+            ``grid_resolution`` or ``held_at``, a ``y`` of another length than ``X``, or an
+            estimator fitted on several outputs.
         NotImplementedError
             Where the estimator's methods refuse (e.g. ``degree=2`` for the confidence
             band, ``n_neighbors`` for both; pass ``bias_correction=None`` or
@@ -235,6 +236,9 @@ class UncertaintyBandDisplay:
                 f"{cls.__name__}.from_estimator needs a fitted NadarayaWatsonRegressor or "
                 f"NadarayaWatsonRegressorCV; got {type(estimator).__name__}.")
         check_is_fitted(estimator)
+        if np.ndim(estimator.y_fit_) == 2:
+            raise ValueError(f"{cls.__name__} draws one target; this estimator was fitted "
+                             f"on {estimator.y_fit_.shape[1]} outputs.")
         if bias_correction is not None and bias_correction not in BIAS_CORRECTIONS:
             raise ValueError(f"bias_correction must be one of {BIAS_CORRECTIONS} or None; "
                              f"got {bias_correction!r}.")

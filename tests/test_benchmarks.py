@@ -885,6 +885,11 @@ def test_coverage_benchmark_runs_with_or_without_nprobust(bench, tmp_path):
     assert all(isinstance(t["met"], bool) for t in saved["targets"])
     assert (out_dir / "bench_coverage.md").read_text() == printed
     assert "| ccf5 | -0.95 |" in printed
+    assert "Fewer draws than issue 27 asks for**: 2 per design instead of 1,000" in printed
+    # The markdown written again from the json is the same.
+    (out_dir / "bench_coverage.md").unlink()
+    bench_coverage.markdown_from(out_dir / "bench_coverage.json")
+    assert (out_dir / "bench_coverage.md").read_text() == printed
 
 
 def test_coverage_designs_are_ccfs():

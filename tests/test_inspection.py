@@ -506,6 +506,9 @@ def test_uncertainty_band_display_refuses_other_estimators_and_data():
             NadarayaWatsonClassifier(bandwidth=0.5).fit(X, y > 0), X)
     with pytest.raises(NotFittedError):
         UncertaintyBandDisplay.from_estimator(NadarayaWatsonRegressor(), X)
+    two = NadarayaWatsonRegressor(bandwidth=0.5).fit(X, np.column_stack([y, y]))
+    with pytest.raises(ValueError, match="draws one target; this estimator was fitted on 2"):
+        UncertaintyBandDisplay.from_estimator(two, X)
     reg = NadarayaWatsonRegressor(bandwidth=0.5, degree=2).fit(X, y)
     with pytest.raises(ValueError, match="y has 29 values for 30 rows"):
         UncertaintyBandDisplay.from_estimator(reg, X, y[1:])
