@@ -455,6 +455,18 @@ def write_report(name, report, result, to_markdown, out_dir):
     return report
 
 
+def summary_markdown(report):
+    """The closing lines of a sectioned report: the targets' counts and the load average."""
+    counts = {v: sum(verdict(t) == v for t in report["targets"])
+              for v in ("met", "NOT met", "not evaluated")}
+    load = report["load_average"]
+    return ("\nTargets: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".\n"
+            + (f"\nLoad average (1 min) at the start {load['start']:.2f}, at the end "
+               f"{load['end']:.2f}, on {report['machine']['cores']} cores: the timings "
+               "mean something only on an otherwise idle machine (a busy core can stall "
+               "every parallel torch operation).\n" if load["start"] is not None else ""))
+
+
 def run_sections(name, report, chunks, runs, out_dir):
     """Run the sections ``runs`` (section name -> (run, to_markdown)) in order into
     ``report["sections"]``, printing each one's markdown as it is done after ``chunks``
@@ -468,14 +480,7 @@ def run_sections(name, report, chunks, runs, out_dir):
         print(chunk, end="", flush=True)
     report["targets"] = [t for s in report["sections"].values() for t in s["targets"]]
     report["load_average"]["end"] = load_average()
-    counts = {v: sum(verdict(t) == v for t in report["targets"])
-              for v in ("met", "NOT met", "not evaluated")}
-    load = report["load_average"]
-    summary = ("\nTargets: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".\n"
-               + (f"\nLoad average (1 min) at the start {load['start']:.2f}, at the end "
-                  f"{load['end']:.2f}, on {report['machine']['cores']} cores: the timings "
-                  "mean something only on an otherwise idle machine (a busy core can stall "
-                  "every parallel torch operation).\n" if load["start"] is not None else ""))
+    summary = summary_markdown(report)
     chunks.append(summary)
     print(summary, end="", flush=True)
     out_dir = Path(out_dir)

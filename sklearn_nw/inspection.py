@@ -11,8 +11,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._bandwidth_displays import BandwidthSearchDisplay, LossCurveDisplay
 from ._base import NadarayaWatsonBase
+from ._uncertainty_display import UncertaintyBandDisplay
 
-__all__ = ["AttentionDisplay", "BandwidthSearchDisplay", "KernelDisplay", "LossCurveDisplay"]
+__all__ = ["AttentionDisplay", "BandwidthSearchDisplay", "KernelDisplay", "LossCurveDisplay",
+           "UncertaintyBandDisplay"]
 
 
 class AttentionDisplay:

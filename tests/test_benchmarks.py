@@ -900,3 +900,41 @@ def test_intervals_benchmark_measures_coverage_with_or_without_mapie(bench, tmp_
     assert speed["ours_s"] > 0
     assert speed["mapie"]["status"] == ("estimated" if _installed("mapie") else "skipped")
     assert "### 1. Coverage at confidence 0.9" in printed
+
+
+def test_coverage_benchmark_runs_with_or_without_nprobust(bench, tmp_path):
+    bench_coverage = importlib.import_module("bench_coverage")
+    report, out_dir, printed = _quiet_run(
+        bench_coverage, tmp_path, replications=2, replications_multi=1, n=150,
+        designs_1d=("ccf5",), designs_multi=("d2",), replications_nprobust=1)
+    saved = json.loads((out_dir / "bench_coverage.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    assert list(saved["sections"]) == list(bench_coverage.SECTIONS)
+    (one,) = saved["sections"]["one_feature"]["results"]
+    assert one["points"] == pytest.approx([-0.95, -1 / 3, 0.0, 1 / 3, 0.95])
+    for kind in ("robust", "conventional"):
+        assert all(0 <= c <= 1 for c in one["ours"][kind]["coverage"])
+        assert all(length > 0 for length in one["ours"][kind]["mean_length"])
+    assert one["nprobust"]["status"] == ("ok" if _installed("nprobust") else "skipped")
+    (two,) = saved["sections"]["several_features"]["results"]
+    assert two["d"] == 2 and len(two["robust"]["coverage"]) == 3
+    assert len(saved["targets"]) == 2
+    assert all(isinstance(t["met"], bool) for t in saved["targets"])
+    assert (out_dir / "bench_coverage.md").read_text() == printed
+    assert "| ccf5 | -0.95 |" in printed
+    assert "Fewer draws than issue 27 asks for**: 2 per design instead of 1,000" in printed
+    # The markdown written again from the json is the same.
+    (out_dir / "bench_coverage.md").unlink()
+    bench_coverage.markdown_from(out_dir / "bench_coverage.json")
+    assert (out_dir / "bench_coverage.md").read_text() == printed
+
+
+def test_coverage_designs_are_ccfs():
+    bench_coverage = importlib.import_module("bench_coverage")
+    # CCF 2018's model 5 at x = -1/3: sin(-pi/2) / (1 + 18 (1/9) 0) = -1; at 1/3:
+    # sin(pi/2) / (1 + 18 (1/9) 2) = 1/5. Model 6 at -1 and 1: -1 / 1 and 1 / (1 + 4).
+    assert bench_coverage.ccf5(np.array([-1 / 3, 1 / 3])) == pytest.approx([-1.0, 0.2])
+    assert bench_coverage.ccf6(np.array([-1.0, 1.0])) == pytest.approx([-1.0, 1 / 5])
+    assert bench_coverage.ccf1(np.array([0.0])) == pytest.approx([2.0])
+    m = bench_coverage.product_design((bench_coverage.ccf5, bench_coverage.ccf6))
+    assert m(np.array([[-1 / 3, -1.0]])) == pytest.approx([-1.0 * -1.0 + 0.5 / 3])

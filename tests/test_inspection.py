@@ -20,6 +20,7 @@ from sklearn_nw.inspection import (
     BandwidthSearchDisplay,
     KernelDisplay,
     LossCurveDisplay,
+    UncertaintyBandDisplay,
 )
 from sklearn_nw.kernels import KERNELS
 
@@ -404,3 +405,119 @@ def test_attention_display_of_another_estimator_is_a_type_error(make):
     estimator = Ridge() if make == "ridge" else make_pipeline(StandardScaler(), Ridge())
     with pytest.raises(TypeError, match="NadarayaWatsonRegressor or NadarayaWatsonClassifier"):
         AttentionDisplay.from_estimator(estimator.fit(X, y), Q)
+
+
+# -- UncertaintyBandDisplay ----------------------------------------------------------------
+
+def _curve(n=80, d=1, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (n, d))
+    return X, np.sin(3 * X[:, 0]) + X[:, -1] * (d > 1) + rng.normal(scale=0.3, size=n)
+
+
+def test_uncertainty_bands_are_the_estimators_intervals_on_the_grid():
+    from matplotlib.collections import PolyCollection
+
+    X, y = _curve()
+    reg = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=0.4, degree=1).fit(X, y)
+    display = UncertaintyBandDisplay.from_estimator(reg, X, y, bias_correction="both",
+                                                    confidence_level=0.9, grid_resolution=15)
+    grid = np.linspace(X.min(), X.max(), 15)
+    np.testing.assert_array_equal(display.grid, grid)
+    np.testing.assert_allclose(display.line_.get_ydata(), reg.predict(grid[:, None]))
+    for kind in ("robust", "conventional"):
+        _, expected = reg.predict_confidence_interval(grid[:, None], 0.9, bias_correction=kind)
+        np.testing.assert_allclose(display.confidence_bands[kind], expected[:, :, 0])
+        assert isinstance(display.confidence_bands_[kind], PolyCollection)
+    _, expected = reg.predict_interval(grid[:, None], 0.9)
+    np.testing.assert_allclose(display.prediction_band, expected[:, :, 0])
+    # The drawn band is the stored one: its polygon runs along both bounds.
+    vertices = display.prediction_band_.get_paths()[0].vertices
+    assert np.isclose(vertices[:, 1].min(), expected[:, 0, 0].min())
+    assert np.isclose(vertices[:, 1].max(), expected[:, 1, 0].max())
+    assert display.scatter_.get_offsets().shape == (80, 2)
+    labels = [t.get_text() for t in display.ax_.get_legend().get_texts()]
+    assert "90% confidence band (robust bias-corrected)" in labels
+    assert "90% prediction band (jackknife+)" in labels
+    assert display.figure_ is display.ax_.figure
+
+
+def test_uncertainty_bands_along_one_feature_hold_the_others_at_their_medians(pyplot):
+    X, y = _curve(d=2)
+    reg = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=0.6, degree=1).fit(X, y)
+    _, ax = pyplot.subplots()
+    display = UncertaintyBandDisplay.from_estimator(reg, X, y, feature=1, grid_resolution=10,
+                                                    prediction_band=False, ax=ax)
+    assert display.ax_ is ax and display.prediction_band_ is None
+    queries = np.column_stack([np.full(10, np.median(X[:, 0])),
+                               np.linspace(X[:, 1].min(), X[:, 1].max(), 10)])
+    np.testing.assert_allclose(display.prediction, reg.predict(queries))
+    np.testing.assert_allclose(display.confidence_bands["robust"],
+                               reg.predict_confidence_interval(queries)[1][:, :, 0])
+    assert display.held_at == {"feature 0": pytest.approx(np.median(X[:, 0]))}
+    assert "held at feature 0 = " in ax.get_title()
+    assert ax.get_xlabel() == "feature 1"
+    # Other values given; the chosen feature's entry is ignored.
+    display = UncertaintyBandDisplay.from_estimator(reg, X, feature=1, held_at=[0.25, 99.0],
+                                                    grid_resolution=10, bias_correction=None,
+                                                    prediction_band=False)
+    queries[:, 0] = 0.25
+    np.testing.assert_allclose(display.line_.get_ydata(), reg.predict(queries))
+    assert display.confidence_bands_ == {} and display.scatter_ is None
+
+
+def test_uncertainty_bands_of_the_cv_estimator_and_named_features():
+    pd = pytest.importorskip("pandas")
+    X, y = _curve(n=60)
+    frame = pd.DataFrame({"dose": X[:, 0]})
+    reg = NadarayaWatsonRegressorCV(kernel="epanechnikov", degree=1,
+                                    bandwidth_kinds=["fixed"]).fit(frame, y)
+    display = UncertaintyBandDisplay.from_estimator(reg, frame, y, feature="dose",
+                                                    grid_resolution=8)
+    grid = pd.DataFrame({"dose": np.linspace(X.min(), X.max(), 8)})
+    np.testing.assert_allclose(display.confidence_bands["robust"],
+                               reg.predict_confidence_interval(grid)[1][:, :, 0])
+    np.testing.assert_allclose(display.prediction_band,
+                               reg.predict_interval(grid, 0.95)[1][:, :, 0])
+    assert display.ax_.get_xlabel() == "dose"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"feature": 1}, "feature must be an index in \\[0, 1\\)"),
+    ({"feature": "dose"}, "not a name of the estimator's feature_names_in_"),
+    ({"feature": 0.0}, "feature must be an index"),
+    ({"bias_correction": "bootstrap"}, "bias_correction must be one of"),
+    ({"grid_resolution": 1}, "grid_resolution must be an integer of at least 2"),
+    ({"confidence_level": [0.9, 0.95]}, "confidence_level must be one number"),
+    ({"confidence_level": 1.5}, "confidence_level must be a number in \\(0, 1\\)"),
+    ({"held_at": [0.0, 1.0]}, "held_at must hold 1 finite values"),
+])
+def test_uncertainty_band_display_refuses_bad_arguments(kwargs, match):
+    X, y = _curve(n=30)
+    reg = NadarayaWatsonRegressor(bandwidth=0.5, degree=1).fit(X, y)
+    with pytest.raises(ValueError, match=match):
+        UncertaintyBandDisplay.from_estimator(reg, X, y, **kwargs)
+
+
+def test_uncertainty_band_display_refuses_other_estimators_and_data():
+    X, y = _curve(n=30)
+    with pytest.raises(TypeError, match="needs a fitted NadarayaWatsonRegressor"):
+        UncertaintyBandDisplay.from_estimator(
+            NadarayaWatsonClassifier(bandwidth=0.5).fit(X, y > 0), X)
+    with pytest.raises(NotFittedError):
+        UncertaintyBandDisplay.from_estimator(NadarayaWatsonRegressor(), X)
+    two = NadarayaWatsonRegressor(bandwidth=0.5).fit(X, np.column_stack([y, y]))
+    with pytest.raises(ValueError, match="draws one target; this estimator was fitted on 2"):
+        UncertaintyBandDisplay.from_estimator(two, X)
+    reg = NadarayaWatsonRegressor(bandwidth=0.5, degree=2).fit(X, y)
+    with pytest.raises(ValueError, match="y has 29 values for 30 rows"):
+        UncertaintyBandDisplay.from_estimator(reg, X, y[1:])
+    with pytest.raises(ValueError, match="X has 2 features; the estimator was fitted on 1"):
+        UncertaintyBandDisplay.from_estimator(reg, np.hstack([X, X]))
+    # degree=2 has no confidence interval: the estimator's own error, and the prediction
+    # band alone without it.
+    with pytest.raises(NotImplementedError, match="degree=2"):
+        UncertaintyBandDisplay.from_estimator(reg, X)
+    display = UncertaintyBandDisplay.from_estimator(reg, X, bias_correction=None,
+                                                    grid_resolution=5)
+    assert display.prediction_band.shape == (5, 2)
