@@ -30,6 +30,7 @@ writes bench_intervals.json and .md.
 
 import argparse
 import importlib.util
+import sys
 import time
 import warnings
 from importlib import metadata
@@ -114,6 +115,7 @@ def section_coverage(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0,)):
     have_mapie = _have_mapie()
     results = []
     for name in datasets:
+        print(f"coverage: {name}", file=sys.stderr, flush=True)
         task = DATASETS[name][0]
         folds, warned = [], set()
         for seed in seeds:
