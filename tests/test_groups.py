@@ -71,6 +71,7 @@ def _group_refit_score(make, X, y, w, groups, classifier=False):
     {"d": 2, "kernel": "gaussian", "per_feature": True},  # hand-written Gaussian pass
     {"d": 1, "kernel": "epanechnikov"},  # generic logits, nearest fallback at 0.15
     {"d": 1, "kernel": "gaussian", "degree": 1},  # local-linear fits
+    {"d": 1, "kernel": "gaussian", "degree": 2, "bounded": True},  # bounded quadratic fits
     {"d": 1, "kernel": "gaussian", "classes": True},  # log-loss
 ])
 def test_cv_scores_equal_leave_one_group_out_refits(case):
@@ -84,12 +85,13 @@ def test_cv_scores_equal_leave_one_group_out_refits(case):
         def make(h):
             return NadarayaWatsonClassifier(bandwidth=h, kernel=case["kernel"])
     else:
-        degree = case.get("degree", 0)
+        degree, bounded = case.get("degree", 0), case.get("bounded", False)
         cv = NadarayaWatsonRegressorCV(bandwidths, kernel=case["kernel"], degree=degree,
-                                       bounded=False)
+                                       bounded=bounded)
 
         def make(h):
-            return NadarayaWatsonRegressor(bandwidth=h, kernel=case["kernel"], degree=degree)
+            return NadarayaWatsonRegressor(bandwidth=h, kernel=case["kernel"], degree=degree,
+                                           bounded=bounded)
     cv.fit(X, y, sample_weight=w, groups=groups)
     expected = [_group_refit_score(lambda h=h: make(h), X, y, w, groups, classifier)
                 for h in bandwidths]
@@ -97,6 +99,29 @@ def test_cv_scores_equal_leave_one_group_out_refits(case):
     # Not the row rule's scores: the groups change them.
     rows = type(cv)(**cv.get_params()).fit(X, y, sample_weight=w)
     assert np.abs(rows.cv_results_["mean_test_score"] - expected).max() > 1e-3
+
+
+def test_categorical_features_leave_groups_out():
+    """Categorical features (embedded keys, a smoothing per category) take the groups
+    too: the search's scores are LeaveOneGroupOut refits' on the frame."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 40
+    frame = pd.DataFrame({"x": rng.uniform(0, 6, n),
+                          "c": pd.Categorical(rng.choice(["a", "b", "c"], n))})
+    y = np.sin(frame["x"].to_numpy()) + (frame["c"] == "a") + rng.normal(scale=0.3, size=n)
+    w = np.ones(n)
+    groups = rng.integers(0, 6, n)
+    cv = NadarayaWatsonRegressorCV(bandwidths=4, degree=0).fit(frame, y, groups=groups)
+    expected = []
+    for params in cv.cv_results_["params"]:
+        losses = np.empty(n)
+        for train, test in LeaveOneGroupOut().split(frame, y, groups):
+            model = NadarayaWatsonRegressor(bandwidth=params["bandwidth"]).fit(
+                frame.iloc[train], y[train], sample_weight=w[train])
+            losses[test] = (model.predict(frame.iloc[test]) - y[test]) ** 2
+        expected.append(-losses.mean())
+    assert_allclose(cv.cv_results_["mean_test_score"], expected, rtol=1e-10)
 
 
 def _explicit_group_loss(X, y, w, groups, h, profile):
