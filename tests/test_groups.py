@@ -181,6 +181,17 @@ def test_learned_bandwidth_minimizes_leave_one_group_out():
     assert not np.isclose(rows.bandwidth_[0], h, rtol=1e-3)
 
 
+def test_learned_local_linear_loss_is_leave_one_group_out():
+    """The local-linear descent's final loss is that of LeaveOneGroupOut refits at the
+    learned bandwidth."""
+    X, y, w, groups = _table()
+    reg = NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(form="isotropic"),
+                                  degree=1).fit(X, y, sample_weight=w, groups=groups)
+    refits = _group_refit_score(
+        lambda: NadarayaWatsonRegressor(bandwidth=reg.bandwidth_, degree=1), X, y, w, groups)
+    assert_allclose(reg.loss_curve_[-1], -refits, rtol=1e-8)
+
+
 def _repeated_inputs(seed=1):
     """Rows that are all distinct, at inputs that repeat (other targets there)."""
     X, y, w, _ = _table(d=2, seed=seed)  # two features: the sweep's kept distances
