@@ -164,7 +164,8 @@ def leave_one_out_set(X, values, sample_weight, *, leave_out="input", groups=Non
     leave_out : {"row", "input"}, default="input"
         The unit that leaves: a row (the keys are the distinct rows, each keeping its
         copies' weight on itself), or all the rows at an input (the keys are the
-        distinct inputs). Unused with ``groups``.
+        distinct inputs). With ``groups`` it must be ``"row"`` (a ValueError
+        otherwise: two units).
     groups : ndarray of shape (n_samples,), default=None
         The group of each row (validated, any sortable labels): the rows of a group leave
         together. The keys are then the distinct rows of (input, value, weight, group).
