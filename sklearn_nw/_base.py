@@ -38,7 +38,7 @@ from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
 from ._selection import Training
 from ._uncertainty import leave_one_out_fits, leave_one_out_own_fits
-from ._validation import NumberInterval, check_combinations
+from ._validation import NumberInterval, check_combinations, check_groups
 from ._workers import chunk_rows
 from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
 from .kernels import CATEGORICAL_KERNELS, KERNELS, Kernel, get_kernel
@@ -168,7 +168,8 @@ class NadarayaWatsonBase(BaseEstimator):
 
     # -- fitting ---------------------------------------------------------------------------
 
-    def _fit(self, X, y, sample_weight, *, classifier=False, search=None, degree=0):
+    def _fit(self, X, y, sample_weight, *, classifier=False, search=None, degree=0,
+             groups=None):
         """The one validation and fitting path of every Nadaraya-Watson estimator.
 
         Validates X, y and sample_weight, resolves kernel and device, stores copies of the
@@ -176,7 +177,9 @@ class NadarayaWatsonBase(BaseEstimator):
         its targets (:meth:`_fit_targets`), then resolves the bandwidth by the strategy of the
         ``bandwidth`` parameter or, when given, by ``search`` (the CV estimators' grid
         search; :meth:`_fit_bandwidth`). ``degree`` is the local polynomials' (the
-        regressor's parameter; 0 is Nadaraya-Watson).
+        regressor's parameter; 0 is Nadaraya-Watson). ``groups`` (n,), given to ``fit``,
+        are the units a leave-one-out selection leaves out (leave-one-group-out); a
+        strategy that leaves nothing out (a given bandwidth, a rule of thumb) ignores them.
         """
         self._check_parameter_combinations(degree)
         raw_X = X
@@ -198,6 +201,7 @@ class NadarayaWatsonBase(BaseEstimator):
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True, copy=True
         )
+        groups = check_groups(groups, X)
         self.kernel_ = get_kernel(self.kernel, dtype=X.dtype)
         if self._categorical is not None:
             self._categorical.use_kernel(self.kernel_)
@@ -207,7 +211,7 @@ class NadarayaWatsonBase(BaseEstimator):
         self.sample_weight_ = sample_weight
         values = self._fit_targets(y)
         degree = self._fit_bandwidth(values, classifier=classifier, search=search,
-                                     degree=degree, raw_X=raw_X)
+                                     degree=degree, raw_X=raw_X, groups=groups)
         self._fit_keys(values, degree)
         return self
 
@@ -236,7 +240,7 @@ class NadarayaWatsonBase(BaseEstimator):
                 "neighbor distances would be measured in every feature); use a fixed or "
                 "learned bandwidth.")
 
-    def _training(self, values, *, classifier, degree=0, raw_X=None):
+    def _training(self, values, *, classifier, degree=0, raw_X=None, groups=None):
         """The training data for a bandwidth strategy, with this estimator's functions."""
         return Training(
             X=self.X_fit_, y=self._targets(), classes=self.classes_ if classifier else None,
@@ -247,7 +251,7 @@ class NadarayaWatsonBase(BaseEstimator):
             loss_over_rows=self._loss_over_rows, degree=degree,
             # The regressor's: local fits bounded by the targets' range.
             bounded=bool(getattr(self, "bounded", False)), precomputed=self._precomputed(),
-            categorical=self._categorical, raw_X=raw_X,
+            categorical=self._categorical, raw_X=raw_X, groups=groups,
         )
 
     def _precomputed(self):
@@ -286,7 +290,8 @@ class NadarayaWatsonBase(BaseEstimator):
         if route.key_bandwidth is not None:
             self.key_bandwidths_ = route.key_bandwidth / self.key_set_.search_scale
 
-    def _fit_bandwidth(self, values, *, classifier, search=None, degree=0, raw_X=None):
+    def _fit_bandwidth(self, values, *, classifier, search=None, degree=0, raw_X=None,
+                       groups=None):
         """Set ``bandwidth_`` and what the bandwidth's strategy reports (``n_iter_`` and
         ``loss_curve_`` of a learned one, ``projection_`` of a full metric, a search's
         results): the strategy is ``search`` when given (the CV estimators'), else the
@@ -298,7 +303,7 @@ class NadarayaWatsonBase(BaseEstimator):
         strategy = (search if search is not None
                     else as_strategy(self.bandwidth, precomputed=self._precomputed()))
         choice = strategy.select(self._training(values, classifier=classifier,
-                                                degree=degree, raw_X=raw_X))
+                                                degree=degree, raw_X=raw_X, groups=groups))
         self.bandwidth_ = choice.bandwidth
         if self._categorical is not None:  # the searches' scales; lambda in bandwidth_
             self._scales = choice.bandwidth

@@ -68,7 +68,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
     """
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, groups=None):
         """Store the training data and resolve the kernel and bandwidth.
 
         Parameters
@@ -79,13 +79,24 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             Class labels, of any type ``numpy.unique`` can sort.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative frequency weights: an integer weight equals repeating the row.
+        groups : array-like of shape (n_samples,), default=None
+            Group labels of the samples, as
+            :class:`~sklearn.model_selection.LeaveOneGroupOut` takes them. A learned
+            bandwidth (``bandwidth="loo"`` or :class:`~sklearn_nw.LeaveOneOutBandwidth`)
+            then minimizes the leave-one-*group*-out loss: each row is predicted
+            without every row of its group (e.g. rows copied by resampling, each group
+            one original row). A bandwidth chosen without leaving anything out (a
+            number, a rule of thumb, an :class:`~sklearn_nw.AdaptiveBandwidth`) does not
+            depend on them, and they are ignored, as ``KFold.split`` ignores them. With
+            metadata routing, request them with ``set_fit_request(groups=True)``. See
+            :ref:`the user guide <leave_out>`.
 
         Returns
         -------
         self : NadarayaWatsonClassifier
             The fitted estimator.
         """
-        return self._fit(X, y, sample_weight, classifier=True)
+        return self._fit(X, y, sample_weight, classifier=True, groups=groups)
 
     def _fit_targets(self, y):
         self.classes_, self.y_fit_ = np.unique(y, return_inverse=True)

@@ -66,9 +66,19 @@ _FIT_DOC = """Choose the bandwidth from the grid, then store the training data.
             Without metadata routing they also go to the scorer when it takes
             ``sample_weight``; with routing, to the scorer and the splitter when they
             request them.
+        groups : array-like of shape (n_samples,), default=None
+            Group labels of the samples. With ``cv=None`` the exact leave-one-out
+            becomes leave-one-*group*-out: each row is predicted without every row of
+            its group, as :class:`~sklearn.model_selection.LeaveOneGroupOut` refits
+            would predict it, in the same single pass (fixed bandwidths only: with
+            ``bandwidth_kinds="auto"`` the adaptive ones are left out, asked for by name
+            they raise, as ``n_neighbors`` does). With a splitter they go to its
+            ``split``, as :class:`~sklearn.model_selection.GridSearchCV` sends them
+            (with routing, when the splitter requests them). To pass them through
+            ``cross_validate(..., params={"groups": g})`` with routing, request them
+            with ``set_fit_request(groups=True)``. See :ref:`the user guide <leave_out>`.
         **params : dict
-            Metadata for the scorer and the splitter, e.g. ``groups`` for
-            :class:`~sklearn.model_selection.GroupKFold`.
+            Metadata for the scorer and the splitter.
 
             Only available if ``enable_metadata_routing=True``, which can be set by using
             ``sklearn.set_config(enable_metadata_routing=True)``. See
@@ -103,13 +113,27 @@ _ROUTING_DOC = """Get metadata routing of this object.
         """
 
 
-def _fit_with_grid_search(estimator, X, y, sample_weight, params):
+def _fit_with_grid_search(estimator, X, y, sample_weight, groups, params):
     """``fit`` of a CV estimator, as RidgeCV's: route the metadata, build the grid search
-    and fit the plain estimator's way with it as the bandwidth strategy."""
+    and fit the plain estimator's way with it as the bandwidth strategy. ``groups`` are
+    the exact leave-one-out's unit (``cv=None``), or the splitter's, as GridSearchCV's
+    (sent to its ``split`` without routing, routed to it with routing)."""
     _raise_for_params(params, estimator, "fit")
     if sample_weight is not None:
         params = {**params, "sample_weight": sample_weight}
+    if groups is not None:
+        params = {**params, "groups": groups}
     routed = process_routing(estimator, "fit", **params) if _routing_enabled() else None
+    if estimator.cv is None:  # the leave-one-out's own; the splitter gets none
+        params = {k: v for k, v in params.items() if k != "groups"}
+    else:
+        if (groups is not None and routed is not None
+                and "groups" not in routed.splitter.split):
+            raise TypeError(
+                f"groups were passed to {type(estimator).__name__}.fit but are not routed "
+                f"to any object: cv={estimator.cv!r} does not request them (with cv=None "
+                "they are the exact leave-one-out's unit).")
+        groups = None
     # The plain estimator with every parameter the two share (the regressor's degree; its
     # degree is set for each candidate when the search chooses it).
     shared = (set(estimator._plain_class().get_params(deep=False))
@@ -117,8 +141,8 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, params):
     plain = estimator._plain_class(**{k: getattr(estimator, k) for k in sorted(shared)})
     degree = getattr(estimator, "degree", 0)
     kinds = _check_kinds(estimator)
-    if _routing_enabled():
-        plain.set_fit_request(sample_weight=True)
+    if _routing_enabled():  # groups are the splitter's, never the splits' fits'
+        plain.set_fit_request(sample_weight=True, groups=False)
     search = BandwidthGridSearch(
         estimator.bandwidths, cv=estimator.cv,
         # cv=None with the default scoring ranks by the weighted leave-one-out loss.
@@ -131,7 +155,7 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, params):
         selection=estimator.selection, leave_out=estimator.leave_out,
     )
     return estimator._fit(X, y, sample_weight, classifier=is_classifier(estimator),
-                          search=search, degree=degree)
+                          search=search, degree=degree, groups=groups)
 
 
 def _check_kinds(estimator):
@@ -467,8 +491,8 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         self.residual_neighbors = residual_neighbors
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, **params):
-        return _fit_with_grid_search(self, X, y, sample_weight, params)
+    def fit(self, X, y, sample_weight=None, groups=None, **params):
+        return _fit_with_grid_search(self, X, y, sample_weight, groups, params)
 
     fit.__doc__ = _FIT_DOC
 
@@ -558,8 +582,8 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
         self.device = device
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y, sample_weight=None, **params):
-        return _fit_with_grid_search(self, X, y, sample_weight, params)
+    def fit(self, X, y, sample_weight=None, groups=None, **params):
+        return _fit_with_grid_search(self, X, y, sample_weight, groups, params)
 
     fit.__doc__ = _FIT_DOC
 

@@ -75,6 +75,7 @@ class ShardedTraining:
     precomputed = False
     n_neighbors = None
     categorical = None  # the shards hold numbers only
+    groups = None  # leave-one-group-out is not sharded: the Dask estimators' fit takes none
 
     def rule_of_thumb(self, rule):
         """The bandwidths of a rule of thumb, from the reduced spread."""

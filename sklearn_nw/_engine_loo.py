@@ -26,7 +26,14 @@ from ._engine import (
     transform,
     values_and_ones_t,
 )
-from ._leave_one_out import nearest_keys, other_keys, self_logits, set_self_
+from ._leave_one_out import (
+    leave_group_out_,
+    nearest_keys,
+    other_keys,
+    same_group,
+    self_logits,
+    set_self_,
+)
 from ._local_poly import local_fit_dense, n_terms
 from ._losses import get_loss
 from ._workers import CACHE_BYTES, chunk_rows, n_workers
@@ -35,20 +42,24 @@ from ._workers import CACHE_BYTES, chunk_rows, n_workers
 _EXACT_MIB = 16
 
 
-def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None):
+def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None, group=None):
     """Leave-one-out logits of the key rows ``rows`` (b,) against all keys, differentiable.
 
     ``d2`` (b, n), the squared scaled distances, is computed from ``qs`` and ``xs`` unless
-    given. Rows with zero kernel mass fall back to the nearest other positive-weight key(s),
-    a constant in the parameters, as in :func:`attention_pool`."""
+    given. With ``group`` (n,) the keys' groups, a row's whole group leaves with it. Rows
+    with zero kernel mass fall back to the nearest other positive-weight key(s) (of other
+    groups), a constant in the parameters, as in :func:`attention_pool`."""
     if d2 is None:
         d2 = augmented_sq_dist(qs, xs, refine=kernel.quadratic_coef is None)  # (b, n)
     logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
     set_self_(logits, rows, self_logits(kernel, self_log_w, rows))
+    if group is not None:  # out of place: logits may be in autograd's graph
+        logits = logits.masked_fill(same_group(group, rows), -math.inf)  # (b, n)
     empty = torch.isneginf(logits.detach().amax(1))  # (b,)
     if bool(empty.any()):
         nearest, _ = nearest_keys(d2.detach()[empty],
-                                  other_keys(torch.isfinite(log_w), rows[empty]))  # (e, n)
+                                  other_keys(torch.isfinite(log_w), rows[empty],
+                                             group))  # (e, n)
         fallback = torch.full_like(logits.detach(), -math.inf)  # (b, n)
         fallback[empty] = torch.where(nearest, log_w, -math.inf)
         logits = torch.where(empty[:, None], fallback, logits)
@@ -56,7 +67,7 @@ def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None):
 
 
 def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_memory=1024,
-             backward=False):
+             backward=False, group=None):
     """Sample-weighted mean leave-one-out loss, ``sum_i w_i l_i / sum_i w_i`` over ``rows``.
 
     Parameters
@@ -79,6 +90,9 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
         backward pass.
     backward : bool
         Back-propagate chunk by chunk, accumulating into ``h.grad``: memory stays bounded.
+    group : Tensor (n,), optional
+        The keys' groups: each query leaves with every key of its group (leave-one-group-
+        out); None: with its own key alone.
 
     Returns
     -------
@@ -99,7 +113,8 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
         weights = w_rows / total  # (m,)
         with full_precision(), torch.no_grad():
             value, grad = _gaussian_loo(xs.detach(), v, log_w, self_log_w, rows, weights,
-                                        kernel, loss, step, backward, max_workers=max_workers)
+                                        kernel, loss, step, backward, max_workers=max_workers,
+                                        group=group)
         if backward:
             # sum(xs_graph * grad) carries the same gradient: backward with an explicit
             # gradient tensor imports sympy (0.6 s before a fresh process's first fit).
@@ -114,7 +129,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
         leaf = xs.detach().requires_grad_(backward)  # (n, r)
         with torch.set_grad_enabled(backward):  # grad mode is the thread's own
             logits = loo_logits(leaf[chunk], leaf, kernel, log_w, self_log_w,
-                                 chunk)  # (b, n)
+                                 chunk, group=group)  # (b, n)
             log_a = torch.log_softmax(logits, dim=1)  # (b, n)
             pooled = log_a.exp() @ v  # (b, t)
             per_row = loss.per_row(pooled, v[chunk])  # (b,)
@@ -145,14 +160,15 @@ def _workers_within(working_memory, chunk_bytes):
 
 
 def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=False,
-                   rows=None, working_memory=1024, backward=False, polynomial_columns=None):
+                   rows=None, working_memory=1024, backward=False, polynomial_columns=None,
+                   group=None):
     """:func:`loo_loss` of local polynomials of ``degree`` (1 or 2): each left-out row
     predicts the intercept of its kernel-weighted polynomial fit over the other keys
     (:func:`~sklearn_nw._local_poly.local_fit_dense`, bounded or not), its
     Nadaraya-Watson value where that local design is singular, as the fitted regressor
     does. Plain autograd through the fits, chunk by chunk; the losses row by row are
     :func:`loo_local_per_row`'s. The polynomials are in the leading
-    ``polynomial_columns`` of ``x`` (None: all)."""
+    ``polynomial_columns`` of ``x`` (None: all); ``group`` as in :func:`loo_loss`."""
     loss = get_loss(loss)
     rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
     w_rows = log_w[rows].exp()  # (m,)
@@ -162,7 +178,7 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
     value = 0.0
     with full_precision(), torch.set_grad_enabled(backward):
         for s, pooled in _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree,
-                                       bounded, working_memory, polynomial_columns):
+                                       bounded, working_memory, polynomial_columns, group):
             per_row = loss.per_row(pooled, v[rows[s : s + len(pooled)]])  # (b,)
             part = loss.weighted_mean(per_row, w_rows[s : s + len(pooled)], total)
             if backward:
@@ -174,7 +190,7 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
 
 
 def loo_local_per_row(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=False,
-                      rows=None, working_memory=1024, polynomial_columns=None):
+                      rows=None, working_memory=1024, polynomial_columns=None, group=None):
     """The leave-one-out losses (m,) of :func:`loo_local_loss`, row by row, without
     gradient."""
     loss = get_loss(loss)
@@ -183,12 +199,12 @@ def loo_local_per_row(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bound
     with full_precision(), torch.no_grad():
         pooled = torch.cat([p for _, p in _local_chunks(
             xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory,
-            polynomial_columns)])
+            polynomial_columns, group)])
         return loss.per_row(pooled, v[rows])  # (m,)
 
 
 def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory,
-                  polynomial_columns=None):
+                  polynomial_columns=None, group=None):
     """``(start, pooled)`` for chunks of ``rows``: the leave-one-out local fits (b, t) of
     scaled keys ``xs`` (n, r), polynomial in their leading ``polynomial_columns`` (None:
     all), Nadaraya-Watson on singular rows."""
@@ -200,7 +216,8 @@ def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, worki
                       working_memory)
     for s in range(0, len(rows), step):
         chunk = rows[s : s + step]  # (b,)
-        logits = loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk)  # (b, n)
+        logits = loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk,
+                            group=group)  # (b, n)
         attention = torch.softmax(logits, dim=1)  # (b, n)
         local, _, singular = local_fit_dense(px[chunk], px, attention, v, degree, bounded)
         yield s, torch.where(singular[:, None], attention @ v, local)  # (b, t)
@@ -239,7 +256,7 @@ def loo_loss_neighbors(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighb
 
 
 def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, need_grad,
-                  pooled=None, max_workers=None):
+                  pooled=None, max_workers=None, group=None):
     """Leave-one-out loss of a Gaussian-family kernel and its gradient in the scaled
     coordinates ``xs`` (n, r), written out by hand: a few passes over each (b, n) block
     instead of the two dozen autograd makes.
@@ -248,7 +265,8 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
     attention ``P = softmax(S)``, predictions ``p_i = sum_j P_ij v_j`` and
     ``g_i = dL/dp_i``, the softmax gives ``G_ij = dL/dS_ij = P_ij g_i . (v_j - p_i)``, and
     ``dS_ij/dq_i = -2c (q_i - x_j) = -dS_ij/dx_j`` off the diagonal (the self entry is a
-    constant), so both gradients are matrix products of G. With ``loss=None`` it only writes
+    constant), so both gradients are matrix products of G. With ``group`` (n,) the entries
+    of a query's group are ``-inf`` (constants too: their G is 0). With ``loss=None`` it only writes
     the leave-one-out predictions into ``pooled`` (m, t). The chunks of ``step`` rows run
     on at most ``max_workers`` workers, their losses and gradients added in order.
     """
@@ -279,6 +297,7 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
                           keys_t, out=blocks[0, :b])  # (b, n)
         own = self_logits(kernel, self_log_w, chunk) - shift  # (b,)
         set_self_(logits, chunk, own)
+        leave_group_out_(logits, group, chunk)
         # Exact logits are <= 0; the expansion's rounding must not overflow exp.
         e = exp_(logits.clamp_(max=0.0), exact_zeros=False)  # (b, n)
         num_den = (v1_t @ e.T).T  # (b, t + 1)
@@ -288,7 +307,8 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
         unsure = 64 * eps * c * (q2[:, 0] + x2_max) > 0.01  # (b,)
         low = (num_den[:, -1] < tiny) | unsure  # (b,)
         if bool(low.any()):
-            _exact_rows(e, num_den, low, qs1[:, :-1], xs, log_w - shift, c, chunk, own, v1_t)
+            _exact_rows(e, num_den, low, qs1[:, :-1], xs, log_w - shift, c, chunk, own, v1_t,
+                        group)
         z = num_den[:, -1:]  # (b, 1)
         pred = num_den[:, :-1] / z  # (b, t)
         if pooled is not None:
@@ -324,11 +344,12 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
     return value, grad
 
 
-def _exact_rows(e, num_den, low, qs, xs, shifted_log_w, c, chunk, own, v1_t):
+def _exact_rows(e, num_den, low, qs, xs, shifted_log_w, c, chunk, own, v1_t, group=None):
     """Redo the ``low`` rows of a Gaussian chunk's weights ``e`` (b, n) and sums
     ``num_den`` (b, t + 1) in place from exact differences, max-subtracted."""
     again = -c * exact_sq_dist(qs[low], xs, _EXACT_MIB) + shifted_log_w  # (l, n)
     set_self_(again, chunk[low], own[low])
+    leave_group_out_(again, group, chunk[low])
     e[low] = exp_(again - again.amax(1, keepdim=True), exact_zeros=False)
     num_den[low] = (v1_t @ e[low].T).T
 
@@ -343,7 +364,8 @@ def _coordinate_gradients(G, qs1, xs, xs1_t, c):
             2.0 * c * (gq[:, :-1] - gq[:, -1:] * xs))
 
 
-def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_memory=1024):
+def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_memory=1024,
+                  group=None):
     """Leave-one-out pooled values for a grid of bandwidth vectors, in one pass.
 
     The per-feature squared differences of each block of queries are computed once and
@@ -361,6 +383,8 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
         As in :func:`loo_loss`.
     rows : Tensor (m,), optional
         Training rows to predict; all rows when None.
+    group : Tensor (n,), optional
+        As in :func:`loo_loss`: each row leaves with its group.
 
     Returns
     -------
@@ -384,7 +408,7 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     if kernel.quadratic_coef is not None and isotropic:
         cs = [kernel.quadratic_coef / float(ratio) ** 2 for ratio in ratios[:, 0]]
         with full_precision():
-            _gaussian_grid_loo(xs, v, log_w, self_log_w, rows_all, cs, step, pooled)
+            _gaussian_grid_loo(xs, v, log_w, self_log_w, rows_all, cs, step, pooled, group)
         return pooled
     if kernel.quadratic_coef is not None:
         # The fused Gaussian logits cost a (b, r + 1) @ (r + 1, n) product per grid point,
@@ -393,7 +417,7 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
         with full_precision():
             for g in range(len(hs)):
                 _gaussian_loo(transform(x, center, hs[g]), v, log_w, self_log_w, rows_all,
-                              None, kernel, None, step, False, pooled[g])
+                              None, kernel, None, step, False, pooled[g], group=group)
         return pooled
     def pool_chunk(s, _):
         rows = rows_all[s : s + step]  # (b,)
@@ -406,7 +430,8 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
                 d2 = d2_first / ratios[g, 0] ** 2  # (b, n)
             else:
                 d2 = diff2 @ ratios[g] ** -2  # (b, n)
-            logits = loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2)
+            logits = loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2,
+                                group=group)
             logits -= logits.amax(1, keepdim=True)
             num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
             pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
@@ -436,7 +461,7 @@ def squaring_chains(cs, max_depth):
     return chains
 
 
-def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled):
+def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled, group=None):
     """Leave-one-out predictions of the Gaussian ``exp(-c_g |q - x|^2)`` for a grid of
     coefficients ``cs`` in one pass, writing ``pooled`` (G, m, t).
 
@@ -462,6 +487,7 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled):
         chunk = rows[s : s + step]  # (b,)
         d2 = augmented_sq_dist(xs[chunk], xs, out=blocks[0, : len(chunk)])  # (b, n)
         set_self_(d2, chunk, math.inf)  # its own weight is the self term below
+        leave_group_out_(d2, group, chunk, math.inf)  # its group leaves with it
         if len(no_weight):
             d2.index_fill_(1, no_weight, math.inf)
         mu = d2.amin(1, keepdim=True)  # (b, 1)
@@ -502,10 +528,13 @@ class SweepDistances:
     working_memory : float
         MiB for the ``(chunk, n)`` temporaries (the ``(m, n)`` distances come on top:
         see :meth:`fits`).
+    group : Tensor (n,), optional
+        As in :func:`loo_loss`.
     """
 
-    def __init__(self, x, v, h, kernel, log_w, self_log_w, rows, working_memory):
+    def __init__(self, x, v, h, kernel, log_w, self_log_w, rows, working_memory, group=None):
         self.v, self.kernel, self.log_w, self.self_log_w = v, kernel, log_w, self_log_w
+        self.group = group
         self.rows, self.h = rows, h.clone()  # (m,), (d,)
         self.xc = x - key_center(x)  # (n, d)
         xs = self.xc / h  # (n, d)
@@ -540,7 +569,7 @@ class SweepDistances:
                 d2 = torch.add(self.d2[s : s + self.step], dj2,
                                alpha=float(f) ** -2 - 1.0).clamp_(min=0.0)  # (b, n)
                 logits = loo_logits(None, None, self.kernel, self.log_w, self.self_log_w,
-                                     chunk, d2=d2)  # (b, n)
+                                     chunk, d2=d2, group=self.group)  # (b, n)
                 logits -= logits.amax(1, keepdim=True)
                 num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
                 pooled[g, s : s + self.step] = num_den[:, :-1] / num_den[:, -1:]

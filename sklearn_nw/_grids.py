@@ -21,7 +21,13 @@ from ._adaptive import LeaveOneOutNeighbors
 from ._engine import key_center
 from ._engine_candidates import candidate_pool
 from ._engine_loo import loo_grid_pool
-from ._leave_one_out import nearest_keys, other_keys, self_logits, set_self_
+from ._leave_one_out import (
+    leave_group_out_,
+    nearest_keys,
+    other_keys,
+    self_logits,
+    set_self_,
+)
 from ._local_poly import local_fit_many, local_fit_sparse, n_terms
 from ._losses import get_loss
 from ._preconditions import check_working_memory
@@ -132,6 +138,12 @@ class LeaveOneOutGrid:
         """The leave-one-out predictions (G, L, t), float64, of every grid point at the L
         distinct inputs."""
         if self.n_neighbors is not None:
+            if loo.group is not None:
+                raise NotImplementedError(
+                    "Leave-one-group-out (groups given to fit) of the k-nearest model "
+                    f"(n_neighbors={self.n_neighbors}) is not supported: each query's "
+                    "neighbors would have to be found outside its group. Use "
+                    "n_neighbors=None, or a splitter such as cv=LeaveOneGroupOut().")
             return self._nearest_pool(loo, kernel, dtype, device, working_memory)
         if self.degree:
             return self._local_pool(loo, kernel, dtype, device, working_memory)
@@ -144,6 +156,7 @@ class LeaveOneOutGrid:
             tensor(loo.X), tensor(loo.values), tensor(self.grid), kernel,
             tensor(loo.log_weight), tensor(loo.self_log_weight),
             working_memory=working_memory,
+            group=None if loo.group is None else torch.as_tensor(loo.group, device=device),
         ).double()
 
     def _local_pool(self, loo, kernel, dtype, device, working_memory):
@@ -159,6 +172,7 @@ class LeaveOneOutGrid:
         proportional = np.allclose(grid, multiples[:, None] * grid[0], rtol=1e-12, atol=0)
         W = torch.as_tensor(loo.weight, device=device)  # (L,)
         self_log_w = torch.as_tensor(loo.self_log_weight, device=device)  # (L,)
+        group = None if loo.group is None else torch.as_tensor(loo.group, device=device)
         values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
         coords = _centered(loo, grid[0], device)  # (L, r)
         fit = _local_blocks(L, G, coords.shape[1], self.degree, working_memory,
@@ -174,11 +188,12 @@ class LeaveOneOutGrid:
             rows, grid_rows = block
             if proportional:
                 attention = _attention_rows(_distances(first, rows), rows, W, self_log_w,
-                                            multiples[grid_rows], kernel)  # (g, b, L)
+                                            multiples[grid_rows], kernel,
+                                            group)  # (g, b, L)
             else:
                 attention = torch.cat([
                     _attention_rows(_distances(points(h), rows), rows, W, self_log_w,
-                                    [1.0], kernel)
+                                    [1.0], kernel, group)
                     for h in grid[grid_rows]])  # (g, b, L)
             nadaraya_watson = attention @ values  # (g, b, t)
             local, singular = local_fit_many(coords[rows], coords, attention, values,
@@ -286,13 +301,14 @@ def _distances(points, rows):
     return torch.cdist(points[rows], points, compute_mode="donot_use_mm_for_euclid_dist")
 
 
-def _attention_rows(D, rows, W, self_log_w, h, kernel):
+def _attention_rows(D, rows, W, self_log_w, h, kernel, group=None):
     """Exact leave-one-out attention (g, b, L) of the keys ``rows`` (a slice of b) on
     every key, each keeping the log weight ``self_log_w`` (L,) on itself, under fixed
     bandwidths ``h`` (g,) in units of their distances ``D`` (b, L):
     :meth:`~sklearn_nw._adaptive.LeaveOneOutNeighbors.fixed_attention` on a block of
-    rows. A row of no kernel mass (a compact kernel) attends to its nearest other
-    key(s), every tie, by weight."""
+    rows. With ``group`` (L,) the keys' groups, a row's group leaves with it. A row of
+    no kernel mass (a compact kernel) attends to its nearest other key(s) (of other
+    groups), every tie, by weight."""
     h = torch.as_tensor(np.asarray(h, dtype=np.float64), dtype=D.dtype, device=D.device)
     h_sq = (h * h)[:, None, None]  # (g, 1, 1)
     D_sq = (D * D)[None]  # (1, b, L)
@@ -305,10 +321,11 @@ def _attention_rows(D, rows, W, self_log_w, h, kernel):
     own = torch.arange(rows.start, rows.stop, device=D.device)  # (b,) each row's own input
     logits[:, :, W <= 0] = -math.inf
     set_self_(logits, own, self_logits(kernel, self_log_w, own))
+    leave_group_out_(logits, group, own)
     attention = torch.softmax(logits, dim=2)  # (g, b, L); a row of no mass is NaN
     empty = torch.isnan(attention[:, :, 0]) | torch.isnan(attention[:, :, -1])  # (g, b)
     if bool(empty.any()):
-        nearest, _ = nearest_keys(D, other_keys(W > 0, own))  # (b, L)
+        nearest, _ = nearest_keys(D, other_keys(W > 0, own, group))  # (b, L)
         fallback = torch.softmax(torch.where(nearest, log_w, -math.inf), dim=1)  # (b, L)
         attention = torch.where(empty[:, :, None], fallback, attention)
     return attention
@@ -447,6 +464,12 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         return found[1]
 
     def _pool(self, loo, kernel, dtype, device, working_memory):
+        if loo.group is not None:
+            raise NotImplementedError(
+                "Leave-one-group-out (groups given to fit) of adaptive bandwidths is not "
+                "supported: their k nearest neighbors would have to be found outside each "
+                "query's group. Use bandwidth_kinds=['fixed'], or a splitter such as "
+                "cv=LeaveOneGroupOut().")
         _check_dense_leave_one_out(len(loo.weight), working_memory, "of adaptive bandwidths")
         neighbors = self._neighbors(loo, device,
                                     max(c.n_neighbors for c in self.candidates))

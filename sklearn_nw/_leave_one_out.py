@@ -1,7 +1,7 @@
 """What leaving one out means with sample weights and repeated inputs, once.
 
 Leave-one-out scores a bandwidth by predicting each training row from the others. What
-"the others" are is the *unit* that leaves together, ``leave_out``:
+"the others" are is the *unit* that leaves together, ``leave_out`` or ``groups``:
 
 - ``"row"`` (the default, as scikit-learn's :class:`~sklearn.model_selection.LeaveOneOut`,
   statsmodels' ``cv_ls`` and R's np have it): a row leaves with its whole sample weight;
@@ -14,18 +14,24 @@ Leave-one-out scores a bandwidth by predicting each training row from the others
   a copy of itself, so rows copied by resampling (a bootstrap drawn as rows) cannot pull
   the bandwidth toward 0; but on tables whose inputs repeat, a query at a training input
   never sees the targets observed there, which are its best predictors.
+- a *group* (``groups`` given to ``fit``, as scikit-learn's
+  :class:`~sklearn.model_selection.LeaveOneGroupOut` has it): a row leaves with every row
+  of its group, wherever their inputs; leave-one-out is then exact leave-one-group-out.
 
-Both are posed on *keys* (:func:`leave_one_out_set`): under ``"input"`` the distinct
+All are posed on *keys* (:func:`leave_one_out_set`): under ``"input"`` the distinct
 inputs (:func:`distinct_inputs`, where -0.0 and 0.0 are one input), each carrying the
 summed weight of its rows and the weighted mean of their values and leaving itself out
 entirely; under ``"row"`` the distinct rows (identical input, value and weight), each
-keeping on itself the weight of its copies, one row's less (:attr:`LeaveOneOutSet.self_weight`).
+keeping on itself the weight of its copies, one row's less (:attr:`LeaveOneOutSet.self_weight`);
+with groups the distinct rows of (input, value, weight, group), each leaving with every
+key of its group (:attr:`LeaveOneOutSet.group`).
 For the squared error the loss over the rows is the loss over the keys plus the spread of
 the values within keys, a constant in the bandwidth; for the log-loss the one-hot labels
 become the class frequencies at each key (cross-entropy).
 
 The pieces every engine and strategy shares, in torch: query i of a leave-one-out block is
-key ``rows[i]``, whose entry gets the logit :func:`self_logits` (:func:`set_self_`); a
+key ``rows[i]``, whose entry gets the logit :func:`self_logits` (:func:`set_self_`), and
+with groups the entries of its group's other keys ``-inf`` (:func:`leave_group_out_`); a
 left-out query may attend the keys :func:`other_keys` gives, and one left with no kernel
 mass falls back to its nearest of them, every tie (:func:`nearest_keys`). Numpy and
 torch; no scikit-learn.
@@ -71,9 +77,10 @@ def distinct_inputs(X, sample_weight=None):
     return inputs, inverse.reshape(-1)
 
 
-def distinct_rows(X, values, sample_weight):
+def distinct_rows(X, values, sample_weight, group=None):
     """The distinct rows of ``(X, values, sample_weight)`` (identical input, values and
-    weight: interchangeable rows), the keys of ``leave_out="row"``.
+    weight: interchangeable rows), the keys of ``leave_out="row"``; with ``group`` (n,)
+    integer codes, of ``(X, values, sample_weight, group)`` (the keys of groups).
 
     Returns
     -------
@@ -82,7 +89,10 @@ def distinct_rows(X, values, sample_weight):
     inverse : ndarray of shape (n_rows,)
         The distinct row of each row.
     """
-    rows = np.column_stack([np.asarray(X) + 0.0, values, sample_weight])
+    columns = [np.asarray(X) + 0.0, values, sample_weight]
+    if group is not None:
+        columns.append(group)
+    rows = np.column_stack(columns)
     _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
     return first, inverse.reshape(-1)
 
@@ -102,6 +112,9 @@ class LeaveOneOutSet(NamedTuple):
     # The leading columns of X that local polynomials are in: the continuous features
     # of embedded categorical ones (sklearn_nw._categorical); None for all.
     polynomial_columns: object = None
+    # (G,) int: the group of each key, whose keys all leave together (groups given to
+    # fit); None without groups.
+    group: object = None
 
     @property
     def log_weight(self):
@@ -138,7 +151,7 @@ class LeaveOneOutSet(NamedTuple):
         return rows
 
 
-def leave_one_out_set(X, values, sample_weight, *, leave_out="input",
+def leave_one_out_set(X, values, sample_weight, *, leave_out="input", groups=None,
                       estimator_name="leave-one-out"):
     """Group the training rows into leave-one-out's keys (see the module docstring).
 
@@ -151,9 +164,14 @@ def leave_one_out_set(X, values, sample_weight, *, leave_out="input",
     leave_out : {"row", "input"}, default="input"
         The unit that leaves: a row (the keys are the distinct rows, each keeping its
         copies' weight on itself), or all the rows at an input (the keys are the
-        distinct inputs).
+        distinct inputs). With ``groups`` it must be ``"row"`` (a ValueError
+        otherwise: two units).
+    groups : ndarray of shape (n_samples,), default=None
+        The group of each row (validated, any sortable labels): the rows of a group leave
+        together. The keys are then the distinct rows of (input, value, weight, group).
     estimator_name : str
-        Named in the error raised when fewer than two distinct inputs carry weight.
+        Named in the error raised when fewer than two distinct inputs (or groups) carry
+        weight.
 
     Returns
     -------
@@ -165,8 +183,22 @@ def leave_one_out_set(X, values, sample_weight, *, leave_out="input",
     X_keys, inverse = distinct_inputs(X)
     check_two_inputs(int(np.count_nonzero(np.bincount(inverse, weights=w) > 0)), n,
                      estimator_name)
-    if leave_out == "row":
-        first, inverse = distinct_rows(X, values, w)
+    code = None
+    if groups is not None and leave_out != "row":
+        raise ValueError(
+            f"{estimator_name}: groups are a unit of their own; leave_out={leave_out!r} "
+            "is another. Pass groups with leave_out='row' (the default), e.g. the "
+            "distinct inputs as groups to leave every row at an input out as well.")
+    if groups is not None:
+        _, code = np.unique(groups, return_inverse=True)
+        code = code.reshape(-1)
+        if np.count_nonzero(np.bincount(code, weights=w) > 0) < 2:
+            raise ValueError(
+                f"{estimator_name} leaves one group out: it needs at least two groups "
+                "with positive sample weight; got "
+                f"{int(np.count_nonzero(np.bincount(code, weights=w) > 0))}.")
+    if leave_out == "row" or groups is not None:
+        first, inverse = distinct_rows(X, values, w, code)
         X_keys = (X[first] + 0.0).astype(X.dtype, copy=False)
     weight = np.bincount(inverse, weights=w, minlength=len(X_keys))  # (G,)
     # (G, n) sums over each key's rows, weighted.
@@ -177,6 +209,8 @@ def leave_one_out_set(X, values, sample_weight, *, leave_out="input",
     deviation = values - means[inverse]  # (n, t)
     spread = float(w @ (deviation**2).sum(1) / w.sum())
     self_weight = None
+    if groups is not None:  # a key's copies are of its group: they leave with it
+        return LeaveOneOutSet(X_keys, means, weight, inverse, spread, group=code[first])
     if leave_out == "row":
         self_weight = np.maximum(weight - w[first], 0.0)  # (G,) the copies' weight
     return LeaveOneOutSet(X_keys, means, weight, inverse, spread, self_weight)
@@ -202,10 +236,27 @@ def self_logits(kernel, self_log_w, rows):
     return kernel.log_profile_sq(self_log_w.new_zeros(len(rows))) + self_log_w[rows]
 
 
-def other_keys(positive, rows):
+def same_group(group, rows):
+    """(b, n) bool: the keys in the group of each left-out query (query i is key
+    ``rows[i]`` (b,), ``group`` (n,) the keys' groups), its own key included."""
+    return group[rows][:, None] == group[None, :]
+
+
+def leave_group_out_(block, group, rows, value=-math.inf):
+    """Write ``value`` (``-inf``: no attention) into each query's entries for the keys of
+    its own group, in place: ``block`` is (..., b, n) as in :func:`set_self_`, ``group``
+    (n,) the keys' groups, or None (no groups: ``block`` unchanged). Returns ``block``."""
+    if group is not None:
+        block.masked_fill_(same_group(group, rows), value)
+    return block
+
+
+def other_keys(positive, rows, group=None):
     """(b, n) bool: the keys a left-out query may attend, those of ``positive`` (n,)
-    weight other than its own (query i is key ``rows[i]`` (b,))."""
-    return set_self_(positive.expand(len(rows), -1).clone(), rows, False)
+    weight other than its own (query i is key ``rows[i]`` (b,)) and, with ``group`` (n,),
+    outside its group."""
+    eligible = set_self_(positive.expand(len(rows), -1).clone(), rows, False)
+    return leave_group_out_(eligible, group, rows, False)
 
 
 def nearest_keys(d2, eligible):

@@ -156,8 +156,10 @@ class Objective:
     (full batch only: no neighbor lists)."""
 
     def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory, degree=0,
-                 bounded=False, expand=None, polynomial_columns=None, odds=None):
+                 bounded=False, expand=None, polynomial_columns=None, odds=None, group=None):
         self.x, self.v, self.log_w, self.self_log_w = x, v, log_w, self_log_w
+        # (n,) the keys' groups, each leaving with its query (leave-one-group-out); None.
+        self.group = group
         # Bandwidths (..., d) -> those of x's columns (..., d_x): categorical features'
         # scales spread over their embedded columns (_categorical.CategoricalFeatures).
         self.expand = expand
@@ -194,12 +196,15 @@ class Objective:
                                   self.self_log_w, loss=self.loss_function,
                                   degree=self.degree, bounded=self.bounded, rows=rows,
                                   working_memory=self.working_memory, backward=backward,
-                                  polynomial_columns=self.polynomial_columns)
+                                  polynomial_columns=self.polynomial_columns,
+                                  group=self.group)
         return loo_loss(self.x, self.v, metric, self.kernel, self.log_w, self.self_log_w,
                         loss=self.loss_function, rows=rows, working_memory=self.working_memory,
-                        backward=backward)
+                        backward=backward, group=self.group)
 
     def loss_neighbors(self, metric, rows, neighbors, backward=False):
+        if self.group is not None:  # LeaveOneOutBandwidth.learn refuses the minibatches
+            raise NotImplementedError("leave-one-group-out against neighbor lists")
         return loo_loss_neighbors(self.x, self.v, self.metric(metric), self.kernel, self.log_w,
                                    self.self_log_w, loss=self.loss_function, rows=rows,
                                    neighbors=neighbors, backward=backward)
@@ -214,9 +219,11 @@ class Objective:
                 x, v, h, self.kernel, log_w, self_log_w, loss=self.loss_function,
                 degree=self.degree, bounded=self.bounded, rows=rows,
                 working_memory=self.working_memory,
-                polynomial_columns=self.polynomial_columns).double() for h in hs])  # (G, m)
+                polynomial_columns=self.polynomial_columns,
+                group=self.group).double() for h in hs])  # (G, m)
         pooled = loo_grid_pool(x, v, hs, self.kernel, log_w, self_log_w, rows=rows,
-                               working_memory=self.working_memory)  # (G, m, t)
+                               working_memory=self.working_memory,
+                               group=self.group)  # (G, m, t)
         return self.loss_function.per_row(pooled.double(), self.v[rows].double())  # (G, m)
 
     def grid(self, hs, rows):
@@ -240,7 +247,7 @@ class Objective:
             return None
         h = torch.as_tensor(h, dtype=self.x.dtype, device=self.x.device)
         return SweepDistances(self.x, self.v, h, self.kernel, self.log_w, self.self_log_w,
-                              rows, self.working_memory)
+                              rows, self.working_memory, group=self.group)
 
 
 class LogProgress:

@@ -70,6 +70,9 @@ class Training(NamedTuple):
     # embedding, the bandwidths are one scale per feature); None without them.
     categorical: object = None
     raw_X: object = None  # the inputs as given, with categorical features (GridSearchCV's)
+    # (n,) int: the group of each row, groups given to fit (leave-one-out leaves a row's
+    # group with it); None without groups.
+    groups: object = None
 
     @property
     def dtype(self):
@@ -162,10 +165,10 @@ class Training(NamedTuple):
 
     def leave_one_out_set(self, what, leave_out):
         """The training set as leave-one-out sees it, leaving out the unit ``leave_out``
-        names (:mod:`sklearn_nw._leave_one_out`); ``what`` names the search in its
-        error."""
+        names, or each row's group with ``groups`` (:mod:`sklearn_nw._leave_one_out`);
+        ``what`` names the search in its error."""
         loo = leave_one_out_set(self.X, self.values, self.sample_weight,
-                                leave_out=leave_out,
+                                leave_out=leave_out, groups=self.groups,
                                 estimator_name=f"{self.estimator_name} with {what}")
         if self.categorical is None:
             return loo

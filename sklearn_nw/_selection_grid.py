@@ -204,6 +204,15 @@ class BandwidthGridSearch:
                     "which categorical features do not support yet: use "
                     "bandwidth_kinds=['fixed'] (or 'auto') with categorical features.")
             return ("fixed",)
+        if self.cv is None and training.groups is not None:
+            # Leave-one-group-out is exact for fixed bandwidths only (LeaveOneOutGrid).
+            if self.kinds not in ("auto", ("fixed",)):
+                raise NotImplementedError(
+                    "Leave-one-group-out (groups given to fit with cv=None) of adaptive "
+                    "bandwidths is not supported: their k nearest neighbors would have to "
+                    "be found outside each query's group. Use bandwidth_kinds=['fixed'] "
+                    "(or 'auto'), or a splitter such as cv=LeaveOneGroupOut().")
+            return ("fixed",)
         if self.kinds != "auto":
             return tuple(kind for kind in FAMILIES if kind in self.kinds)
         n_keys = len(_adaptive_key_weights(training, self.leave_out))

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.base import is_classifier
 from sklearn.utils._param_validation import Interval
+from sklearn.utils.validation import check_array, check_consistent_length
 
 from ._scale import RULES_OF_THUMB
 from .bandwidth import AdaptiveBandwidth, LeaveOneOutBandwidth
@@ -55,6 +56,25 @@ class Refusal(NamedTuple):
     # names, joined by `join`) and {instead} (their alternatives, joined by " and ").
     message: str
     join: str = " or "
+
+
+def check_groups(groups, X):
+    """``groups`` given to ``fit``, validated against the training inputs ``X``: one label
+    per row, 1-D, no NaN, sortable (numbers or strings). Returns each row's group as an
+    integer code (n,), or None for None."""
+    if groups is None:
+        return None
+    groups = check_array(groups, ensure_2d=False, dtype=None, input_name="groups")
+    if groups.ndim != 1:
+        raise ValueError(f"groups must be 1-D, one label per sample; got an array of "
+                         f"shape {groups.shape}.")
+    check_consistent_length(X, groups)
+    try:
+        _, code = np.unique(groups, return_inverse=True)
+    except TypeError as error:  # labels of types that do not compare (None and str)
+        raise TypeError(f"groups must be sortable labels (numbers or strings): {error}"
+                        ) from None
+    return code.reshape(-1)
 
 
 def _serves_on_shards(bandwidth):

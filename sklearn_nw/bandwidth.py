@@ -317,10 +317,18 @@ class LeaveOneOutBandwidth(BaseEstimator):
         x, v, log_w, self_log_w = (
             torch.as_tensor(np.asarray(a, dtype=dtype), device=device).to(descent_dtype)
             for a in (loo.X, loo.values, loo.log_weight, loo.self_log_weight))
+        group = None if loo.group is None else torch.as_tensor(loo.group, device=device)
         n, d = x.shape
         w = log_w.exp()
         check_two_inputs(int((w > 0).sum()), n, "bandwidth='loo'")
         full_batch = (n <= FULL_BATCH_MAX) if self.batch_size == "auto" else self.batch_size >= n
+        if group is not None and not full_batch and self.n_neighbors is not None:
+            raise NotImplementedError(
+                f"A learned bandwidth with groups (leave-one-group-out) descends against "
+                f"every key: the minibatches' neighbor lists (n_neighbors="
+                f"{self.n_neighbors!r}) can hold a query's group alone. Got {n} keys "
+                f"(distinct rows of input, value, weight and group) with batch_size="
+                f"{self.batch_size!r}: pass n_neighbors=None, or batch_size >= {n}.")
         if degree and not full_batch:
             raise ValueError(
                 f"A learned bandwidth for local polynomials (degree={degree}) descends on "
@@ -337,7 +345,8 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 "'isotropic'.")
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
                               degree=degree, bounded=bounded, expand=expand,
-                              polynomial_columns=loo.polynomial_columns, odds=odds)
+                              polynomial_columns=loo.polynomial_columns, odds=odds,
+                              group=group)
         return self.learn_on(objective, kernel, h_start=h_start, full_batch=full_batch)
 
     def learn_on(self, objective, kernel, *, h_start, full_batch=True):

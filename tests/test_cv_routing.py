@@ -158,9 +158,20 @@ def test_metadata_nobody_consumes_raises():
 
 @pytest.mark.parametrize("cv", [None, N_SPLITS])
 def test_extra_params_without_routing_raise(cv):
+    """Metadata other than sample_weight and groups (fit's own, see test_groups.py) needs
+    routing."""
     X, y, _, groups = make_data()
     est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=cv)
     with pytest.raises(ValueError, match="enable_metadata_routing=True"):
+        est.fit(X, y, other=groups)
+
+
+def test_groups_to_a_splitter_that_ignores_them_warn_without_routing():
+    """As GridSearchCV without routing: groups go to the splitter, and KFold says it
+    ignores them."""
+    X, y, _, groups = make_data()
+    est = NadarayaWatsonRegressorCV(bandwidths=BANDWIDTHS, degree=0, cv=N_SPLITS)
+    with pytest.warns(UserWarning, match="groups parameter is ignored by KFold"):
         est.fit(X, y, groups=groups)
 
 
