@@ -9,6 +9,7 @@ import os
 
 import pytest
 import scipy.sparse as sp
+import threadpoolctl
 import torch
 
 
@@ -55,9 +56,13 @@ def local_cluster():
 
 def pytest_configure(config):
     """Under pytest-xdist, each worker computes on its share of the cores (torch's
-    threads): workers that each start a team of threads as wide as the machine would
-    take turns on every core, each parallel region waiting for a thread descheduled by
-    another worker. Tests of the thread settings set their own counts."""
+    threads, and the OpenMP and BLAS pools of scikit-learn and numpy, e.g. a gallery
+    example's HistGradientBoosting): workers that each start a team of threads as wide
+    as the machine would take turns on every core, each parallel region waiting for a
+    thread descheduled by another worker. Tests of the thread settings set their own
+    counts."""
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
     if workers:
-        torch.set_num_threads(max(1, torch.get_num_threads() // int(workers)))
+        share = max(1, torch.get_num_threads() // int(workers))
+        torch.set_num_threads(share)
+        threadpoolctl.threadpool_limits(limits=share)  # kept for the session
