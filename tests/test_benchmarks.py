@@ -863,3 +863,33 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     assert all(isinstance(t["met"], bool) or t["met"] is None for t in saved["targets"])
     assert (out_dir / "bench_uncertainty.md").read_text() == printed
     assert "| dense Gaussian |" in printed
+
+
+# -- bench_fit_time ----------------------------------------------------------------------------
+def test_fit_time_benchmark_runs(bench, tmp_path):
+    bench_fit_time = importlib.import_module("bench_fit_time")
+    report, out_dir, stdout = _quiet_run(
+        bench_fit_time, tmp_path, series=(60,), sizes=(), dims=(), loo_n=40,
+        loo_queries=30, loo_degrees=(0,), with_co2=False)
+    saved = json.loads((out_dir / "bench_fit_time.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    cv = saved["sections"]["cv"]
+    names = [r["data"] for r in cv["results"]]
+    assert names == ["series 60"]
+    for r in cv["results"]:
+        # 48 training rows: the ks up to 32, each weighting.
+        assert r["ours_s"] > 0 and r["knn_s"] > 0 and r["knn_candidates"] == 12
+        assert r["ratio"] == pytest.approx(r["ours_s"] / r["knn_s"])
+        assert r["ours_mse"] >= 0 and r["knn_mse"] >= 0
+    assert [t["met"] for t in cv["targets"]] == [r["ratio"] <= 1 for r in cv["results"]]
+    loo = saved["sections"]["loo"]
+    peers = [r["peer"] for r in loo["results"]]
+    assert peers[0] == "ours, degree=0" and all(r["total_s"] > 0 for r in loo["results"])
+    # kernelsmooth is optional: its rows and the target are there only when installed.
+    if _installed("kernelsmooth"):
+        assert "kernelsmooth KernelRegression" in peers
+        assert isinstance(loo["targets"][0]["met"], bool)
+    else:
+        assert loo["config"]["kernelsmooth"] == "skipped" and loo["targets"][0]["met"] is None
+        assert "kernelsmooth: skipped (not installed)." in stdout
+    assert stdout == (out_dir / "bench_fit_time.md").read_text()
