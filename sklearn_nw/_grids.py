@@ -170,6 +170,11 @@ class LeaveOneOutGrid:
         G, L = len(grid), len(loo.weight)
         multiples = grid[:, 0] / grid[0, 0]  # (G,)
         proportional = np.allclose(grid, multiples[:, None] * grid[0], rtol=1e-12, atol=0)
+        # One feature: each row attends to the sorted inputs within reach (a group's
+        # keys need not be contiguous there: groups take the dense blocks).
+        if (loo.X.shape[1] == 1 and loo.group is None
+                and window_radius(kernel, 1.0, 0.0, 0.0) is not None):
+            return self._window_pool(loo, kernel, device, working_memory)
         W = torch.as_tensor(loo.weight, device=device)  # (L,)
         self_log_w = torch.as_tensor(loo.self_log_weight, device=device)  # (L,)
         group = None if loo.group is None else torch.as_tensor(loo.group, device=device)
@@ -204,6 +209,67 @@ class LeaveOneOutGrid:
         on_workers([(rows, grid_rows) for rows in gen_batches(L, fit.rows)
                     for grid_rows in gen_batches(G, fit.grid_points)], run, device,
                    max_workers=fit.workers)
+        return out
+
+    def _window_pool(self, loo, kernel, device, working_memory):
+        """:meth:`_local_pool` of one input feature: the inputs sorted, each block of
+        query rows attends to the window of inputs within :func:`window_radius` of it
+        (contiguous), in blocks of grid points of similar bandwidths: O(L w) per grid
+        point, w the window's inputs, instead of O(L^2)."""
+        grid = np.asarray(self.grid, dtype=np.float64)[:, 0]  # (G,)
+        G, L = len(grid), len(loo.weight)
+        order = np.argsort(loo.X[:, 0], kind="stable")  # (L,)
+        x = loo.X[order, 0] / grid[0]  # (L,) sorted, in units of the first grid point
+        weight = loo.weight[order]  # (L,)
+        W = torch.as_tensor(weight, device=device)  # (L,)
+        self_log_w = torch.as_tensor(loo.self_log_weight[order], device=device)  # (L,)
+        values = torch.as_tensor(loo.values[order], dtype=torch.float64,
+                                 device=device)  # (L, t)
+        coords = _centered(loo, grid[:1], device)[torch.as_tensor(order, device=device)]
+        points = torch.as_tensor(x[:, None], device=device)  # (L, 1)
+        nearest = _nearest_other(x, weight > 0)  # (L,)
+        log_w = np.log(weight[weight > 0])
+        spread = float(log_w.max() - log_w.min())
+        multiples = grid / grid[0]  # (G,)
+        out = torch.empty(G, L, values.shape[1], dtype=torch.float64)
+        blocks = []
+        for grid_rows in _similar_bandwidths(multiples):
+            h = multiples[grid_rows].max()
+            reach = window_radius(kernel, h, nearest, spread)  # (L,)
+            # The widest window of one row sizes the blocks (a block of b rows spans
+            # at most b more inputs).
+            width = int((np.searchsorted(x, x + reach, "right")
+                         - np.searchsorted(x, x - reach, "left")).max())
+            fit = _local_blocks(min(L, 2 * width), len(grid_rows), coords.shape[1],
+                                self.degree, working_memory, n_workers(device),
+                                "for local polynomials")
+            for rows in gen_batches(L, fit.rows):
+                r = reach[rows].max()
+                lo = int(np.searchsorted(x, x[rows.start] - r, "left"))
+                hi = int(np.searchsorted(x, x[rows.stop - 1] + r, "right"))
+                for part in gen_batches(len(grid_rows), fit.grid_points):
+                    blocks.append((rows, grid_rows[part], lo, hi))
+        order = torch.as_tensor(order)
+
+        def run(block, workspace):  # the blocks are disjoint: each writes its own
+            rows, grid_rows, lo, hi = block
+            keys = slice(lo, hi)
+            own = slice(rows.start - lo, rows.stop - lo)  # the rows among the keys
+            D = _distances(points[keys], own)  # (b, w)
+            attention = _attention_rows(D, own, W[keys], self_log_w[keys],
+                                        multiples[grid_rows], kernel)  # (g, b, w)
+            local, singular, nadaraya_watson = local_fit_many(
+                coords[rows], coords[keys], attention, values[keys], self.degree,
+                self.bounded, return_nadaraya_watson=True,
+                workspace=workspace)  # (g, b, t) each
+            fits = torch.where(singular[:, :, None], nadaraya_watson, local).cpu()
+            out[torch.as_tensor(grid_rows)[:, None], order[rows][None, :]] = fits
+
+        # Each worker's designs in one workspace (3 p + 1 columns hold them).
+        size = max((r.stop - r.start) * (hi - lo) for r, _, lo, hi in blocks) * (
+            3 * (self.degree + 1) * values.shape[1] + 1)
+        on_workers(blocks, run, device, max_workers=n_workers(device),
+                   init=lambda: torch.empty(size, dtype=torch.float64, device=device))
         return out
 
     def _nearest_pool(self, loo, kernel, dtype, device, working_memory):
@@ -295,6 +361,50 @@ def _local_blocks(L, G, n_coords, degree, working_memory, workers, what):
     return _Blocks(rows, grid_points, workers)
 
 
+# Inputs whose logit lies more than this below a row's nearest other input's are left out
+# of its windowed leave-one-out fits (_window_pool): each weighs at most e^-70 = 4e-31 of
+# the nearest's, far below the float64 rounding of the fits.
+_WINDOW_LOG_RATIO = 70.0
+
+
+def window_radius(kernel, h, nearest, spread):
+    """Distances (in units of the grid's first bandwidth) beyond which a Gaussian-family
+    or compact kernel at bandwidth ``h`` gives an input no weight that counts: the
+    support (at least the ``nearest`` other input, the fallback's), or for the Gaussian
+    family the distance whose logit lies ``_WINDOW_LOG_RATIO`` below the nearest's,
+    the inputs' log weights differing by at most ``spread``. None for other kernels
+    (their tails have no such bound)."""
+    if kernel.is_compact:
+        return np.maximum(h * kernel.support, nearest) * (1 + 1e-9)
+    if kernel.quadratic_coef is None:
+        return None
+    return np.sqrt(nearest**2 + h * h * (_WINDOW_LOG_RATIO + spread)
+                   / kernel.quadratic_coef) * (1 + 1e-9)
+
+
+def _nearest_other(x, positive):
+    """Distance (L,) of each sorted input ``x`` (L,) to its nearest other input of
+    positive weight (inf where there is none)."""
+    at = np.flatnonzero(positive)  # (P,) positions of the inputs of positive weight
+    padded = np.concatenate([[-np.inf], x[at], [np.inf]])  # (P + 2,)
+    i = np.arange(len(x))
+    left = np.searchsorted(at, i, "left")  # the positive inputs before i: at[:left]
+    right = np.searchsorted(at, i, "right")  # those after it: at[right:]
+    return np.minimum(x - padded[left], padded[right + 1] - x)
+
+
+def _similar_bandwidths(multiples):
+    """The grid points (G,) in groups of bandwidths within a factor 2 of their group's
+    largest, smallest first: each group's windows are its largest's."""
+    order = np.argsort(multiples, kind="stable")
+    groups, start = [], 0
+    for k in range(1, len(order) + 1):
+        if k == len(order) or multiples[order[k]] > 2 * multiples[order[start]]:
+            groups.append(order[start:k])
+            start = k
+    return groups
+
+
 def _distances(points, rows):
     """Distances (b, L) of the inputs ``points[rows]`` to every input, as
     :class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors` is given them."""
@@ -310,25 +420,27 @@ def _attention_rows(D, rows, W, self_log_w, h, kernel, group=None):
     no kernel mass (a compact kernel) attends to its nearest other key(s) (of other
     groups), every tie, by weight."""
     h = torch.as_tensor(np.asarray(h, dtype=np.float64), dtype=D.dtype, device=D.device)
-    h_sq = (h * h)[:, None, None]  # (g, 1, 1)
-    D_sq = (D * D)[None]  # (1, b, L)
+    # Laid out query by query, (b, g, L) in memory: the local fits' batched products
+    # take each query's attentions as one matrix.
+    h_sq = (h * h)[None, :, None]  # (1, g, 1)
+    D_sq = (D * D)[:, None]  # (b, 1, L)
     if kernel.quadratic_coef is not None:  # the Gaussian family: one pass
-        logits = D_sq * (-kernel.quadratic_coef / h_sq)  # (g, b, L)
+        logits = D_sq * (-kernel.quadratic_coef / h_sq)  # (b, g, L)
     else:
-        logits = kernel.log_profile_sq(D_sq / h_sq)  # (g, b, L)
+        logits = kernel.log_profile_sq(D_sq / h_sq)  # (b, g, L)
     log_w = torch.log(W)  # (L,)
     logits += log_w
     own = torch.arange(rows.start, rows.stop, device=D.device)  # (b,) each row's own input
     logits[:, :, W <= 0] = -math.inf
-    set_self_(logits, own, self_logits(kernel, self_log_w, own))
-    leave_group_out_(logits, group, own)
-    attention = torch.softmax(logits, dim=2)  # (g, b, L); a row of no mass is NaN
-    empty = torch.isnan(attention[:, :, 0]) | torch.isnan(attention[:, :, -1])  # (g, b)
+    set_self_(logits.transpose(0, 1), own, self_logits(kernel, self_log_w, own))
+    leave_group_out_(logits.transpose(0, 1), group, own)
+    attention = torch.softmax(logits, dim=2)  # (b, g, L); a row of no mass is NaN
+    empty = torch.isnan(attention[:, :, 0]) | torch.isnan(attention[:, :, -1])  # (b, g)
     if bool(empty.any()):
         nearest, _ = nearest_keys(D, other_keys(W > 0, own, group))  # (b, L)
         fallback = torch.softmax(torch.where(nearest, log_w, -math.inf), dim=1)  # (b, L)
-        attention = torch.where(empty[:, :, None], fallback, attention)
-    return attention
+        attention = torch.where(empty[:, :, None], fallback[:, None], attention)
+    return attention.transpose(0, 1)  # (g, b, L)
 
 
 def dense_leave_one_out_bytes(L):

@@ -938,3 +938,33 @@ def test_coverage_designs_are_ccfs():
     assert bench_coverage.ccf1(np.array([0.0])) == pytest.approx([2.0])
     m = bench_coverage.product_design((bench_coverage.ccf5, bench_coverage.ccf6))
     assert m(np.array([[-1 / 3, -1.0]])) == pytest.approx([-1.0 * -1.0 + 0.5 / 3])
+
+
+# -- bench_fit_time ----------------------------------------------------------------------------
+def test_fit_time_benchmark_runs(bench, tmp_path):
+    bench_fit_time = importlib.import_module("bench_fit_time")
+    report, out_dir, stdout = _quiet_run(
+        bench_fit_time, tmp_path, series=(60,), sizes=(), dims=(), loo_n=40,
+        loo_queries=30, loo_degrees=(0,), with_co2=False)
+    saved = json.loads((out_dir / "bench_fit_time.json").read_text())
+    assert saved == json.loads(json.dumps(report))
+    cv = saved["sections"]["cv"]
+    names = [r["data"] for r in cv["results"]]
+    assert names == ["series 60"]
+    for r in cv["results"]:
+        # 48 training rows: the ks up to 32, each weighting.
+        assert r["ours_s"] > 0 and r["knn_s"] > 0 and r["knn_candidates"] == 12
+        assert r["ratio"] == pytest.approx(r["ours_s"] / r["knn_s"])
+        assert r["ours_mse"] >= 0 and r["knn_mse"] >= 0
+    assert [t["met"] for t in cv["targets"]] == [r["ratio"] <= 1 for r in cv["results"]]
+    loo = saved["sections"]["loo"]
+    peers = [r["peer"] for r in loo["results"]]
+    assert peers[0] == "ours, degree=0" and all(r["total_s"] > 0 for r in loo["results"])
+    # kernelsmooth is optional: its rows and the target are there only when installed.
+    if _installed("kernelsmooth"):
+        assert "kernelsmooth KernelRegression" in peers
+        assert isinstance(loo["targets"][0]["met"], bool)
+    else:
+        assert loo["config"]["kernelsmooth"] == "skipped" and loo["targets"][0]["met"] is None
+        assert "kernelsmooth: skipped (not installed)." in stdout
+    assert stdout == (out_dir / "bench_fit_time.md").read_text()

@@ -477,3 +477,26 @@ def test_cv_local_fits_with_a_far_training_row(degree):
     X[0] = 1e80
     reg = NadarayaWatsonRegressorCV(bandwidths=[0.3, 0.6], degree=degree).fit(X, y)
     assert np.isfinite(reg.best_score_)
+
+
+@pytest.mark.parametrize("kernel, bandwidths", [("gaussian", [0.04, 0.08, 0.5]),
+                                                ("epanechnikov", [0.25, 0.6])])
+@pytest.mark.parametrize("degree", [1, 2])
+def test_one_feature_leave_one_out_grid_equals_explicit_refits(kernel, bandwidths, degree):
+    # One feature: each input attends to a window of the sorted inputs (far narrower than
+    # the data at the small bandwidths); repeated inputs and weights included.
+    from sklearn_nw._grids import LeaveOneOutGrid
+
+    X, y, rng = _data(n=60, d=1, seed=3)
+    X = np.concatenate([X, X[:5]])
+    y = np.concatenate([y, y[:5] + 0.1])
+    w = rng.uniform(0.5, 2.0, len(X))
+    loo = leave_one_out_set(X, y[:, None], w, leave_out="input")
+    grid = np.array(bandwidths)[:, None]
+    pooled = LeaveOneOutGrid(grid, degree=degree)._pool(
+        loo, get_kernel(kernel), np.dtype(np.float64), torch.device("cpu"), 1024)
+    for i, x in enumerate(loo.X[:, 0]):
+        other = X[:, 0] != x
+        expected = [_oracle(X[other], y[other], [[x]], h, kernel, degree, w[other])[0]
+                    for h in bandwidths]
+        assert_allclose(pooled[:, i, 0], expected, rtol=1e-10, atol=1e-12)
