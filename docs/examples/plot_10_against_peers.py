@@ -55,11 +55,11 @@ from sklearn_nw import NadarayaWatsonRegressor, NadarayaWatsonRegressorCV
 
 X, y = load_diabetes(return_X_y=True)
 # sphinx_gallery_start_ignore
-# The test suite sets SKLEARN_NW_EXAMPLES_QUICK=1: it then runs on the first 150 rows only.
+# The test suite sets SKLEARN_NW_EXAMPLES_QUICK=1: it then runs on the first 120 rows only.
 import os  # noqa: E402
 
 if os.environ.get("SKLEARN_NW_EXAMPLES_QUICK") == "1":
-    X, y = X[:150], y[:150]
+    X, y = X[:120], y[:120]
 # sphinx_gallery_end_ignore
 print(f"{X.shape[0]} samples, {X.shape[1]} features")
 

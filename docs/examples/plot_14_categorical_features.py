@@ -50,7 +50,7 @@ n_rows = 1500
 import os  # noqa: E402
 
 if os.environ.get("SKLEARN_NW_EXAMPLES_QUICK") == "1":
-    n_rows = 300
+    n_rows = 150
 # sphinx_gallery_end_ignore
 data = sm.datasets.fair.load_pandas().data.iloc[:n_rows]
 X = data[["age", "yrs_married", "children"]].astype(float)
