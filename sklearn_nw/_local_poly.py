@@ -297,47 +297,15 @@ def local_fit_sparse(qs, xs, crow, col, val, v, degree, bounded=False):
     return torch.where(singular[:, None], 0.0, m + lam * (out - m)), kernel, singular
 
 
-def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
-                   return_nadaraya_watson=False, workspace=None):
-    """:func:`local_fit_dense` of the same queries under several attentions at once (a
-    grid of bandwidths, at the training inputs themselves): the designs, centered at the
-    queries, are built once, and every attention's moments come from one batched product
-    with them: ``M = sum_j a_j z_j z_j^T``, ``sum_j a_j z_j v_j`` (so that the fit is
-    ``c . sum_j a_j z_j v_j`` without forming the equivalent kernel) and the weight on
-    keys that overflow. The linear and squared terms of ``M`` are each fit's weighted
-    offset and spread about its query, which decide its origin (:func:`_origin`).
-
-    A key whose outer products overflow (a point too far for the float type) is left out
-    of the shared products, where an attention without weight on it would turn them into
-    0 * inf; a fit that does weigh it has no value (``singular``).
-
-    Parameters
-    ----------
-    qs : Tensor (b, r)
-    xs : Tensor (n, r)
-    attentions : Tensor (G, b, n)
-    v : Tensor (n, t)
-    degree : {1, 2}
-    bounded : bool, default=False
-        As for :func:`local_fit_dense`.
-    return_nadaraya_watson : bool, default=False
-        Also return the Nadaraya-Watson values ``a . v`` (G, b, t) (the moments' first).
-    workspace : Tensor, optional
-        A flat tensor the one-coordinate designs are written into when it is large
-        enough (``b n (3 p + 1)`` entries do): kept by a caller that fits many blocks, it
-        spares each block the page faults of fresh memory (a third of their time).
-
-    Returns
-    -------
-    out : Tensor (G, b, t)
-        The intercepts; 0 on singular rows.
-    singular : Tensor (G, b) of bool
-    nadaraya_watson : Tensor (G, b, t)
-        Only with ``return_nadaraya_watson``.
-    """
-    G, b, n = attentions.shape
-    r, t = xs.shape[1], v.shape[1]
-    u = xs[None, :, :] - qs[:, None, :]  # (b, n, r)
+def _moment_columns(u, v, degree, workspace):
+    """The columns (b, n, k) whose attention-weighted sums are the moments of
+    :func:`local_fit_many`: the entries of ``z z^T`` (``entries`` (p, p) indexes ``M``'s
+    among them), then ``z v``, then a flag of the keys whose outer products overflow
+    (their columns zeroed). ``u`` (b, n, r) are the keys' differences from the queries.
+    Returns ``columns, entries, p, n_outer`` (the number of ``z z^T`` columns) and
+    ``overflow`` (b, n), or None where the bound shows no key can overflow."""
+    b, n, r = u.shape
+    t = v.shape[1]
     if r == 1:
         # One coordinate: M's entries are the moments sum_j a_j u_j^(k + l), k + l <= 2p.
         p = degree + 1
@@ -383,6 +351,51 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
         flag = (u.new_zeros(b, n, 1) if overflow is None
                 else overflow[:, :, None].to(u.dtype))  # (b, n, 1)
         columns = torch.cat([outer, zv.reshape(b, n, p * t), flag], dim=2)  # (b, n, k)
+    return columns, entries, p, n_outer, overflow
+
+
+def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
+                   return_nadaraya_watson=False, workspace=None):
+    """:func:`local_fit_dense` of the same queries under several attentions at once (a
+    grid of bandwidths, at the training inputs themselves): the designs, centered at the
+    queries, are built once, and every attention's moments come from one batched product
+    with them: ``M = sum_j a_j z_j z_j^T``, ``sum_j a_j z_j v_j`` (so that the fit is
+    ``c . sum_j a_j z_j v_j`` without forming the equivalent kernel) and the weight on
+    keys that overflow. The linear and squared terms of ``M`` are each fit's weighted
+    offset and spread about its query, which decide its origin (:func:`_origin`).
+
+    A key whose outer products overflow (a point too far for the float type) is left out
+    of the shared products, where an attention without weight on it would turn them into
+    0 * inf; a fit that does weigh it has no value (``singular``).
+
+    Parameters
+    ----------
+    qs : Tensor (b, r)
+    xs : Tensor (n, r)
+    attentions : Tensor (G, b, n)
+    v : Tensor (n, t)
+    degree : {1, 2}
+    bounded : bool, default=False
+        As for :func:`local_fit_dense`.
+    return_nadaraya_watson : bool, default=False
+        Also return the Nadaraya-Watson values ``a . v`` (G, b, t) (the moments' first).
+    workspace : Tensor, optional
+        A flat tensor the one-coordinate designs are written into when it is large
+        enough (``b n (3 p + 1)`` entries do): kept by a caller that fits many blocks, it
+        spares each block the page faults of fresh memory (a third of their time).
+
+    Returns
+    -------
+    out : Tensor (G, b, t)
+        The intercepts; 0 on singular rows.
+    singular : Tensor (G, b) of bool
+    nadaraya_watson : Tensor (G, b, t)
+        Only with ``return_nadaraya_watson``.
+    """
+    G, b, n = attentions.shape
+    r, t = xs.shape[1], v.shape[1]
+    u = xs[None, :, :] - qs[:, None, :]  # (b, n, r)
+    columns, entries, p, n_outer, overflow = _moment_columns(u, v, degree, workspace)
     by_query = attentions.transpose(0, 1)  # (b, G, n)
     moments = torch.bmm(by_query, columns)  # (b, G, n_outer + p t + 1)
     M = moments[:, :, entries.to(u.device)].reshape(b * G, p, p)  # (b G, p, p)
