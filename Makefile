@@ -20,10 +20,11 @@ $(VENV)/.%: $(VENV)/.torch setup.cfg pyproject.toml
 
 # ruff (configured in .ruff.toml) first; SCIPY_ARRAY_API=1 makes scikit-learn run its
 # array-API common checks instead of skipping them. pytest-xdist runs one test file per
-# worker, one worker per core (whole files, so a module fixture runs once).
+# worker, one worker per core (whole files, so a module fixture runs once), in the order
+# tests/conftest.py gives them: the longest files first.
 test: $(VENV)/.test
 	$(PY) -m ruff check .
-	SCIPY_ARRAY_API=1 MPLBACKEND=Agg $(PY) -m pytest -n auto --dist loadfile --durations=15
+	SCIPY_ARRAY_API=1 MPLBACKEND=Agg $(PY) -m pytest -n auto --dist loadfile --no-loadscope-reorder --durations=15
 
 demo: $(VENV)/.demo
 	MPLBACKEND=Agg $(PY) -m sklearn_nw

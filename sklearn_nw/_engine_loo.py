@@ -34,7 +34,7 @@ from ._leave_one_out import (
     self_logits,
     set_self_,
 )
-from ._local_poly import local_fit_dense, n_terms
+from ._local_poly import linear_fits_from_sums, linear_raw_columns, local_fit_many, n_terms
 from ._losses import get_loss
 from ._workers import CACHE_BYTES, chunk_rows, n_workers
 
@@ -164,21 +164,36 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
                    group=None):
     """:func:`loo_loss` of local polynomials of ``degree`` (1 or 2): each left-out row
     predicts the intercept of its kernel-weighted polynomial fit over the other keys
-    (:func:`~sklearn_nw._local_poly.local_fit_dense`, bounded or not), its
+    (:func:`~sklearn_nw._local_poly.local_fit_many`, bounded or not), its
     Nadaraya-Watson value where that local design is singular, as the fitted regressor
-    does. Plain autograd through the fits, chunk by chunk; the losses row by row are
-    :func:`loo_local_per_row`'s. The polynomials are in the leading
-    ``polynomial_columns`` of ``x`` (None: all); ``group`` as in :func:`loo_loss`."""
+    does. The polynomials are in the leading ``polynomial_columns`` of ``x`` (None: all);
+    ``group`` as in :func:`loo_loss`. Unbounded local-linear fits of a Gaussian-family
+    kernel with bandwidths per coordinate take :func:`_gaussian_local_linear`'s passes;
+    the rest, plain autograd through the fits, chunk by chunk; the losses row by row are
+    :func:`loo_local_per_row`'s."""
     loss = get_loss(loss)
     rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
     w_rows = log_w[rows].exp()  # (m,)
     total = w_rows.sum()
     xs_graph = transform(x, key_center(x), h)  # (n, r)
     xs = xs_graph.detach().requires_grad_(backward)
+    # Bandwidths per coordinate rescale the polynomial's coordinates, which leaves every
+    # intercept as it is: the designs are then constants, and the gradient flows through
+    # the attention alone. A projection (a learned metric) changes their span: not so.
+    design_xs = xs.detach() if h.ndim == 1 else xs
     value = 0.0
+    if _moment_passes(kernel, degree, bounded, h):
+        with full_precision(), torch.no_grad():
+            value, grad, rows = _gaussian_local_linear(
+                xs.detach(), v, log_w, self_log_w, rows, w_rows / total, kernel, loss,
+                backward, working_memory, polynomial_columns, group)
+        if backward:
+            xs.grad = grad
+        w_rows = log_w[rows].exp()
     with full_precision(), torch.set_grad_enabled(backward):
-        for s, pooled in _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree,
-                                       bounded, working_memory, polynomial_columns, group):
+        for s, pooled in (_local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree,
+                                        bounded, working_memory, polynomial_columns, group,
+                                        design_xs=design_xs) if len(rows) else ()):
             per_row = loss.per_row(pooled, v[rows[s : s + len(pooled)]])  # (b,)
             part = loss.weighted_mean(per_row, w_rows[s : s + len(pooled)], total)
             if backward:
@@ -189,10 +204,74 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
     return value
 
 
+def _moment_passes(kernel, degree, bounded, h):
+    """Whether :func:`_gaussian_local_linear` computes these leave-one-out fits."""
+    return kernel.quadratic_coef is not None and degree == 1 and not bounded and h.ndim == 1
+
+
+def _logit_error(xs, kernel):
+    """The relative error (n,) of the Gaussian weights, as :func:`_gaussian_loo` and
+    :func:`loo_grid_pool` compute them (``|q|^2 + |x|^2 - 2 q . x``), on the keys that
+    carry a row's weight (within a few bandwidths of it: ``|x|^2`` near ``|q|^2``), for
+    each row of scaled keys ``xs`` (n, r), a few roundings of ``c |q|^2``."""
+    x2 = (xs * xs).sum(1)  # (n,)
+    return 8 * torch.finfo(xs.dtype).eps * kernel.quadratic_coef * (x2 + 1.0)
+
+
+def _gaussian_local_linear(xs, v, log_w, self_log_w, rows, weights, kernel, loss, need_grad,
+                           working_memory, polynomial_columns, group, per_row_out=None):
+    """The leave-one-out loss of unbounded local-linear fits of a Gaussian-family kernel,
+    and its gradient in ``xs`` (n, r), by :func:`_gaussian_loo`'s passes.
+
+    A local-linear fit is a function of its attention's weighted means of the keys' raw
+    moments ``[1, x, x x^T, v, x v]`` (:func:`~sklearn_nw._local_poly.linear_raw_columns`
+    of the polynomial's coordinates, constants in the bandwidths: see
+    :func:`loo_local_loss`), just as a Nadaraya-Watson fit is of the values': those
+    passes pool the moments in place of the values, and the loss's gradient in each
+    row's moments (autograd through its small solve) takes the place of its gradient in
+    the prediction. Rows whose moved moments would lose digits
+    (:func:`~sklearn_nw._local_poly.linear_moments_at`) or whose query lies beyond its
+    keys (:data:`~sklearn_nw._local_poly.ORIGIN_SPREADS`, where the fitted regressor
+    centers the design elsewhere) are left out: returned, for the general path.
+
+    Returns ``value, grad, left`` (the rows left out, a subset of ``rows``); with
+    ``per_row_out`` (m,), each row's loss is written there too (0 on the rows left out).
+    """
+    n, t = xs.shape[0], v.shape[1]
+    px = xs[:, :polynomial_columns]  # (n, r')
+    center = px[rows].mean(0)  # (r',)
+    q = px - center  # (n, r') every row's query, about the center
+    raw = linear_raw_columns(q, v)  # (n, k)
+    error = _logit_error(xs, kernel)  # (n,)
+    row_bytes = n * xs.element_size() * 8
+    step = chunk_rows(len(rows), row_bytes, working_memory, cap_bytes=4 * CACHE_BYTES)
+    left = []
+
+    def moments_loss(sums, s, chunk, w):  # sums (b, k): the attention's means of raw
+        with torch.enable_grad():
+            sums = sums.detach().requires_grad_(need_grad)
+            pred, skip = linear_fits_from_sums(sums, q[chunk], t,
+                                               error[chunk])  # (b, t), (b,)
+            per_row = torch.where(skip, 0.0, loss.per_row(pred, v[chunk]))  # (b,)
+            if per_row_out is not None:
+                per_row_out[s : s + len(chunk)] = per_row.detach()
+            part = loss.weighted_sum(per_row, w)
+            grad = torch.autograd.grad(part, sums)[0] if need_grad else None
+        if bool(skip.any()):
+            left.append(chunk[skip])
+        return float(part.detach()), grad
+
+    value, grad = _gaussian_loo(xs, raw, log_w, self_log_w, rows, weights, kernel, None,
+                                step, need_grad, group=group, moments_loss=moments_loss,
+                                max_workers=_workers_within(working_memory, step * row_bytes))
+    left = torch.cat(left).sort().values if left else rows[:0]
+    return value, grad, left
+
+
 def loo_local_per_row(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=False,
                       rows=None, working_memory=1024, polynomial_columns=None, group=None):
     """The leave-one-out losses (m,) of :func:`loo_local_loss`, row by row, without
-    gradient."""
+    gradient, by autograd's general path."""
     loss = get_loss(loss)
     rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
     xs = transform(x, key_center(x), h)  # (n, r)
@@ -203,24 +282,61 @@ def loo_local_per_row(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bound
         return loss.per_row(pooled, v[rows])  # (m,)
 
 
+def loo_local_grid(x, v, hs, kernel, log_w, self_log_w, *, loss, degree, bounded=False,
+                   rows=None, working_memory=1024, polynomial_columns=None, group=None):
+    """:func:`loo_local_per_row` at each bandwidth vector of ``hs`` (G, d): (G, m).
+
+    Unbounded local-linear fits of a Gaussian-family kernel pool the keys' raw moments
+    over the whole grid in one pass (:func:`loo_grid_pool`, their designs constants, as in
+    :func:`_gaussian_local_linear`); the rows it leaves out, and every other case, go
+    bandwidth by bandwidth through the general path."""
+    loss = get_loss(loss)
+    rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
+    general = {"loss": loss, "degree": degree, "bounded": bounded, "group": group,
+               "working_memory": working_memory, "polynomial_columns": polynomial_columns}
+    if not _moment_passes(kernel, degree, bounded, hs[0]):
+        return torch.stack([loo_local_per_row(x, v, h, kernel, log_w, self_log_w, rows=rows,
+                                              **general) for h in hs])
+    with full_precision(), torch.no_grad():
+        px = transform(x, key_center(x), hs[0])[:, :polynomial_columns]  # (n, r')
+        q = px - px[rows].mean(0)  # (n, r')
+        sums = loo_grid_pool(x, linear_raw_columns(q, v), hs, kernel, log_w, self_log_w,
+                             rows=rows, working_memory=working_memory,
+                             group=group)  # (G, m, k)
+        error = torch.stack([_logit_error(transform(x, key_center(x), h), kernel)[rows]
+                             for h in hs])  # (G, m)
+        pred, skip = linear_fits_from_sums(sums, q[rows].expand(len(hs), -1, -1),
+                                           v.shape[1], error)  # (G, m, t), (G, m)
+        out = loss.per_row(pred, v[rows])  # (G, m)
+        for g in skip.any(1).nonzero()[:, 0].tolist():
+            at = skip[g].nonzero()[:, 0]
+            out[g, at] = loo_local_per_row(x, v, hs[g], kernel, log_w, self_log_w,
+                                           rows=rows[at], **general)
+        return out
+
+
 def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory,
-                  polynomial_columns=None, group=None):
+                  polynomial_columns=None, group=None, design_xs=None):
     """``(start, pooled)`` for chunks of ``rows``: the leave-one-out local fits (b, t) of
     scaled keys ``xs`` (n, r), polynomial in their leading ``polynomial_columns`` (None:
-    all), Nadaraya-Watson on singular rows."""
+    all) of ``design_xs`` (default ``xs``), Nadaraya-Watson on singular rows. Each
+    chunk's fits are one product of its attention with the keys' designs
+    (:func:`~sklearn_nw._local_poly.local_fit_many`)."""
     n = xs.shape[0]
-    px = xs[:, :polynomial_columns]  # (n, r') the polynomials' coordinates
+    design_xs = xs if design_xs is None else design_xs
+    px = design_xs[:, :polynomial_columns]  # (n, r') the polynomials' coordinates
     p = n_terms(px.shape[1], degree)
-    # Each row's design, its weighted copy and the attention, kept for the backward pass.
-    step = chunk_rows(len(rows), n * xs.element_size() * (2 * p + N_TEMPORARIES),
-                      working_memory)
+    # Each row's moment columns (p^2 + p t + 1) and the attention, kept for the backward
+    # pass.
+    step = chunk_rows(len(rows), n * xs.element_size()
+                      * (p * p + p * v.shape[1] + 1 + N_TEMPORARIES), working_memory)
     for s in range(0, len(rows), step):
         chunk = rows[s : s + step]  # (b,)
         logits = loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk,
                             group=group)  # (b, n)
         attention = torch.softmax(logits, dim=1)  # (b, n)
-        local, _, singular = local_fit_dense(px[chunk], px, attention, v, degree, bounded)
-        yield s, torch.where(singular[:, None], attention @ v, local)  # (b, t)
+        local, singular = local_fit_many(px[chunk], px, attention[None], v, degree, bounded)
+        yield s, torch.where(singular[0, :, None], attention @ v, local[0])  # (b, t)
 
 
 def loo_loss_neighbors(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighbors,
@@ -256,7 +372,7 @@ def loo_loss_neighbors(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighb
 
 
 def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, need_grad,
-                  pooled=None, max_workers=None, group=None):
+                  pooled=None, max_workers=None, group=None, moments_loss=None):
     """Leave-one-out loss of a Gaussian-family kernel and its gradient in the scaled
     coordinates ``xs`` (n, r), written out by hand: a few passes over each (b, n) block
     instead of the two dozen autograd makes.
@@ -266,9 +382,11 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
     ``g_i = dL/dp_i``, the softmax gives ``G_ij = dL/dS_ij = P_ij g_i . (v_j - p_i)``, and
     ``dS_ij/dq_i = -2c (q_i - x_j) = -dS_ij/dx_j`` off the diagonal (the self entry is a
     constant), so both gradients are matrix products of G. With ``group`` (n,) the entries
-    of a query's group are ``-inf`` (constants too: their G is 0). With ``loss=None`` it only writes
-    the leave-one-out predictions into ``pooled`` (m, t). The chunks of ``step`` rows run
-    on at most ``max_workers`` workers, their losses and gradients added in order.
+    of a query's group are ``-inf`` (constants too: their G is 0). With ``loss=None`` it
+    only writes the leave-one-out predictions into ``pooled`` (m, t); with
+    ``moments_loss`` a function ``(p, start, chunk, w) -> (sum of w l, dL/dp)`` of the
+    pooled ``v`` replaces the loss. The chunks of ``step`` rows run on at most
+    ``max_workers`` workers, their losses and gradients added in order.
     """
     n = xs.shape[0]
     c = kernel.quadratic_coef
@@ -313,12 +431,15 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
         pred = num_den[:, :-1] / z  # (b, t)
         if pooled is not None:
             pooled[s : s + step] = pred
-        if loss is None:
+        if moments_loss is not None:
+            part, g = moments_loss(pred, s, chunk, weights[s : s + step])
+        elif loss is None:
             return None
-        target = v[chunk]  # (b, t)
-        w = weights[s : s + step, None]  # (b, 1)
-        part = float(loss.weighted_sum(loss.per_row(pred, target), w[:, 0]))
-        g = w * loss.gradient(pred, target)  # (b, t)
+        else:
+            w = weights[s : s + step, None]  # (b, 1)
+            target = v[chunk]  # (b, t)
+            part = float(loss.weighted_sum(loss.per_row(pred, target), w[:, 0]))
+            g = w * loss.gradient(pred, target)  # (b, t)
         if not need_grad:
             return part, None
         gz = g / z  # (b, t)

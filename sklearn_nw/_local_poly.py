@@ -393,19 +393,16 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
         Only with ``return_nadaraya_watson``.
     """
     G, b, n = attentions.shape
-    r, t = xs.shape[1], v.shape[1]
-    u = xs[None, :, :] - qs[:, None, :]  # (b, n, r)
-    columns, entries, p, n_outer, overflow = _moment_columns(u, v, degree, workspace)
+    r = xs.shape[1]
     by_query = attentions.transpose(0, 1)  # (b, G, n)
-    moments = torch.bmm(by_query, columns)  # (b, G, n_outer + p t + 1)
-    M = moments[:, :, entries.to(u.device)].reshape(b * G, p, p)  # (b G, p, p)
+    M, zv_moments, weighs_overflow = _moments(qs, xs, v, degree, by_query, workspace)
+    p = M.shape[2]
+    M = M.reshape(b * G, p, p)  # (b G, p, p)
     E = torch.zeros_like(M[:, 0])  # (b G, p): phi(0), the value at the query
     E[:, 0] = 1.0
     c, singular = intercept_rows(M, E, r)  # (b G, p)
-    weighs_overflow = moments[:, :, -1] > 0  # (b, G)
     singular = singular.reshape(b, G) | weighs_overflow
     c = torch.where(singular[:, :, None], 0.0, c.reshape(b, G, p))  # (b, G, p)
-    zv_moments = moments[:, :, n_outer : n_outer + p * t].reshape(b, G, p, t)
     out = (c[:, :, :, None] * zv_moments).sum(2)  # (b, G, t)
     singular = singular | ~torch.isfinite(out.detach()).all(2)
     out = torch.where(singular[:, :, None], 0.0, out)
@@ -430,11 +427,153 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
         singular = singular.index_put((g, i), singular_i)
     if not return_nadaraya_watson:
         return out, singular
-    if overflow is None:  # z_0 = 1: the first of sum_j a_j z_j v_j
+    if not bool(weighs_overflow.any()):  # z_0 = 1: the first of sum_j a_j z_j v_j
         nadaraya_watson = zv_moments[:, :, 0].transpose(0, 1)  # (G, b, t)
     else:  # keys left out of the moments
         nadaraya_watson = attentions @ v  # (G, b, t)
     return out, singular, nadaraya_watson
+
+
+# Up to this many attentions of the same queries, their moments are products of each with
+# the keys' raw moments (degree 1, :func:`_linear_moments`) or designs (b, n, p); beyond,
+# of all of them with the designs' outer products (b, n, p^2 + p t + 1), built once
+# (:func:`_moment_columns`).
+DIRECT_MOMENTS = 2
+
+
+def _moments(qs, xs, v, degree, by_query, workspace):
+    """The moments of :func:`local_fit_many` under attentions ``by_query`` (b, G, n):
+    ``M`` (b, G, p, p), ``sum_j a_j z_j v_j`` (b, G, p, t) and whether a fit weighs a key
+    whose outer products overflow (b, G) (left out of the sums)."""
+    b, G, n = by_query.shape
+    t = v.shape[1]
+    n_outer = n_terms(xs.shape[1], degree) ** 2
+    limit = (torch.finfo(xs.dtype).max / n_outer) ** (1 / (2 * degree))
+    # No difference can overflow its outer products below this bound on them all.
+    bound = float(xs.detach().abs().amax() + qs.detach().abs().amax()) if xs.numel() else 0.0
+    if G <= DIRECT_MOMENTS and bound < limit / 2:
+        no_overflow = torch.zeros(b, G, dtype=torch.bool, device=xs.device)
+        if degree == 1:
+            return (*_linear_moments(qs, xs, v, by_query), no_overflow)
+        return (*_direct_moments(xs[None, :, :] - qs[:, None, :], v, degree, by_query),
+                no_overflow)
+    u = xs[None, :, :] - qs[:, None, :]  # (b, n, r)
+    columns, entries, p, n_outer, _ = _moment_columns(u, v, degree, workspace)
+    moments = torch.bmm(by_query, columns)  # (b, G, n_outer + p t + 1)
+    M = moments[:, :, entries.to(u.device)]  # (b, G, p, p)
+    zv = moments[:, :, n_outer : n_outer + p * t].reshape(b, G, p, t)
+    return M, zv, moments[:, :, -1] > 0
+
+
+def _direct_moments(u, v, degree, by_query):
+    """``M`` (b, G, p, p) and ``sum_j a_j z_j v_j`` (b, G, p, t) of :func:`_moments`, each
+    attention times the designs ``z = phi(u)`` (b, n, p) of the differences ``u``."""
+    z = design(u, degree)  # (b, n, p)
+    M, zv = [], []
+    for g in range(by_query.shape[1]):
+        az = by_query[:, g, :, None] * z  # (b, n, p)
+        M.append(az.transpose(1, 2) @ z)  # (b, p, p)
+        zv.append(az.transpose(1, 2) @ v)  # (b, p, t)
+    return torch.stack(M, 1), torch.stack(zv, 1)
+
+
+# The relative precision local-linear moments moved to their query must keep (about 9
+# digits of float64, 4 of float32), else they are summed about the query.
+MOVED_PRECISION = {torch.float64: 1e-9, torch.float32: 1e-4}
+
+
+def _moved_sums_lose_digits(ratio, error):
+    """Whether local-linear moments moved from a center to their query
+    (:func:`linear_moments_at`) keep less than ``MOVED_PRECISION``: ``ratio`` (...) is the
+    largest raw second moment over the spread about the query, which multiplies the
+    sums' relative ``error`` (...) (at least the float type's epsilon)."""
+    eps = torch.finfo(ratio.dtype).eps
+    return ratio * (eps + error) > MOVED_PRECISION.get(ratio.dtype, eps**0.5)
+
+
+def linear_raw_columns(x, v):
+    """The keys' raw moments ``[1, x, x_k x_l (k <= l), v, x v]`` (n, k) of coordinates
+    ``x`` (n, r) (about some center) and values ``v`` (n, t), whose attention-weighted
+    sums :func:`linear_moments_at` moves to each query."""
+    n, r = x.shape
+    first, second = torch.triu_indices(r, r, device=x.device)
+    return torch.cat([torch.ones_like(x[:, :1]), x, x[:, first] * x[:, second], v,
+                      (x[:, :, None] * v[:, None, :]).reshape(n, r * v.shape[1])], 1)
+
+
+def linear_moments_at(sums, q, t):
+    """The local-linear moments about each query from the weighted sums ``sums`` (..., k)
+    of :func:`linear_raw_columns` (about the same center as ``q`` (..., r)):
+    ``sum_j a_j (x_j - q)(x_j - q)^T = S2 - q S1^T - S1 q^T + S0 q q^T`` and so on.
+    Returns ``M`` (..., 1 + r, 1 + r), ``sum_j a_j z_j v_j`` (..., 1 + r, t) and, per
+    query (...), the largest ratio of a raw second moment to the spread about the query
+    (inf where a spread is 0): the factor by which moving amplifies the sums' relative
+    errors."""
+    r = q.shape[-1]
+    first, second = torch.triu_indices(r, r, device=q.device)
+    u = len(first)
+    s0, s1 = sums[..., :1], sums[..., 1 : 1 + r]  # (..., 1), (..., r)
+    pair = torch.empty(r, r, dtype=torch.long, device=q.device)
+    pair[first, second] = pair[second, first] = torch.arange(u, device=q.device)
+    s2 = sums[..., 1 + r : 1 + r + u][..., pair]  # (..., r, r)
+    t0 = sums[..., 1 + r + u : 1 + r + u + t]  # (..., t)
+    t1 = sums[..., 1 + r + u + t :].reshape(*sums.shape[:-1], r, t)  # (..., r, t)
+    m1 = s1 - s0 * q  # (..., r): sum_j a_j (x_j - q)
+    m2 = (s2 - q[..., :, None] * s1[..., None, :] - s1[..., :, None] * q[..., None, :]
+          + s0[..., None] * q[..., :, None] * q[..., None, :])  # (..., r, r)
+    M = torch.cat([torch.cat([s0[..., None], m1[..., None, :]], -1),
+                   torch.cat([m1[..., :, None], m2], -1)], -2)  # (..., 1 + r, 1 + r)
+    zv = torch.cat([t0[..., None, :], t1 - q[..., :, None] * t0[..., None, :]], -2)
+    with torch.no_grad():
+        raw_second = torch.diagonal(s2, dim1=-2, dim2=-1)  # (..., r)
+        spread = torch.diagonal(m2, dim1=-2, dim2=-1)  # (..., r)
+        ratio = torch.where(spread > 0, raw_second / spread, torch.inf).amax(-1)
+    return M, zv, ratio
+
+
+def linear_fits_from_sums(sums, q, t, error=0.0):
+    """Local-linear fits (..., t) at queries ``q`` (..., r) from their attention's sums
+    ``sums`` (..., k) of :func:`linear_raw_columns` (about the queries' center), their
+    Nadaraya-Watson values where the design is singular, as :func:`local_fit_many`
+    computes them; and the fits (...) it would compute otherwise: sums of relative
+    ``error`` (...) that lose digits once moved to the query
+    (:func:`_moved_sums_lose_digits`), a query beyond ``ORIGIN_SPREADS`` spreads of its
+    keys' mean (whose design it centers at the mean). Differentiable in ``sums``."""
+    M, zv, ratio = linear_moments_at(sums, q, t)  # (..., p, p), (..., p, t), (...)
+    lost = _moved_sums_lose_digits(ratio, error)
+    p = M.shape[-1]
+    # Lost rows' matrices can be rounding, not even semi-definite: not solved.
+    eye = torch.eye(p, dtype=M.dtype, device=M.device)
+    flat_M = torch.where(lost[..., None, None], eye, M).reshape(-1, p, p)
+    E = torch.zeros_like(flat_M[:, 0])  # the value at the query
+    E[:, 0] = 1.0
+    c, singular = intercept_rows(flat_M, E, p - 1)
+    c, singular = c.reshape(M.shape[:-1]), singular.reshape(M.shape[:-2])  # (..., p), (...)
+    fit = (c[..., :, None] * zv).sum(-2)  # (..., t)
+    singular = singular | ~torch.isfinite(fit.detach()).all(-1)
+    with torch.no_grad():
+        offset = M[..., 0, 1:] ** 2  # (..., r): of the keys' mean from the query
+        second = torch.diagonal(M, dim1=-2, dim2=-1)[..., 1:]
+        outside = (offset > ORIGIN_SPREADS**2 * (second - offset)).any(-1)
+    return torch.where(singular[..., None], zv[..., 0, :], fit), lost | outside
+
+
+def _linear_moments(qs, xs, v, by_query):
+    """:func:`_direct_moments` of degree 1 as one product of each attention with the keys'
+    raw moments (:func:`linear_raw_columns`) about the queries' mean, moved to each query
+    (:func:`linear_moments_at`). No (b, n, p) design is formed; the rows whose moved sums
+    would lose digits (:func:`_moved_sums_lose_digits`) are summed about their queries
+    instead (:func:`_direct_moments`)."""
+    center = qs.detach().mean(0)  # (r,)
+    sums = by_query @ linear_raw_columns(xs - center, v)  # (b, G, k)
+    M, zv, ratio = linear_moments_at(sums, (qs - center)[:, None, :], v.shape[1])
+    lost = _moved_sums_lose_digits(ratio, 0.0).any(1)  # (b,)
+    if bool(lost.any()):
+        rows = lost.nonzero()[:, 0]
+        M_rows, zv_rows = _direct_moments(xs[None, :, :] - qs[rows, None, :], v, 1,
+                                          by_query[rows])
+        M, zv = M.index_put((rows,), M_rows), zv.index_put((rows,), zv_rows)
+    return M, zv
 
 
 def leave_one_out_local_fits(qs, xs, attention, v, degree, bounded=False):

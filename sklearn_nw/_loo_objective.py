@@ -13,8 +13,8 @@ from ._engine import key_center, transform
 from ._engine_loo import (
     SweepDistances,
     loo_grid_pool,
+    loo_local_grid,
     loo_local_loss,
-    loo_local_per_row,
     loo_loss,
     loo_loss_neighbors,
 )
@@ -215,12 +215,12 @@ class Objective:
         x, v, log_w, self_log_w = self.x, self.v, self.log_w, self.self_log_w
         hs = self.metric(torch.as_tensor(hs, dtype=x.dtype, device=x.device))  # (G, d_x)
         if self._degree(hs.shape[1]):
-            return torch.stack([loo_local_per_row(
-                x, v, h, self.kernel, log_w, self_log_w, loss=self.loss_function,
+            return loo_local_grid(
+                x, v, hs, self.kernel, log_w, self_log_w, loss=self.loss_function,
                 degree=self.degree, bounded=self.bounded, rows=rows,
                 working_memory=self.working_memory,
                 polynomial_columns=self.polynomial_columns,
-                group=self.group).double() for h in hs])  # (G, m)
+                group=self.group).double()  # (G, m)
         pooled = loo_grid_pool(x, v, hs, self.kernel, log_w, self_log_w, rows=rows,
                                working_memory=self.working_memory,
                                group=self.group)  # (G, m, t)

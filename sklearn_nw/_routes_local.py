@@ -15,6 +15,7 @@ from ._engine import key_center
 from ._local_poly import (
     leave_one_out_local_fits,
     local_fit_dense,
+    local_fit_many,
     local_fit_sparse,
     n_terms,
     slope_rows,
@@ -79,7 +80,8 @@ class LocalPolynomialRoute(Route):
             with np.errstate(over="ignore", invalid="ignore"):
                 qs = keys.scaled(queries[rows])[:, self.columns] - self.center  # (b, r)
             out, attention, singular = self._local_fit(
-                keys, qs, pooled.out, pooled.attention, settings.device)
+                keys, qs, pooled.out, pooled.attention, settings.device,
+                need_kernel=settings.return_attention)
             outs.append(out)
             attentions.append(attention)
             n_fallback += pooled.n_fallback
@@ -160,13 +162,21 @@ class LocalPolynomialRoute(Route):
             missing.append(m.cpu().numpy())
         return np.concatenate(fits), np.concatenate(missing)
 
-    def _local_fit(self, keys, qs, pooled, attention, device):
+    def _local_fit(self, keys, qs, pooled, attention, device, need_kernel=True):
         """The local fits of queries ``qs`` (b, r) on their attention (an ndarray or a CSR
-        array) of the keys' values: outputs (b, t) and the equivalent kernel (same kind),
-        the pooled values ``pooled`` and the attention on singular rows; and the number of
-        those."""
+        array) of the keys' values: outputs (b, t) and the equivalent kernel (same kind;
+        None unless ``need_kernel``), the pooled values ``pooled`` and the attention on
+        singular rows; and the number of those. Without the kernel, dense attention's fits
+        come from its products with the keys' moments
+        (:func:`~sklearn_nw._local_poly.local_fit_many`), no design per query."""
         tensor = lambda a: keys.tensor(a, device)
         xs, values = self.centered_keys, keys.values
+        if not need_kernel and not sp.issparse(attention):
+            out, singular = local_fit_many(tensor(qs), tensor(xs), tensor(attention)[None],
+                                           tensor(values), self.degree, self.bounded)
+            out, singular = out[0].cpu().numpy(), singular[0].cpu().numpy()
+            out[singular] = pooled[singular]
+            return out, None, int(singular.sum())
         if sp.issparse(attention):
             attention = sp.csr_array(attention)
             crow = torch.as_tensor(attention.indptr, dtype=torch.long, device=device)

@@ -4,8 +4,6 @@ import os
 import re
 import subprocess
 import sys
-import threading
-import time
 import warnings
 
 import numpy as np
@@ -324,37 +322,38 @@ def test_learned_metric_and_classifier_equal_local(client):
     np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
 
 
-def test_worker_killed_during_predict(local_cluster):
+def test_worker_killed_during_predict(local_cluster, tmp_path):
     # A worker dies while the partial sums are computed: dask recomputes what it held
     # (shards from their graph, partial sums from theirs) and the result is still exact.
+    # The death is part of the graph: the first worker to compute a query block exits
+    # (the marker file, created atomically, makes it happen once), so it dies in the middle
+    # of the predict with no sleep and no race.
     rng = np.random.default_rng(7)
-    X, Q = rng.normal(size=(24_000, 3)), rng.normal(size=(24_000, 3))
+    X, Q = rng.normal(size=(6000, 3)), rng.normal(size=(6000, 3))
     y = np.sin(X[:, 0])
+    marker = str(tmp_path / "died")
+
+    def die_once(block):
+        try:
+            distributed.get_worker()
+        except ValueError:  # not on a worker
+            return block
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return block
+        os._exit(1)
+
     cluster = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
-    outcome = {}
     with distributed.Client(cluster, set_as_default=False) as other, other.as_current():
         est = nw_dask.NadarayaWatsonRegressor(bandwidth=0.3).fit(
-            da.from_array(X, chunks=4000), y)
-        queries = da.from_array(Q, chunks=4000)
-
-        def predict():
-            with other.as_current():
-                outcome["pred"] = est.predict(queries).compute()
-
-        thread = threading.Thread(target=predict)
-        thread.start()
-        time.sleep(0.5)
-        running_at_kill = thread.is_alive()
-        victim = sorted(other.scheduler_info()["workers"])[0]
-        try:
-            other.run(os._exit, 1, workers=[victim])
-        except Exception:  # the connection to the killed worker closes
-            pass
-        thread.join(timeout=300)
+            da.from_array(X, chunks=1000), y)
+        queries = da.from_array(Q, chunks=1000).map_blocks(die_once, meta=Q[:0])
+        pred = est.predict(queries).compute()
     cluster.close()
-    assert running_at_kill
+    assert os.path.exists(marker)  # a worker did die
     expected = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y).predict(Q)
-    np.testing.assert_allclose(outcome["pred"], expected, atol=1e-10)
+    np.testing.assert_allclose(pred, expected, atol=1e-10)
 
 
 @pytest.mark.parametrize("ours, theirs", [
