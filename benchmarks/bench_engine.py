@@ -350,7 +350,7 @@ def markdown_kernels(result):
 # -- the whole run ---------------------------------------------------------------------------
 def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_knn=20_000,
                   n_knn_queries=2000, ks=KS,
-                  repeats=2, out_dir=RESULTS_DIR, n_kernels=20_000):
+                  repeats=2, out_dir=RESULTS_DIR, n_kernels=20_000, kernels=KERNEL_NAMES):
     """Run the chosen sections, print each table as it is done, write the json, markdown and
     plot; return the report."""
     sections = [s for s in SECTIONS if s in sections]
@@ -365,7 +365,8 @@ def run_benchmark(sections=SECTIONS, sizes=SIZES, slope_from=SLOPE_FROM, n_knn=2
                         markdown_scaling),
             "knn": (lambda: section_knn(n_knn, n_knn_queries, ks, repeats=repeats),
                     markdown_knn),
-            "kernels": (lambda: section_kernels(n_kernels), markdown_kernels)}
+            "kernels": (lambda: section_kernels(n_kernels, kernels=kernels),
+                        markdown_kernels)}
     for name in sections:
         run, to_markdown = runs[name]
         result = report["sections"][name] = run()

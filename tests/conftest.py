@@ -68,14 +68,14 @@ def pytest_configure(config):
         threadpoolctl.threadpool_limits(limits=share)  # kept for the session
 
 
-# The files that take longest, longest first (seconds of one run on 2 cores, measured with
-# --durations=0: test_common 130, test_benchmarks 119, test_dask 99, test_docs 23).
-# `make test` runs whole files on each pytest-xdist worker (--dist loadfile) in this order
+# The files that take longest (seconds of one run on 2 cores, measured with --durations=0:
+# test_common 120, test_dask 100, test_benchmarks 120, test_docs 25), first. `make test`
+# runs whole files on each pytest-xdist worker (--dist loadfile) in this order
 # (--no-loadscope-reorder): a worker takes the next file when it is done, so the long files
-# start first and the short ones even out the end. xdist's own order, by number of tests,
-# left the Dask and benchmark files (50 tests each, 100 s) to the end, and the suite's wall
-# time varied by 45 s from run to run.
-LONGEST_FIRST = ("test_common.py", "test_benchmarks.py", "test_dask.py", "test_docs.py",
+# start first and the short ones even out the end. The Dask and benchmark files start
+# processes of their own (clusters, fresh interpreters, a busy process): listed one after
+# the other, one worker takes both in turn, and they never run beside each other.
+LONGEST_FIRST = ("test_common.py", "test_dask.py", "test_benchmarks.py", "test_docs.py",
                  "test_cv_memory.py", "test_local_poly.py", "test_uncertainty.py")
 
 

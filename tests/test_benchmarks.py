@@ -465,8 +465,11 @@ def test_accuracy_markdown_is_printed_and_saved(tiny_accuracy_run):
 
 
 # -- bench_engine ----------------------------------------------------------------------------
-TINY_ENGINE = {"sizes": (200, 400, 800), "slope_from": 400, "n_knn": 500, "n_knn_queries": 50,
-               "ks": (5, 50, 600), "repeats": 2, "n_kernels": 300}
+# Two sizes and two kernels (each compiled in the run; every kernel's compiled loop against
+# the eager engine is tests/test_compiled.py's).
+TINY_ENGINE = {"sizes": (200, 400), "slope_from": 200, "n_knn": 500, "n_knn_queries": 50,
+               "ks": (5, 50, 600), "repeats": 2, "n_kernels": 300,
+               "kernels": ("gaussian", "epanechnikov")}
 
 
 @pytest.fixture(scope="module")
@@ -498,20 +501,20 @@ def test_engine_json_has_machine_config_sections_and_targets(bench_engine, tiny_
 def test_engine_scaling_section_times_each_size_and_plots(tiny_engine_run):
     report, out_dir, _ = tiny_engine_run
     section = report["sections"]["scaling"]
-    assert section["config"]["sizes"] == [200, 400, 800] and len(section["config"]["h"]) == 4
-    assert [r["n"] for r in section["results"]] == [200, 400, 800]
+    assert section["config"]["sizes"] == [200, 400] and len(section["config"]["h"]) == 4
+    assert [r["n"] for r in section["results"]] == [200, 400]
     for r in section["results"]:
         assert r["status"] == "ok", r.get("reason")
         assert r["n_train"] == r["n_queries"] == r["n"] and r["pairs"] == r["n"] ** 2
         assert len(r["times_s"]) == r["repeats"] == 2 and r["time_s"] == min(r["times_s"]) > 0
         assert r["ns_per_pair"] > 0 and r["peak_extra_mb"] >= 0
-    # Two sizes from slope_from=400: a slope is fitted and both targets are evaluated.
+    # Two sizes from slope_from=200: a slope is fitted and both targets are evaluated.
     assert math.isfinite(section["slope"])
     assert all(isinstance(t["met"], bool) for t in section["targets"])
-    # The peers run every size up to PEER_MAX_N (here all three) for the plot, the
+    # The peers run every size up to PEER_MAX_N (here both) for the plot, the
     # package's compiled path every size, with its own two targets.
     assert [(r["peer"], r["n"]) for r in section["peers"]] == [
-        (p, n) for p in ("sklearn_nw_compiled", "chunked", "pykeops") for n in (200, 400, 800)]
+        (p, n) for p in ("sklearn_nw_compiled", "chunked", "pykeops") for n in (200, 400)]
     assert [t["name"] for t in section["targets"]] == [
         "time linear in pairs", "memory of the largest size",
         "sklearn_nw_compiled: time linear in pairs",
@@ -526,7 +529,8 @@ def test_engine_scaling_section_times_each_size_and_plots(tiny_engine_run):
 
 def test_engine_kernels_section_times_both_dense_paths(tiny_engine_run, bench_engine):
     section = tiny_engine_run[0]["sections"]["kernels"]
-    assert [r["kernel"] for r in section["results"]] == list(bench_engine.KERNEL_NAMES)
+    assert [r["kernel"] for r in section["results"]] == list(TINY_ENGINE["kernels"])
+    assert section["config"]["kernels"] == list(TINY_ENGINE["kernels"])
     for r in section["results"]:
         for path in ("brute", "compiled"):
             assert len(r[path]["times_s"]) == 3 and r[path]["time_s"] == min(r[path]["times_s"])
