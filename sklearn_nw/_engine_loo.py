@@ -244,7 +244,9 @@ def _gaussian_local_linear(xs, v, log_w, self_log_w, rows, weights, kernel, loss
     raw = linear_raw_columns(q, v)  # (n, k)
     error = _logit_error(xs, kernel)  # (n,)
     row_bytes = n * xs.element_size() * 8
-    step = chunk_rows(len(rows), row_bytes, working_memory, cap_bytes=4 * CACHE_BYTES)
+    # Blocks four times the Nadaraya-Watson passes': each chunk's small solves and their
+    # autograd cost about a millisecond (n = 3,000 in 2 features: a pass 20 % faster).
+    step = chunk_rows(len(rows), row_bytes, working_memory, cap_bytes=16 * CACHE_BYTES)
     left = []
 
     def moments_loss(sums, s, chunk, w):  # sums (b, k): the attention's means of raw
