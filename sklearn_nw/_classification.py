@@ -2,6 +2,7 @@
 
 import numpy as np
 from sklearn.base import ClassifierMixin, _fit_context
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase, confidence_levels
@@ -177,7 +178,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         y_pred = self.classes_[np.argmax(proba, axis=1)]
         return (y_pred, attention) if return_attention else y_pred
 
-    def predict_set(self, X, confidence_level=0.9, *, conformity_score="lac"):
+    def predict_set(self, X, confidence_level=0.9, *, conformity_score="lac",
+                    include_last_label=True, random_state=None):
         """Conformal prediction sets: the classes a new label at X may have.
 
         At the fitted bandwidth, the class probabilities without training row i at a
@@ -200,10 +202,20 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             Each in (0, 1).
         conformity_score : {"lac", "aps"}, default="lac"
             The score ``S(x, k; p)``: ``"lac"`` (least ambiguous set-valued classifier)
-            ``1 - p_k``; ``"aps"`` (adaptive prediction sets, not randomized) the
-            probability of the classes more probable than k, plus ``p_k`` for the
-            training rows' own labels, without it at the queries (as MAPIE's
-            ``include_last_label=True``: every set holds the most probable class).
+            ``1 - p_k``; ``"aps"`` (adaptive prediction sets) the probability of the
+            classes more probable than k, plus a share of ``p_k`` that
+            ``include_last_label`` sets.
+        include_last_label : {True, False, "randomized"}, default=True
+            APS only, MAPIE's parameter: the share of its own probability a class adds to
+            its score. True: all of it for the training rows' labels, none at the
+            queries (every set holds the most probable class; large sets where the fits
+            are confident); False: all of it on both sides (smaller sets, which may
+            hold no class); ``"randomized"``: a uniform draw per training row and per
+            query (Romano, Sesia and Candes' randomized APS: sets of the right size on
+            average).
+        random_state : int, RandomState instance or None, default=None
+            The draws of ``include_last_label="randomized"``: one per training row in
+            order, then one per query.
 
         Returns
         -------
@@ -225,18 +237,29 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         if conformity_score not in CONFORMITY_SCORES:
             raise ValueError(f"conformity_score must be one of {CONFORMITY_SCORES}; got "
                              f"{conformity_score!r}.")
+        if not any(include_last_label is v for v in (True, False)) and not (
+                isinstance(include_last_label, str) and include_last_label == "randomized"):
+            raise ValueError("include_last_label must be True, False or 'randomized'; got "
+                             f"{include_last_label!r}.")
         self._check_leave_one_out_fits("predict_set computes conformal sets")
         positive = self.sample_weight_ > 0
         one_hot = np.eye(len(self.classes_))[self.y_fit_]  # (n, c)
+        if include_last_label == "randomized":
+            rng = check_random_state(random_state)
+            train_share = rng.uniform(size=len(one_hot))  # (n,)
+            query_share = rng.uniform(size=(len(X), 1))  # one per query
+        else:
+            train_share, query_share = 1.0, 0.0 if include_last_label else 1.0
         own = conformity_scores(self._leave_one_out_at_training_points(one_hot),
-                                conformity_score)  # (n, c)
+                                conformity_score, own_mass=train_share)  # (n, c)
         training_scores = own[np.arange(len(one_hot)), self.y_fit_][positive]
         tolerance = score_tolerance(self.X_fit_.dtype)
         parts = []
 
         def each(rows, attention):
             fits = self._leave_one_out_fits(X[rows], attention, one_hot)[:, positive]
-            scores = conformity_scores(fits, conformity_score, own_mass=False)
+            share = query_share if np.isscalar(query_share) else query_share[rows]
+            scores = conformity_scores(fits, conformity_score, own_mass=share)
             parts.append(conformal_sets(scores, training_scores, alphas, tolerance))
 
         proba = self._pool_in_chunks(X, each, 4 + 3 * len(self.classes_))

@@ -307,11 +307,12 @@ def jackknife_plus(fits, residuals, alphas):
     return out
 
 
-def conformity_scores(proba, score, *, own_mass=True):
+def conformity_scores(proba, score, *, own_mass=1.0):
     """The conformity score of every class (..., c) under class probabilities ``proba``
     (..., c): ``"lac"`` ``1 - p_k``; ``"aps"`` the mass of the classes more probable than
-    k, plus ``p_k`` when ``own_mass`` (non-randomized; classes as probable as k are not
-    counted). Without ``own_mass`` a class is scored by the mass before it, as MAPIE's
+    k (classes as probable as k are not counted), plus ``own_mass`` times ``p_k`` (a
+    number, or shares broadcast against ``proba[..., 0]``: random draws for randomized
+    APS). With ``own_mass=0`` a class is scored by the mass before it, as MAPIE's
     ``include_last_label=True`` builds its sets: the most probable class scores 0."""
     if score == "lac":
         return 1.0 - proba

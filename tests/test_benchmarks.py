@@ -887,8 +887,8 @@ def test_intervals_benchmark_measures_coverage_with_or_without_mapie(bench, tmp_
     assert saved == json.loads(json.dumps(report))
     rows = {r["dataset"]: r for r in saved["sections"]["coverage"]["results"]}
     expected = {"engel": {"ours"} | ({"mapie"} if _installed("mapie") else set()),
-                "iris": {"ours_lac", "ours_aps"} | ({"mapie_lac"} if _installed("mapie")
-                                                     else set())}
+                "iris": {"ours_lac", "ours_aps", "ours_aps_randomized"}
+                | ({"mapie_lac"} if _installed("mapie") else set())}
     for name, methods in expected.items():
         assert rows[name]["status"] == "ok" and set(rows[name]["methods"]) == methods
         for m in rows[name]["methods"].values():
@@ -896,6 +896,7 @@ def test_intervals_benchmark_measures_coverage_with_or_without_mapie(bench, tmp_
     # A set holds at most every class (a LAC set may be empty, an APS set never is).
     assert 0 <= rows["iris"]["methods"]["ours_lac"]["width"] <= 3
     assert 1 <= rows["iris"]["methods"]["ours_aps"]["width"] <= 3
+    assert 0 <= rows["iris"]["methods"]["ours_aps_randomized"]["width"] <= 3
     (target,) = saved["targets"]
     covered = [m["covered"] for r in rows.values() for k, m in r["methods"].items()
                if k.startswith("ours")]

@@ -389,18 +389,29 @@ def test_jackknife_plus_refuses_several_outputs():
 
 def _oracle_scores(proba, score, own):
     """S(p, k) of every class by its definition, one class at a time: APS with the
-    class's own mass for the training rows' labels, without it at the queries."""
+    share ``own`` of the class's own mass (a number, or one per row of ``proba``)."""
     out = np.empty_like(proba)
     for index in np.ndindex(proba.shape[:-1]):
         p = proba[index]
+        share = own[index] if np.ndim(own) else own
         for k in range(len(p)):
             before = sum(p[c] for c in range(len(p)) if p[c] > p[k])
-            out[index + (k,)] = 1 - p[k] if score == "lac" else before + own * p[k]
+            out[index + (k,)] = 1 - p[k] if score == "lac" else before + share * p[k]
     return out
 
 
-def _oracle_sets(make, X, y, Q, w, levels, score):
+def _shares(include_last_label, n, n_queries, seed):
+    """The shares of their own mass the training rows' and the queries' APS scores add,
+    as ``predict_set`` draws them: one per training row, then one per query."""
+    if include_last_label == "randomized":
+        rng = np.random.RandomState(seed)
+        return rng.uniform(size=n), rng.uniform(size=n_queries)
+    return 1.0, 0.0 if include_last_label else 1.0
+
+
+def _oracle_sets(make, X, y, Q, w, levels, score, include_last_label=True, seed=0):
     """CV+ sets with one row per fold: n refits, each row's score under its own refit."""
+    train_share, query_share = _shares(include_last_label, len(y), len(Q), seed)
     classes = np.unique(y)
     rows = np.flatnonzero(w > 0)
     at_q, own = [], []
@@ -414,8 +425,9 @@ def _oracle_sets(make, X, y, Q, w, levels, score):
             p_i[columns] = model.predict_proba(X[i : i + 1])[0]
             p_q = np.zeros((len(Q), len(classes)))
             p_q[:, columns] = model.predict_proba(Q)
-            own.append(_oracle_scores(p_i, score, True)[np.searchsorted(classes, y[i])])
-            at_q.append(_oracle_scores(p_q, score, False))
+            share = train_share[i] if np.ndim(train_share) else train_share
+            own.append(_oracle_scores(p_i, score, share)[np.searchsorted(classes, y[i])])
+            at_q.append(_oracle_scores(p_q, score, query_share))
     S, s = np.array(at_q), np.array(own)  # (m, n_q, c), (m,)
     m = len(rows)
     sets = np.empty((len(Q), len(classes), len(levels)), dtype=bool)
@@ -425,13 +437,15 @@ def _oracle_sets(make, X, y, Q, w, levels, score):
     return sets
 
 
-@pytest.mark.parametrize("score", ["lac", "aps"])
+@pytest.mark.parametrize("score, include_last_label", [
+    ("lac", True), ("aps", True), ("aps", False), ("aps", "randomized")])
 @pytest.mark.parametrize("kernel, bandwidth, algorithm", [
     ("gaussian", 0.4, "auto"), ("epanechnikov", 0.5, "kd_tree"),
     ("epanechnikov", 0.08, "brute"),  # lone neighbors: refits fall back
 ])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_conformal_sets_equal_explicit_refits(score, kernel, bandwidth, algorithm, weighted):
+def test_conformal_sets_equal_explicit_refits(score, include_last_label, kernel, bandwidth,
+                                              algorithm, weighted):
     from sklearn_nw import NadarayaWatsonClassifier
 
     rng = np.random.default_rng(1)
@@ -452,15 +466,46 @@ def test_conformal_sets_equal_explicit_refits(score, kernel, bandwidth, algorith
     model = make().fit(X, y, sample_weight=w)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
-        y_pred, sets = model.predict_set(Q, confidence_level=levels, conformity_score=score)
+        y_pred, sets = model.predict_set(Q, confidence_level=levels, conformity_score=score,
+                                         include_last_label=include_last_label,
+                                         random_state=7)
         np.testing.assert_array_equal(y_pred, model.predict(Q))
         top = np.argmax(model.predict_proba(Q), axis=1)
     assert sets.shape == (9, 3, 3) and sets.dtype == bool
-    np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, levels, score))
-    # Higher levels give larger sets; APS sets always hold the most probable class.
+    np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, levels, score,
+                                                     include_last_label, seed=7))
+    # Higher levels give larger sets; APS sets with the last label always hold the most
+    # probable class.
     assert np.all(sets[:, :, 0] <= sets[:, :, 2])
-    if score == "aps":
+    if score == "aps" and include_last_label is True:
         assert np.all(sets[np.arange(9), top])
+
+
+def test_randomized_aps_sets_are_small_where_the_fits_are_confident():
+    # Iris at confidence 0.9 with a learned bandwidth: the APS sets with the last label
+    # hold every class (the training rows' scores are all near 1); randomized, they
+    # cover held-out labels at about the level with sets of about one class, and the
+    # same seed gives the same sets.
+    from sklearn.datasets import load_iris
+    from sklearn.model_selection import train_test_split
+
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    X, y = load_iris(return_X_y=True)
+    X_fit, X_test, y_fit, y_test = train_test_split(X, y, test_size=0.5, random_state=0,
+                                                    stratify=y)
+    model = NadarayaWatsonClassifier(bandwidth="loo").fit(X_fit, y_fit)
+    sizes, covered = {}, {}
+    for name, include in (("last", True), ("randomized", "randomized")):
+        _, sets = model.predict_set(X_test, 0.9, conformity_score="aps",
+                                    include_last_label=include, random_state=0)
+        sizes[name] = sets[:, :, 0].sum(1).mean()
+        covered[name] = sets[np.arange(len(y_test)), y_test, 0].mean()
+    again = model.predict_set(X_test, 0.9, conformity_score="aps",
+                              include_last_label="randomized", random_state=0)[1]
+    np.testing.assert_array_equal(again[:, :, 0].sum(1).mean(), sizes["randomized"])
+    assert sizes["last"] == 3 and covered["last"] == 1.0
+    assert sizes["randomized"] < 1.2 and covered["randomized"] >= 0.85
 
 
 def test_conformal_sets_refuse_bad_input():
@@ -470,6 +515,8 @@ def test_conformal_sets_refuse_bad_input():
     model = NadarayaWatsonClassifier(bandwidth=1.0).fit(X, y)
     with pytest.raises(ValueError, match="conformity_score must be one of"):
         model.predict_set(X, conformity_score="raps")
+    with pytest.raises(ValueError, match="include_last_label must be True, False or"):
+        model.predict_set(X, conformity_score="aps", include_last_label="random")
     with pytest.raises(ValueError, match="confidence_level must be"):
         model.predict_set(X, confidence_level=1.0)
     knn = NadarayaWatsonClassifier(bandwidth=1.0, n_neighbors=3).fit(X, y)
