@@ -11,9 +11,10 @@ What it measures
    APS with the last label, randomized APS): the share of test targets covered, and the
    mean width (or set size). Beside them, MAPIE's CV+ around the same estimator
    (``CrossConformalRegressor`` / ``CrossConformalClassifier``, ``cv=5``: the bandwidth
-   learned again on each of its folds). Ours holds the bandwidth learned on the whole training fold fixed in its
-   leave-one-out fits, so its coverage is what this measures. Target (issue 27): ours
-   covers at least 0.90 on every data set (the mean over the seeds).
+   learned again on each of its folds). Ours holds the bandwidth learned on the whole
+   training fold fixed in its leave-one-out fits, so its coverage is what this measures.
+   Target (issue 27): ours covers at least 0.90 on every data set (the mean over the
+   seeds).
 2. ``speed``: at n training points (``--n-speed``, 2 features, a sine plus noise),
    ``fit`` with ``bandwidth="loo"`` and ``predict_interval`` of 1,000 queries, against
    MAPIE's jackknife+ (``CrossConformalRegressor(cv=LeaveOneOut(), method="plus")``)
