@@ -676,6 +676,19 @@ def test_a_non_finite_loss_stops_the_descent_at_the_best_point(monkeypatch):
     assert reg.loss_curve_[-1] <= reference.loss_curve_[0] * (1 + 1e-9)
 
 
+def test_a_vanishing_starting_gradient_starts_the_descent_cleanly():
+    # scikit-learn's sample-weight checks' 12 points on a 3 x 4 lattice: the gradient
+    # at the start is ~1e-177, whose square underflows; the first step's length was
+    # 0 / 0 (a RuntimeWarning, then NaN parameters handed to L-BFGS-B).
+    X = np.array([[i, j] for i in (1, 2, 3) for j in (1, 2, 3, 4)], dtype=float)
+    y = np.array([1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2], dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reg = NadarayaWatsonRegressor(bandwidth="loo").fit(X, y)
+    assert np.all(np.isfinite(reg.bandwidth_)) and np.all(reg.bandwidth_ > 0)
+    assert np.all(np.isfinite(reg.predict(X)))
+
+
 # -- local polynomials in the CV estimators ---------------------------------------------
 
 
