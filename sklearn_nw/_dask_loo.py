@@ -44,7 +44,7 @@ from ._dask_tasks import (
 from ._losses import get_loss
 from ._preconditions import check_two_inputs
 from ._scale import rule_of_thumb
-from ._selection import Choice
+from ._selection import Choice, nearest_multiple
 from ._shards import merge
 from .kernels import get_kernel
 
@@ -103,11 +103,16 @@ class ShardedTraining:
             client = self.client
             blocks = [client.compute(dask.delayed(distinct_inputs)(xb, wb))
                       for xb, _, wb in self.blocks]
-            distinct = merge_pairwise(client, blocks, merge_distinct)
+            distinct = self._distinct = merge_pairwise(client, blocks, merge_distinct)
             n_distinct = self._n_distinct = client.submit(len, distinct).result()
             check_two_inputs(n_distinct, self.n_samples, self.name)
             self._reference = rule_of_thumb("scott", self.sigma, n_distinct)
         return self._reference
+
+    def nearest_multiple(self, reference):
+        """:meth:`~sklearn_nw._selection.Training.nearest_multiple`, on the cluster."""
+        self.reference()
+        return self.client.submit(nearest_multiple, self._distinct, reference).result()
 
     def _check_leave_out(self, leave_out):
         """Refuse ``leave_out="row"`` where rows repeat an input: the shards pose

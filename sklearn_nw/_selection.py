@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.neighbors import NearestNeighbors
 
 from ._leave_one_out import distinct_inputs, leave_one_out_set
 from ._scale import rule_of_thumb, weighted_std
@@ -94,6 +95,15 @@ class Training(NamedTuple):
         rows, which ``n = sum(w)`` is not."""
         n = len(distinct_inputs(self.X, self.sample_weight)[0])
         return self.rule_of_thumb("scott", n)
+
+    def nearest_multiple(self, reference):
+        """The multiple of ``reference`` (d,) at which a bandwidth reaches the median
+        distinct input's nearest other one: how far below the default grid its probes
+        go (:func:`search_fixed`). None for distances given (``metric="precomputed"``),
+        categorical features, or fewer than two distinct inputs."""
+        if self.precomputed or self.categorical is not None:
+            return None
+        return nearest_multiple(distinct_inputs(self.X, self.sample_weight)[0], reference)
 
     def rule_of_thumb(self, rule, n=None):
         """The bandwidths (d,) of a rule of thumb (``"scott"``, ``"silverman"``) for
@@ -195,6 +205,16 @@ class Choice(NamedTuple):
 # -- the grid of a search ------------------------------------------------------------------
 
 
+def nearest_multiple(inputs, reference):
+    """The median over the distinct ``inputs`` (L, d) of the distance to the nearest other
+    one, in units of ``reference`` (d,); None for fewer than two."""
+    if len(inputs) < 2:
+        return None
+    scaled = inputs / reference
+    distance, _ = NearestNeighbors(n_neighbors=2).fit(scaled).kneighbors(scaled)
+    return float(np.median(distance[:, 1]))
+
+
 def default_multiples(bandwidths):
     """The multiples of the reference bandwidth of a default grid (``bandwidths`` None or
     an int, the CV estimators' parameter); None for a given grid."""
@@ -238,21 +258,79 @@ class Family(NamedTuple):
     adaptive: list  # (G,) the Adaptive of each point; None for fixed bandwidths
 
 
-def search_fixed(score, bandwidths, reference):
+def search_fixed(score, bandwidths, reference, nearest=None):
     """A family of fixed bandwidths: the grid of ``bandwidths`` (default multiples of
     ``reference``, or as given), scored by ``score(grid) -> (scores (G,), cv_results,
     samples or None)``, a default grid extended past an end that holds its best point,
     ``EXTEND_BY`` points at a time at the grid's ratio, up to ``MAX_EXTENSIONS`` times
     (the optimum can lie far from Scott's rule: a series with a short period, or no
-    signal at all). Only the new points are scored: every point's score is its own."""
+    signal at all). Only the new points are scored: every point's score is its own.
+
+    ``nearest``: the multiple of ``reference`` at which a bandwidth reaches the typical
+    nearest other input (None: not known). A default grid whose lowest point lies above
+    it is probed below, every ``EXTEND_BY`` points of its ratio, as far as ``nearest``:
+    the leave-one-out loss of a series with a short period has a local minimum near
+    Scott's rule, and its global one a few points wide, which the grid's extensions
+    never reach from the interior one (measured: a seasonal series of 16,000 points,
+    test MSE 4.66 at the local minimum against 0.33 of a tuned KNN). When a probe beats
+    the grid, the points of the grid's ratio around it are scored too, extended as the
+    grid is."""
     multiples = default_multiples(bandwidths)
     grid = bandwidth_grid(bandwidths, multiples, reference)
-    scores, cv_results, samples = score(grid)
+    family = _extended(score, multiples, grid, reference, *score(grid))
+    if multiples is None or len(multiples) < 2 or nearest is None:
+        return family
+    ratio = multiples[1] / multiples[0]
+    lowest = family.grid[:, 0].min() / reference[0]
+    probes = lowest / (ratio ** EXTEND_BY) ** np.arange(1, MAX_EXTENSIONS + 1)
+    probes = probes[probes >= nearest]
+    if not len(probes):
+        return family
+    probe_grid = bandwidth_grid(None, probes, reference)
+    probed = Family(*_in_order(score(probe_grid), probe_grid), [None] * len(probes))
+    best = best_finite(probed.scores)
+    if best is None or (best_finite(family.scores) is not None
+                        and ranked(probed.scores)[best] <= ranked(family.scores).max()):
+        return join_families([family, probed])
+    # The points of the grid's ratio around the best probe, the probe among them.
+    steps = ratio ** np.arange(1, EXTEND_BY // 2 + 1)  # (E,)
+    around = np.concatenate([probes[best] / steps[::-1], probes[best] * steps])
+    scores, cv_results, samples = score(bandwidth_grid(None, around, reference))
+    keep = np.arange(len(probes)) != best
+    middle = len(around) // 2
+    scores = np.insert(scores, middle, probed.scores[best])
+    cv_results = concatenate_results([_take(cv_results, slice(0, middle)),
+                                      _take(probed.cv_results, [best]),
+                                      _take(cv_results, slice(middle, None))])
+    if samples is not None:
+        samples = (np.insert(samples[0], middle, probed.samples[0][best], axis=0),
+                   samples[1])
+    multiples = np.insert(around, middle, probes[best])
+    local = _extended(score, multiples, bandwidth_grid(None, multiples, reference),
+                      reference, scores, cv_results, samples)
+    others = Family(probed.scores[keep], _take(probed.cv_results, keep),
+                    probed.grid[keep], None if probed.samples is None
+                    else (probed.samples[0][keep], probed.samples[1]),
+                    [None] * int(keep.sum()))
+    return join_families([family, others, local])
+
+
+def _in_order(scored, grid):
+    """``score(grid)``'s scores and results with the grid between them, as
+    :class:`Family` orders its fields."""
+    scores, cv_results, samples = scored
+    return scores, cv_results, grid, samples
+
+
+def _extended(score, multiples, grid, reference, scores, cv_results, samples):
+    """The family of ``grid`` (``multiples`` of ``reference``, or None for a given
+    grid), scored as ``scores``, ``cv_results``, ``samples``, extended past an end that
+    holds its best point (:func:`search_fixed`)."""
     for _ in range(MAX_EXTENSIONS):
         # Failed candidates (non-finite scores) rank last: an end of them is no optimum.
         best = best_finite(scores)
         if (best is None or multiples is None or len(multiples) < 2
-                or 0 < best < len(grid) - 1):
+                or 0 < best < len(multiples) - 1):
             break
         ratio = multiples[1] / multiples[0]
         steps = ratio ** np.arange(1, EXTEND_BY + 1)  # (E,)
@@ -265,7 +343,24 @@ def search_fixed(score, bandwidths, reference):
         if samples is not None:
             samples = (np.concatenate(ordered(samples[0], new_samples[0])), samples[1])
         grid = bandwidth_grid(None, multiples, reference)
-    return Family(scores, cv_results, grid, samples, [None] * len(grid))
+    return Family(scores, cv_results, grid, samples, [None] * len(scores))
+
+
+def join_families(families):
+    """Families of one kind searched in parts, as one (their candidates in order)."""
+    samples = [f.samples for f in families]
+    return Family(
+        np.concatenate([f.scores for f in families]),
+        concatenate_results([f.cv_results for f in families]),
+        np.concatenate([f.grid for f in families]),
+        None if any(s is None for s in samples)
+        else (np.concatenate([s[0] for s in samples]), samples[0][1]),
+        [a for f in families for a in f.adaptive])
+
+
+def _take(cv_results, index):
+    """The candidates ``index`` (a slice, mask or indices) of a ``cv_results`` dict."""
+    return {key: value[index] for key, value in cv_results.items()}
 
 
 def concatenate_results(results):

@@ -233,8 +233,9 @@ class BandwidthGridSearch:
             # Given as bandwidth_ is: lambda at the categorical features.
             bandwidths = np.array([training.categorical.check(row)
                                    for row in np.asarray(bandwidths, dtype=object)])
+        reference = self._reference(training)
         return search_fixed(lambda grid: self._scores(grid, training, degree),
-                            bandwidths, self._reference(training))
+                            bandwidths, reference, training.nearest_multiple(reference))
 
     def _reference(self, training):
         """The center of the default grid: Scott's rule; with categorical features the

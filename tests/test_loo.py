@@ -392,6 +392,36 @@ def test_a_default_grid_goes_on_past_an_edge_holding_the_optimum():
     assert len(given.bandwidths_) == 3 and given.best_index_ == 0
 
 
+def test_a_default_grid_probes_below_a_local_minimum_near_scotts_rule():
+    # A seasonal series (period 52 points): the leave-one-out loss has a local minimum
+    # near Scott's rule (the trend) and its global one a few points wide (the season);
+    # the default grid and its extensions stop at the local one.
+    rng = np.random.default_rng(0)
+    n = 4000
+    X = np.arange(n, dtype=float)[:, None]
+    y = 2 * (X[:, 0] / n) ** 2 + 3 * np.sin(2 * np.pi * X[:, 0] / 52) \
+        + 0.5 * rng.standard_normal(n)
+    cv = NadarayaWatsonRegressorCV(**FIXED).fit(X, y)
+    reference = search_reference(X, np.ones(n))[0]
+    h, scores = cv.bandwidths_[:, 0], cv.cv_results_["mean_test_score"]
+    grid = np.flatnonzero((h > reference / 8 * (1 - 1e-9)) & (h < reference * 8 * (1 + 1e-9)))
+    assert len(grid) == 25
+    first = grid[np.argmax(scores[grid])]  # the default grid's best: interior, near Scott
+    assert first not in (grid.min(), grid.max()) and h[first] > reference / 4
+    assert cv.bandwidth_[0] < reference / 32 and cv.best_score_ > scores[first] + 1.0
+    assert len(np.unique(h)) == len(h)  # no bandwidth scored twice
+    # The grid's ratio around the optimum, and it is a fine given grid's (every 2**(1/8)
+    # from the points' spacing to Scott's rule) to within one step of the default grid.
+    fine = NadarayaWatsonRegressorCV(
+        bandwidths=np.geomspace(1.0, reference, int(8 * np.log2(reference)) + 1),
+        **FIXED).fit(X, y)
+    assert fine.bandwidth_[0] / 2**0.25 <= cv.bandwidth_[0] <= fine.bandwidth_[0] * 2**0.25
+    assert cv.best_score_ >= fine.best_score_ - 0.005 * abs(fine.best_score_)
+    near = np.sort(h[np.abs(np.log2(h / cv.bandwidth_[0])) < 1 + 1e-9])  # the refined block
+    assert len(near) >= 5 and 0 < np.searchsorted(near, cv.bandwidth_[0]) < len(near) - 1
+    np.testing.assert_allclose(near[1:] / near[:-1], 2**0.25, rtol=1e-12)
+
+
 def test_squaring_chains_of_gaussian_coefficients():
     default = [1 / m**2 for m in np.geomspace(1 / 8, 8, 25)]
     chains = squaring_chains(default, max_depth=10)
