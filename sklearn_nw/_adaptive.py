@@ -39,6 +39,8 @@ import torch
 from ._leave_one_out import distinct_inputs, nearest_keys, other_keys, set_self_
 from ._workers import CACHE_BYTES, chunk_rows, n_workers, on_workers
 
+_LOG2_E = 1.0 / math.log(2.0)  # a logit in nats times this is the logit in bits
+
 KINDS = ("balloon", "sample_point")
 # Cumulative weights reach k when within this relative tolerance of it (fractional
 # weights such as 0.1 do not sum to 1 exactly).
@@ -170,6 +172,7 @@ class LeaveOneOutNeighbors:
         # The weight that leaves with a key's left-out row: all of it, or one row's.
         self.removed = W if self_weight is None else W - self_weight
         self.D_sq = D * D  # (L, L)
+        self.finite_sq = bool(self.D_sq.max() < math.inf)  # (False for a NaN too)
         self.zero_weight = (W <= 0) if bool((W <= 0).any()) else None
         self.max_neighbors = max_neighbors
         # Keys at one input (the rows of leave_out="row"): a sample-point key's bandwidth
@@ -179,6 +182,14 @@ class LeaveOneOutNeighbors:
         self._sorted = {}  # whether other keys at a key's own input count -> neighbors
         self._left_out = {}  # k -> the pairs a left-out input changes, for every scale c
         self._left_out_locks = {}  # k -> its lock
+
+    def reach(self, max_neighbors):
+        """Make it serve ``n_neighbors`` up to ``max_neighbors`` (the distances and what
+        is derived from them kept; the neighbors found again)."""
+        if max_neighbors > self.max_neighbors:
+            self.max_neighbors = max_neighbors
+            self._sorted, self._left_out, self._left_out_locks = {}, {}, {}
+        return self
 
     def prepare(self):
         """Find the nearest inputs now, for threads sharing this object to read."""
@@ -219,29 +230,31 @@ class LeaveOneOutNeighbors:
         self._sorted[other_locations] = (near.values, near.indices, cumulative)
         return self._sorted[other_locations]
 
-    def attention(self, adaptive, kernel, n_coords, out=None):
+    def attention(self, adaptive, kernel, n_coords, out=None, values=None):
         """Exact leave-one-out attention (L, L) of the inputs on each other under
         ``adaptive`` (rows sum to 1, a location never attends to itself) and the number
         of rows with no kernel mass (a compact kernel), given their nearest other
         input(s) in the adaptive metric, every tie. ``n_coords`` is the ``r`` of the
-        sample-point normalization. ``out``: an (L, L) block to compute it in (a
-        worker's, reused from one candidate to the next)."""
+        sample-point normalization. ``out``: an (L, L) block to compute it in. With
+        ``values`` (L, t), the attention's product with them (L, t) instead, a block of
+        rows at a time: the (L, L) attention is never stored."""
         k, c = adaptive.n_neighbors, adaptive.scale
         h = (c * self._kth(k, other_locations=adaptive.kind == "sample_point")).clamp(
             min=torch.finfo(self.D.dtype).tiny)  # (L,)
         if adaptive.kind == "balloon":
-            return self._attention(h, None, kernel, out)
-        return self._attention(h, (k, c, n_coords), kernel, out)
+            return self._attention(h, None, kernel, out, values)
+        return self._attention(h, (k, c, n_coords), kernel, out, values)
 
     def fixed_attention(self, h, kernel):
         """Exact leave-one-out attention (L, L) under one bandwidth ``h`` (in units of
         the distances ``D``), and the number of rows with no kernel mass."""
         return self._attention(self.D.new_full((self.D.shape[0],), h), None, kernel)
 
-    def _attention(self, h, sample_point, kernel, out=None):
+    def _attention(self, h, sample_point, kernel, out=None, values=None):
         """The attention of query bandwidths ``h`` (L,) per row, or with ``sample_point``
         (k, c, r) key bandwidths per column, corrected where a left-out input changes
-        them; computed in ``out`` (L, L) when given. In blocks of rows on the workers (see
+        them; computed in ``out`` (L, L) when given; with ``values``, its product with
+        them (see :meth:`attention`). In blocks of rows on the workers (see
         :mod:`sklearn_nw._workers`): each row's operations are those of the whole matrix,
         as are its values."""
         W, D = self.W, self.D
@@ -260,16 +273,31 @@ class LeaveOneOutNeighbors:
                        + kernel.log_profile_sq(self.D_sq[rows, cols] / (h_left * h_left)))
         gaussian = kernel.quadratic_coef is not None  # the Gaussian family: one pass
         factor = -kernel.quadratic_coef / h_sq if gaussian else None  # (L, 1) or (L,)
-        attention = torch.empty_like(D) if out is None else out  # (L, L)
+        if values is not None:  # (L, t): each block's rows times the values
+            result = D.new_empty((L, values.shape[1]), dtype=values.dtype)
+        else:
+            result = torch.empty_like(D) if out is None else out  # (L, L)
         self_log_ratio = None
         if self.self_weight is not None:  # log(kept / W) (L,); 0/0 is a key of no weight
             self_log_ratio = torch.log(self.self_weight / W).nan_to_num_(nan=-math.inf)
+        # Pooled Gaussian values with every logit finite or -inf: the weights as powers of
+        # 2 of the logits in bits (torch's exp2 keeps its speed where weights underflow,
+        # where exp slows ~15x), each row's sum by the product with a column of ones.
+        fast = (values is not None and gaussian and self.finite_sq
+                and bool(torch.isfinite(factor).all() and (key_log_w < math.inf).all()))
+        parts = {1.0: (factor, key_log_w, None if changed is None else changed[2],
+                       self_log_ratio)}
+        if fast:
+            parts[_LOG2_E] = tuple(None if t is None else t * _LOG2_E
+                                   for t in parts[1.0])
+            with_ones = torch.cat([values, values.new_ones((L, 1))], 1)  # (L, t + 1)
         # The logits of a block and their softmax.
         step = chunk_rows(L, 2 * L * D.element_size(), workers=n_workers(D.device),
                           cap_bytes=2 * CACHE_BYTES)
 
-        def block(a, _):
-            b = min(a + step, L)
+        def logits_of(a, b, unit):
+            """The logits (b - a, L) of rows a to b, in nats (unit 1) or bits."""
+            factor, key_log_w, changed_logits, self_log_ratio = parts[unit]
             per_row = sample_point is None  # the query's bandwidth, else the keys'
             if gaussian:
                 logits = self.D_sq[a:b] * (factor[a:b] if per_row else factor)  # (b, L)
@@ -279,12 +307,13 @@ class LeaveOneOutNeighbors:
             logits += key_log_w
             if changed is not None:
                 pick = (changed[0] >= a) & (changed[0] < b)
-                logits[changed[0][pick] - a, changed[1][pick]] = changed[2][pick]
-            # An overflowed distance over an overflowed bandwidth (inf / inf) carries no
-            # weight: a row left without any falls back to its nearest inputs. (Infinite
-            # logits stay infinite: torch's default would make -inf the lowest float, and a
-            # row of no mass a uniform one.)
-            logits.nan_to_num_(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
+                logits[changed[0][pick] - a, changed[1][pick]] = changed_logits[pick]
+            if unit == 1.0:  # (bits: only where no logit can be NaN, see fast)
+                # An overflowed distance over an overflowed bandwidth (inf / inf) carries
+                # no weight: a row left without any falls back to its nearest inputs.
+                # (Infinite logits stay infinite: torch's default would make -inf the
+                # lowest float, and a row of no mass a uniform one.)
+                logits.nan_to_num_(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
             own = torch.arange(a, b, device=W.device)
             if self.self_weight is None:
                 set_self_(logits, own, -math.inf)
@@ -293,18 +322,30 @@ class LeaveOneOutNeighbors:
                           + self_log_ratio[a:b])
             if self.zero_weight is not None:
                 logits[:, self.zero_weight] = -math.inf
-            rows_attention = torch.softmax(logits, dim=1)  # (b, L); a row of no mass is NaN
+            return logits
+
+        def block(a, _):
+            b = min(a + step, L)
+            if fast:
+                sums = logits_of(a, b, _LOG2_E).exp2_() @ with_ones  # (b, t + 1)
+                # A row's weights all below 2^-1000 (or its sum overflowed) is computed
+                # as the softmax computes it, shifted by its largest logit.
+                if bool(((sums[:, -1] > 2.0**-1000) & torch.isfinite(sums).all(1)).all()):
+                    result[a:b] = sums[:, :-1] / sums[:, -1:]
+                    return 0
+            rows_attention = torch.softmax(logits_of(a, b, 1.0), dim=1)  # (b, L)
+            # A row of no mass is NaN.
             empty = (torch.isnan(rows_attention[:, 0])
                      | torch.isnan(rows_attention[:, -1]))  # (b,)
             n_empty = int(empty.sum())
             if n_empty:
                 rows_attention[empty] = self._nearest(torch.nonzero(empty)[:, 0] + a, h,
                                                       sample_point)
-            attention[a:b] = rows_attention
+            result[a:b] = rows_attention if values is None else rows_attention @ values
             return n_empty
 
         n_fallback = sum(on_workers(range(0, L, step), block, D.device))
-        return attention, n_fallback
+        return result, n_fallback
 
     def _nearest(self, rows, h, sample_point):
         """Attention (e, L) of the rows with no kernel mass: their nearest other

@@ -571,7 +571,7 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
             found = (max_neighbors, _neighbors_of(loo.X / (base / base.max()), W, device,
                                                   max_neighbors, kept))
         elif found[0] < max_neighbors:  # more neighbors: the same distances
-            found = (max_neighbors, LeaveOneOutNeighbors(found[1].D, W, max_neighbors, kept))
+            found = (max_neighbors, found[1].reach(max_neighbors))
         self.shared["neighbors"] = found
         return found[1]
 
@@ -589,19 +589,15 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         if not self.degree:
             # Each candidate's few (L, L) operations are short parallel regions, whose
             # barriers stall beside a busy process: the candidates go to worker threads
-            # of one torch thread each instead (the neighbors found first, here), as
-            # many as working_memory holds: the shared distances (2 L^2) and each one's
-            # logits, attention and temporaries (4 L^2).
+            # of one torch thread each instead (the neighbors found first, here). Each
+            # pools the values a block of rows at a time, never storing its attention.
             neighbors.prepare()
             values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
-            L = len(loo.weight)
-            fit = int((working_memory * 2**20 / (8 * L * L) - 2) // 4)
             return torch.stack(on_workers(
                 self.candidates,
-                lambda candidate, block: (neighbors.attention(candidate, kernel, r,
-                                                              out=block)[0] @ values).cpu(),
-                device, init=lambda: torch.empty(L, L, dtype=torch.float64, device=device),
-                max_workers=max(1, fit)))  # (G, L, t)
+                lambda candidate, _: neighbors.attention(candidate, kernel, r,
+                                                         values=values)[0].cpu(),
+                device))  # (G, L, t)
         attentions = (neighbors.attention(candidate, kernel, r)[0]
                       for candidate in self.candidates)
         return _local_fits(attentions, _centered(loo, self.grid[0], device), loo, self.degree,

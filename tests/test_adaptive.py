@@ -419,3 +419,36 @@ def test_leave_one_out_with_a_row_whose_distances_overflow(kind):
                                     PROFILES["gaussian"], kind, 10, 1.0)[0]
         assert attention[i, 0] == 0.0
         assert_allclose(attention[i, rest], expected, rtol=1e-9, atol=1e-300)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("scale", [0.01, 0.5, 4.0])
+@pytest.mark.parametrize("keeps_self", [False, True])
+def test_pooled_leave_one_out_attention_is_the_attention_times_the_values(
+        kind, scale, keeps_self):
+    # The CV grid's pooled path (weights as powers of 2, each row's sum by a product)
+    # against the attention's softmax rows times the values: at scale 0.01 every row's
+    # weights underflow (below 2^-1000) and it takes the softmax path; zero weights,
+    # repeated inputs and a row's own copies (leave_out="row") on the way.
+    import torch
+
+    from sklearn_nw._adaptive import Adaptive, LeaveOneOutNeighbors
+    from sklearn_nw.kernels import get_kernel
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(60, 2))
+    X[10] = X[11]
+    Xt = torch.as_tensor(X)
+    D = torch.cdist(Xt, Xt, compute_mode="donot_use_mm_for_euclid_dist")
+    W = torch.as_tensor(rng.integers(1, 4, 60).astype(float))
+    W[5] = 0.0
+    kept = W * 0.5 if keeps_self else None
+    values = torch.as_tensor(rng.normal(size=(60, 3)))
+    neighbors = LeaveOneOutNeighbors(D, W, 8, kept)
+    candidate = Adaptive(kind, 4, scale)
+    attention, n_empty = neighbors.attention(candidate, get_kernel("gaussian"), 2)
+    pooled, n_pooled_empty = neighbors.attention(candidate, get_kernel("gaussian"), 2,
+                                                 values=values)
+    assert n_empty == n_pooled_empty == 0
+    assert torch.isfinite(pooled).all()
+    assert_allclose(pooled.numpy(), (attention @ values).numpy(), rtol=1e-12, atol=1e-14)
