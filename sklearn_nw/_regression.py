@@ -7,7 +7,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.stats import norm
 from sklearn import get_config
-from sklearn.base import RegressorMixin, _fit_context
+from sklearn.base import RegressorMixin, _fit_context, clone
+from sklearn.model_selection import check_cv
 from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -385,8 +386,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
                                     own - attention(categorical.embed(moved)))
         return out, n_fallback, n_singular
 
-    def predict_interval(self, X, confidence_level=0.9):
-        """Jackknife+ prediction intervals for new targets at X.
+    def predict_interval(self, X, confidence_level=0.9, *, cv=None):
+        """Jackknife+ (or CV+) prediction intervals for new targets at X.
 
         At the fitted bandwidth, the fit without training row i at a query is its
         attention without row i, renormalized: one attention row per query gives every
@@ -404,7 +405,12 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         that these do not give (a query whose attention is all on that row, a compact
         kernel's lone neighbor; a local design singular without it) is refitted as such.
         The bandwidth is held fixed: its own choice from the same data (a learned or CV
-        bandwidth) is not repeated without each row.
+        bandwidth) is not repeated without each row, which makes the residuals a little
+        small. With ``cv``, CV+ instead (Barber et al. 2021): on each split of the
+        training rows a clone of this estimator is fitted on the training part, its
+        bandwidth chosen there as this estimator chose it; the held-out rows' residuals
+        and the predictions at X of the split they were held out of take the place of
+        the leave-one-out ones. It costs one fit per split, and serves every bandwidth.
 
         Parameters
         ----------
@@ -412,6 +418,11 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             Query points.
         confidence_level : float or array-like of shape (n_levels,), default=0.9
             Each in (0, 1).
+        cv : int, cross-validation generator or iterable, default=None
+            None: jackknife+ at the fitted bandwidth. Otherwise the splits of CV+ (an
+            int k is ``KFold(k)``, as :func:`~sklearn.model_selection.check_cv` reads
+            it), which must hold every training row out exactly once; ``groups`` given
+            to ``fit`` are not passed to them.
 
         Returns
         -------
@@ -425,15 +436,19 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         Raises
         ------
         NotImplementedError
-            With ``n_neighbors`` or an adaptive bandwidth, whose fits without a row are
-            not computed from the fit with it (the k nearest or the neighbor distances
-            change).
+            Without ``cv``: with ``n_neighbors`` or an adaptive bandwidth, whose fits
+            without a row are not computed from the fit with it (the k nearest or the
+            neighbor distances change). With ``cv``: with categorical features or
+            ``metric="precomputed"`` (the refits would need the data as given).
         ValueError
-            With several outputs, or a confidence level outside (0, 1).
+            With several outputs, a confidence level outside (0, 1), or splits that do
+            not hold every row out once.
         """
         check_is_fitted(self)
-        X = self._validate_predict_data(X)
         alphas = 1.0 - confidence_levels(confidence_level)
+        if cv is not None:
+            return self._cv_plus(X, alphas, cv)
+        X = self._validate_predict_data(X)
         self._check_jackknife()
         y = self.y_fit_
         positive = self.sample_weight_ > 0
@@ -450,10 +465,52 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
     def _check_jackknife(self):
         """Refuse what the closed-form jackknife+ does not compute."""
         self._check_leave_one_out_fits("predict_interval computes jackknife+")
+        self._check_one_target()
+
+    def _check_one_target(self):
         if self.y_fit_.ndim == 2:
             raise ValueError(
                 "predict_interval takes one target; this estimator was fitted on "
                 f"{self.y_fit_.shape[1]} outputs. Fit one estimator per output.")
+
+    def _cv_plus(self, X, alphas, cv):
+        """The predictions at the queries X and their CV+ bounds (q, 2, n_levels) over
+        the splits ``cv`` (see :meth:`predict_interval`): one clone fitted per split."""
+        self._check_one_target()
+        if self._categorical is not None or self._precomputed():
+            raise NotImplementedError(
+                "predict_interval(cv=...) refits the estimator on the training rows as "
+                "stored, which categorical features (stored as codes) and "
+                "metric='precomputed' (distances) do not allow. Use cv=None (jackknife+), "
+                "or MAPIE's CrossConformalRegressor on the data as given.")
+        y_pred = self.predict(X)
+        X = self._validate_predict_data(X)  # as the clones are fitted: on X_fit_
+        X_fit, y, weight = self.X_fit_, self.y_fit_, self.sample_weight_
+        n = len(y)
+        split_of = np.full(n, -1)
+        residuals = np.empty(n)
+        predictions = []  # (q,) per split
+        for s, (train, test) in enumerate(check_cv(cv).split(X_fit, y)):
+            if np.any(split_of[test] >= 0):
+                raise ValueError("predict_interval's cv holds a row out more than once: "
+                                 "CV+ needs a partition of the rows, such as KFold's.")
+            model = clone(self).fit(X_fit[train], y[train], sample_weight=weight[train])
+            residuals[test] = np.abs(y[test] - model.predict(X_fit[test]))
+            predictions.append(model.predict(X))
+            split_of[test] = s
+        if np.any(split_of < 0):
+            raise ValueError(
+                f"predict_interval's cv held out {int(np.sum(split_of >= 0))} of the {n} "
+                "training rows: CV+ needs every row held out once (a partition, such as "
+                "KFold's).")
+        positive = weight > 0
+        predictions = np.column_stack(predictions)  # (q, n_splits)
+        split_of, residuals = split_of[positive], residuals[positive]
+        # The (b, n) fits of a block of queries at a time, each row's its split's.
+        step = chunk_rows(len(X), 3 * 8 * len(residuals), get_config()["working_memory"])
+        return y_pred, np.concatenate([
+            jackknife_plus(predictions[rows][:, split_of], residuals, alphas)
+            for rows in gen_batches(len(X), step)])
 
     def predict_confidence_interval(self, X, confidence_level=0.95, *,
                                     bias_correction="robust", bias_bandwidth=None,

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from sklearn.model_selection import KFold
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_nw import (
@@ -382,6 +383,75 @@ def test_jackknife_plus_refuses_several_outputs():
     model = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y)
     with pytest.raises(ValueError, match="one target"):
         model.predict_interval(Q)
+
+
+def _oracle_cv_plus(make, X, y, Q, w, levels, splits):
+    """CV+ by its definition: a refit per split, each row's residual and fits at the
+    queries from the split holding it out, the k-th smallest (1-based) bounds over the
+    rows of positive weight."""
+    F, R = np.empty((len(Q), len(y))), np.empty(len(y))
+    for train, test in splits:
+        model = make().fit(X[train], y[train], sample_weight=w[train])
+        R[test] = np.abs(y[test] - model.predict(X[test]))
+        F[:, test] = model.predict(Q)[:, None]
+    F, R = F[:, w > 0], R[w > 0]
+    m = len(R)
+    out = np.empty((len(Q), 2, len(levels)))
+    for k, level in enumerate(levels):
+        lo, hi = _rank_low(level, m), _rank_high(level, m)
+        out[:, 0, k] = -np.inf if lo < 1 else np.sort(F - R, axis=1)[:, lo - 1]
+        out[:, 1, k] = np.inf if hi > m else np.sort(F + R, axis=1)[:, hi - 1]
+    return out
+
+
+@pytest.mark.parametrize("make", [
+    lambda: NadarayaWatsonRegressor(bandwidth="loo"),
+    lambda: NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth("balloon", n_neighbors=5)),
+    lambda: NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=6),
+    lambda: NadarayaWatsonRegressorCV(degree="auto"),
+], ids=["learned", "adaptive", "n_neighbors", "cv_estimator"])
+@pytest.mark.parametrize("cv", [5, KFold(4, shuffle=True, random_state=1)],
+                         ids=["int", "splitter"])
+def test_cv_plus_equals_explicit_refits_per_split(make, cv):
+    # The bandwidth is chosen again on each split's training rows, as a refit chooses it.
+    X, y, Q, w = _data(n=50, d=2)
+    w[[3, 7]] = 0.0
+    levels = [0.5, 0.9]
+    model = make().fit(X, y, sample_weight=w)
+    y_pred, intervals = model.predict_interval(Q, confidence_level=levels, cv=cv)
+    np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
+    splits = list((KFold(cv) if isinstance(cv, int) else cv).split(X))
+    expected = _oracle_cv_plus(make, X, y, Q, w, levels, splits)
+    np.testing.assert_allclose(intervals, expected, rtol=1e-9, atol=1e-9)
+    # Not the jackknife+ at the bandwidth chosen on every row (where that is defined).
+    if make().get_params().get("n_neighbors") is None and not isinstance(
+            make().get_params().get("bandwidth"), AdaptiveBandwidth):
+        assert not np.allclose(intervals, model.predict_interval(Q, levels)[1])
+
+
+def test_cv_plus_refuses_splits_that_are_no_partition():
+    X, y, Q, _ = _data(n=30)
+    model = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y)
+    with pytest.raises(ValueError, match="held out 10 of the 30"):
+        model.predict_interval(Q, cv=[(np.arange(10, 30), np.arange(10))])
+    twice = [(np.arange(15, 30), np.arange(15)), (np.arange(10, 30), np.arange(10))]
+    with pytest.raises(ValueError, match="more than once"):
+        model.predict_interval(Q, cv=twice)
+    with pytest.raises(ValueError, match="one target"):
+        NadarayaWatsonRegressor(bandwidth=0.3).fit(X, np.c_[y, y]).predict_interval(Q, cv=3)
+
+
+def test_cv_plus_refuses_categorical_features_and_distances():
+    pd = pytest.importorskip("pandas")
+    X, y, Q, _ = _data(n=30, d=1)
+    frame = pd.DataFrame({"x": X[:, 0], "c": pd.Categorical(np.arange(30) % 3)})
+    model = NadarayaWatsonRegressor(bandwidth=[0.3, 0.5]).fit(frame, y)
+    with pytest.raises(NotImplementedError, match="categorical features"):
+        model.predict_interval(frame.iloc[:3], cv=3)
+    D = np.abs(X - X.T)
+    model = NadarayaWatsonRegressor(bandwidth=0.3, metric="precomputed").fit(D, y)
+    with pytest.raises(NotImplementedError, match="precomputed"):
+        model.predict_interval(D[:3], cv=3)
 
 
 # -- the classifier's conformal sets against n explicit refits -------------------------------
