@@ -886,7 +886,7 @@ def test_intervals_benchmark_measures_coverage_with_or_without_mapie(bench, tmp_
     saved = json.loads((out_dir / "bench_intervals.json").read_text())
     assert saved == json.loads(json.dumps(report))
     rows = {r["dataset"]: r for r in saved["sections"]["coverage"]["results"]}
-    expected = {"engel": {"ours"} | ({"mapie"} if _installed("mapie") else set()),
+    expected = {"engel": {"ours", "ours_cv+"} | ({"mapie"} if _installed("mapie") else set()),
                 "iris": {"ours_lac", "ours_aps", "ours_aps_randomized"}
                 | ({"mapie_lac"} if _installed("mapie") else set())}
     for name, methods in expected.items():
@@ -897,10 +897,13 @@ def test_intervals_benchmark_measures_coverage_with_or_without_mapie(bench, tmp_
     assert 0 <= rows["iris"]["methods"]["ours_lac"]["width"] <= 3
     assert 1 <= rows["iris"]["methods"]["ours_aps"]["width"] <= 3
     assert 0 <= rows["iris"]["methods"]["ours_aps_randomized"]["width"] <= 3
-    (target,) = saved["targets"]
+    jackknife, cv_plus = saved["targets"]
     covered = [m["covered"] for r in rows.values() for k, m in r["methods"].items()
-               if k.startswith("ours")]
-    assert target["met"] == (min(covered) >= 0.9)
+               if k.startswith("ours") and k != "ours_cv+"]
+    assert jackknife["met"] == (min(covered) >= 0.9)
+    assert cv_plus["met"] == (rows["engel"]["methods"]["ours_cv+"]["covered"] >= 0.9)
+    if _installed("mapie"):  # our CV+ on MAPIE's splits is MAPIE's CV+
+        assert rows["engel"]["methods"]["mapie"]["max_difference_from_ours_cv+"] < 1e-6
     speed = saved["sections"]["speed"]["results"][0]
     assert speed["ours_s"] > 0
     assert speed["mapie"]["status"] == ("estimated" if _installed("mapie") else "skipped")
