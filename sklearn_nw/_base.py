@@ -461,14 +461,20 @@ class NadarayaWatsonBase(BaseEstimator):
             fits, missing = leave_one_out_fits(attention, values)
         for j in np.unique(np.nonzero(missing)[1]):
             at = np.flatnonzero(missing[:, j])
-            keep = np.ones(keys.X.shape[0], dtype=bool)
-            keep[j] = False
-            others = keys.subset(keep)
-            q = queries[at][:, keep] if keys.precomputed else queries[at]
-            pooled = others.pool(q, compute=self.compute, device=self._compute_device(),
-                                 working_memory=get_config()["working_memory"])
-            fits[at, j] = self._outputs(pooled.out)
+            fits[at, j] = self._refit_without(queries[at], j)
         return fits
+
+    def _refit_without(self, queries, j):
+        """The outputs at ``queries`` of the fit without training row ``j``, refitted (a
+        query whose weight was all on it falls back to the nearest other keys)."""
+        keys = self.key_set_
+        keep = np.ones(keys.X.shape[0], dtype=bool)
+        keep[j] = False
+        others = keys.subset(keep)
+        q = queries[:, keep] if keys.precomputed else queries
+        pooled = others.pool(q, compute=self.compute, device=self._compute_device(),
+                             working_memory=get_config()["working_memory"])
+        return self._outputs(pooled.out)
 
     def _leave_one_out_at_training_points(self, values):
         """Each training row's output without it, :meth:`_leave_one_out_fits` at its own

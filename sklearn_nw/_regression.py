@@ -20,10 +20,12 @@ from ._uncertainty import (
     RESIDUAL_VARIANCES,
     dense_rows,
     jackknife_plus,
+    jackknife_plus_sparse,
     nearest_neighbor_variance,
     nearest_others,
     residual_variance,
     self_weights,
+    sparse_leave_one_out_fits,
     squared_attention,
 )
 from ._validation import NumberInterval
@@ -456,11 +458,32 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         parts = []
 
         def each_query(rows, attention):
+            if sp.issparse(attention) and not self.key_set_.degree:
+                # A few keys per query: every other row's fit without it is the query's.
+                parts.append(self._sparse_jackknife_plus(X[rows], attention, y, positive,
+                                                         residuals[positive], alphas))
+                return
             fits = self._leave_one_out_fits(X[rows], attention, y)
             parts.append(jackknife_plus(fits[:, positive], residuals[positive], alphas))
 
         y_pred = self._outputs(self._pool_in_chunks(X, each_query))
         return y_pred, np.concatenate(parts)
+
+    def _sparse_jackknife_plus(self, queries, attention, y, positive, residuals, alphas):
+        """Jackknife+ bounds of queries with sparse attention rows (b, n): the fits
+        without the keys in reach (:func:`sparse_leave_one_out_fits`; those whose weight
+        was all on the key refitted), every other row's the query's own fit
+        (:func:`jackknife_plus_sparse`). ``residuals`` are the rows of positive weight's."""
+        fits, keys, missing, own = sparse_leave_one_out_fits(attention, y)
+        for j in np.unique(keys[missing]):
+            at, slot = np.nonzero(missing & (keys == j))
+            fits[at, slot] = self._refit_without(queries[at], j)
+        # Keys as indices into the rows of positive weight (a key of none has no weight).
+        known = keys >= 0
+        index = np.cumsum(positive) - 1
+        keys = np.where(known & positive[np.where(known, keys, 0)],
+                        index[np.where(known, keys, 0)], -1)
+        return jackknife_plus_sparse(own, fits, keys, residuals, alphas)
 
     def _check_jackknife(self):
         """Refuse what the closed-form jackknife+ does not compute."""

@@ -253,13 +253,18 @@ def leave_one_out_own_fits(attention, values, own):
     rows. Returns ``fits`` (b,) or (b, t) as ``values`` (NaN where missing) and
     ``missing`` (b,)."""
     dtype = attention.dtype
-    A = dense_rows(attention)  # (b, n)
-    v = np.asarray(values, dtype=np.float64).reshape(A.shape[1], -1)  # (n, t)
-    rows = np.arange(A.shape[0])
-    own_weight = A[rows, own]
-    A[rows, own] = 0.0
-    others, fits = A.sum(1), A @ v  # (b,), (b, t)
-    A[rows, own] = own_weight
+    v = np.asarray(values, dtype=np.float64).reshape(attention.shape[1], -1)  # (n, t)
+    if sp.issparse(attention):  # the rows without their own key's entry
+        A = sp.csr_array(attention, dtype=np.float64, copy=True)
+        A.data[A.indices == np.repeat(own, np.diff(A.indptr))] = 0.0
+        others, fits = A.sum(1), A @ v  # (b,), (b, t)
+    else:
+        A = dense_rows(attention)  # (b, n)
+        rows = np.arange(A.shape[0])
+        own_weight = A[rows, own]
+        A[rows, own] = 0.0
+        others, fits = A.sum(1), A @ v  # (b,), (b, t)
+        A[rows, own] = own_weight
     missing = _missing(others, dtype)  # (b,)
     fits /= np.where(missing, 1.0, others)[:, None]
     fits[missing] = np.nan
@@ -304,6 +309,97 @@ def jackknife_plus(fits, residuals, alphas):
         else:
             high.partition(rank_high - 1, axis=1)
             out[:, 1, k] = high[:, rank_high - 1]
+    return out
+
+
+def _ranks(alpha, n):
+    """The 1-based ranks of jackknife+'s lower and upper bounds among n values."""
+    # Rounded first: alpha (n + 1) computed as 2.9999999999999996 is rank 3.
+    return (math.floor(round(alpha * (n + 1), 9)), math.ceil(round((1 - alpha) * (n + 1), 9)))
+
+
+def sparse_leave_one_out_fits(attention, values):
+    """The fits without each key of positive attention, from CSR attention rows (b, n):
+    :func:`leave_one_out_fits` at those keys alone. Every other key's fit is the
+    query's own fit, which they do not hold.
+
+    Returns ``fits`` (b, e) (NaN where missing), ``keys`` (b, e) (-1 past a row's own
+    count), ``missing`` (b, e) and the queries' fits with every key (b,); ``values`` (n,).
+    """
+    A = sp.csr_array(attention, dtype=np.float64)
+    A.eliminate_zeros()
+    counts = np.diff(A.indptr)  # (b,)
+    b, e = len(counts), max(1, int(counts.max(initial=0)))
+    # Each row's keys and weights, padded (b, e): weight 0 at key -1.
+    slot = np.arange(A.nnz) - np.repeat(A.indptr[:-1], counts)
+    keys = np.full((b, e), -1)
+    weights = np.zeros((b, e))
+    row = np.repeat(np.arange(b), counts)
+    keys[row, slot], weights[row, slot] = A.indices, A.data
+    v = np.asarray(values, dtype=np.float64)
+    weighted = weights * np.where(keys >= 0, v[keys], 0.0)  # (b, e)
+    rows = np.arange(b)
+    top = weights.argmax(1)
+    top_weight, top_weighted = weights[rows, top], weighted[rows, top]
+    weights[rows, top] = weighted[rows, top] = 0.0
+    rest, rest_v = weights.sum(1), weighted.sum(1)  # without the largest weight
+    weights[rows, top], weighted[rows, top] = top_weight, top_weighted
+    sums, totals = rest + top_weight, rest_v + top_weighted  # (b,)
+    others = sums[:, None] - weights  # (b, e)
+    others[rows, top] = rest
+    fits = totals[:, None] - weighted
+    fits[rows, top] = rest_v
+    missing = _missing(others, attention.dtype) & (keys >= 0)
+    others[missing] = 1.0
+    fits /= others
+    fits[missing] = np.nan
+    return fits, keys, missing, totals / sums
+
+
+def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
+    """:func:`jackknife_plus` where each query's fit without a row is its own fit
+    ``own`` (b,) but at a few rows: ``fits`` (b, e) without rows ``keys`` (b, e), indices
+    into ``residuals`` (n,), -1 past a query's own count.
+
+    The k-th smallest of ``f_{-i}(x) -+ R_i`` is the k-th of two sorted lists, the rows
+    held in ``fits`` and the others, ``own -+ R_i`` in the order of the residuals
+    (sorted once), with the held rows' places skipped: the smallest, over the number t
+    of held values among the k, of the larger of the t-th held and the (k - t)-th other.
+    O(b e log n) instead of O(b n).
+    """
+    b, e = fits.shape
+    n = len(residuals)
+    held = keys >= 0
+    n_held = held.sum(1)  # (b,)
+    t = np.arange(e + 1)  # (e + 1,): held values among the k smallest
+    stride = n + 2  # rows apart in one flat sorted array
+    offsets = np.arange(b)[:, None] * stride
+    out = np.empty((b, 2, len(alphas)))
+    for side, sign in ((0, -1.0), (1, 1.0)):
+        order = np.argsort(sign * residuals, kind="stable")
+        sorted_r = sign * residuals[order]  # ascending: own + sorted_r ascends
+        place = np.empty(n, dtype=np.int64)
+        place[order] = np.arange(n)
+        # The held rows' places in that order, ascending; past a row's count, n + l.
+        places = np.where(held, place[np.where(held, keys, 0)], n + np.arange(e))
+        places.sort(1)
+        before = (places - np.arange(e) + offsets).ravel()  # others before each place
+        values = np.where(held, fits + sign * residuals[np.where(held, keys, 0)], np.inf)
+        values.sort(1)  # (b, e): the held values, ascending
+        held_t = np.concatenate([np.full((b, 1), -np.inf), values], 1)  # (b, e + 1)
+        for a, alpha in enumerate(alphas):
+            k = _ranks(alpha, n)[side]
+            if k < 1 or k > n:
+                out[:, side, a] = -np.inf if k < 1 else np.inf
+                continue
+            j = k - t[None, :]  # (b, e + 1): rank among the others (1-based; 0 none)
+            valid = (j >= 0) & (j <= (n - n_held)[:, None]) & (t[None, :] <= n_held[:, None])
+            wanted = np.clip(j - 1, 0, n) + offsets  # (b, e + 1)
+            skipped = np.searchsorted(before, wanted, side="right") - np.arange(b)[:, None] * e
+            at = np.clip(np.clip(j - 1, 0, n) + skipped, 0, n - 1)
+            others = np.where(j >= 1, own[:, None] + sorted_r[at], -np.inf)
+            candidates = np.where(valid, np.maximum(others, held_t), np.inf)
+            out[:, side, a] = candidates.min(1)
     return out
 
 

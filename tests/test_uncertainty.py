@@ -385,6 +385,40 @@ def test_jackknife_plus_refuses_several_outputs():
         model.predict_interval(Q)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_sparse_jackknife_plus_equals_the_dense_one(seed):
+    # Sparse attention rows: the fits without the keys in reach, every other row's the
+    # query's own fit; against every (b, n) fit partitioned. Ties of residuals and of
+    # values, rows holding every key, and ranks at both ends.
+    import scipy.sparse as sp
+
+    from sklearn_nw._uncertainty import (
+        jackknife_plus,
+        jackknife_plus_sparse,
+        leave_one_out_fits,
+        sparse_leave_one_out_fits,
+    )
+
+    rng = np.random.default_rng(seed)
+    alphas = np.array([0.01, 0.05, 0.1, 0.3, 0.5, 0.9])
+    for _ in range(50):
+        b, n = int(rng.integers(1, 8)), int(rng.integers(2, 40))
+        dense = rng.uniform(0.01, 1.0, (b, n)) * (rng.random((b, n)) < rng.uniform(0.05, 1))
+        dense[np.arange(b), rng.integers(0, n, b)] += 0.5  # every row holds a key
+        y = rng.normal(size=n)
+        residuals = np.abs(rng.normal(size=n))
+        if rng.random() < 0.5:  # ties
+            y, residuals = np.round(y), np.round(residuals, 1)
+        fits, missing = leave_one_out_fits(dense, y)
+        if missing.any():
+            continue
+        held, keys, held_missing, own = sparse_leave_one_out_fits(sp.csr_array(dense), y)
+        assert not held_missing.any()
+        np.testing.assert_allclose(
+            jackknife_plus_sparse(own, held, keys, residuals, alphas),
+            jackknife_plus(fits, residuals, alphas), rtol=1e-13, atol=1e-13)
+
+
 def _oracle_cv_plus(make, X, y, Q, w, levels, splits):
     """CV+ by its definition: a refit per split, each row's residual and fits at the
     queries from the split holding it out, the k-th smallest (1-based) bounds over the
