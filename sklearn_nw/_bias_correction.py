@@ -66,6 +66,26 @@ def _window_neighbors_residuals(points, window, y, n_neighbors):
     return out
 
 
+def _in_windows(window, width, u, a, c, y, res_nn):
+    """Each query's window columns (b, n) in order, padded to ``width`` with the first
+    key out of the window (weight 0, residual 0): ``u, a, c, y, window, res_nn`` (None
+    kept) as (b, width, ...)."""
+    rows, cols = np.nonzero(window)
+    place = np.cumsum(window, 1)[rows, cols] - 1
+    index = np.zeros((len(window), width), dtype=np.int64)
+    index[rows, place] = cols
+    inside = np.zeros(index.shape, dtype=bool)
+    inside[rows, place] = True
+
+    def take(block):
+        return np.take_along_axis(block, index.reshape(index.shape + (1,) * (block.ndim - 2)),
+                                  1)
+
+    a, c = (np.where(inside, take(weights), 0.0) for weights in (a, c))
+    res_nn = None if res_nn is None else np.where(inside[:, :, None], take(res_nn), 0.0)
+    return take(u), a, c, take(y), inside, res_nn
+
+
 def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, points):
     """The conventional and bias-corrected estimates and their standard errors at a block
     of queries.
@@ -90,10 +110,17 @@ def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, points):
     tau_cl, tau_bc, se_cl, se_rb : ndarray of shape (b, t)
         NaN for a query whose local design is singular in its window.
     """
+    window = (a > 0) | (c > 0)  # (b, n)
+    res_nn = (_window_neighbors_residuals(points, window, y, n_neighbors)
+              if method == "nn" else None)  # (b, n, t)
+    y = np.broadcast_to(y, (len(a),) + y.shape)  # (b, n, t): each query's keys' targets
+    width = int(window.sum(1).max(initial=0))
+    if 2 * width < window.shape[1]:
+        # A compact kernel: each query's window alone, padded to the widest (weight 0).
+        u, a, c, y, window, res_nn = _in_windows(window, width, u, a, c, y, res_nn)
     zp = _design(u, degree)  # (b, n, P)
     zq = _design(u, degree + 1)  # (b, n, Q)
     P = zp.shape[2]
-    window = (a > 0) | (c > 0)  # (b, n)
     Gp = np.einsum("bn,bni,bnj->bij", a, zp, zp)  # (b, P, P)
     Gq = np.einsum("bn,bni,bnj->bij", c, zq, zq)  # (b, Q, Q)
     singular = ~(np.isfinite(np.linalg.cond(Gp)) & (np.linalg.cond(Gp) < 1e12)
@@ -101,24 +128,25 @@ def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, points):
     eye_p, eye_q = np.eye(P), np.eye(zq.shape[2])
     Gp_inv = np.linalg.inv(np.where(singular[:, None, None], eye_p, Gp))  # (b, P, P)
     Gq_inv = np.linalg.inv(np.where(singular[:, None, None], eye_q, Gq))  # (b, Q, Q)
-    beta_p = Gp_inv @ np.einsum("bn,bni,nt->bit", a, zp, y)  # (b, P, t)
-    beta_q = Gq_inv @ np.einsum("bn,bni,nt->bit", c, zq, y)  # (b, Q, t)
+    beta_p = Gp_inv @ np.einsum("bn,bni,bnt->bit", a, zp, y)  # (b, P, t)
+    beta_q = Gq_inv @ np.einsum("bn,bni,bnt->bit", c, zq, y)  # (b, Q, t)
     # The q-fit's weights on the degree-q monomials, and the p-fit's moments of them.
     bias_rows = np.einsum("bij,bnj->bni", Gq_inv[:, P:, :], c[:, :, None] * zq)  # (b, n, m)
     moments = np.einsum("bn,bni,bnj->bij", a, zp, zq[:, :, P:])  # (b, P, m)
     Q = a[:, :, None] * zp - np.einsum("bim,bnm->bni", moments, bias_rows)  # (b, n, P)
     kernel_cl = np.einsum("bi,bni->bn", Gp_inv[:, 0, :], a[:, :, None] * zp)  # (b, n)
     kernel_bc = np.einsum("bi,bni->bn", Gp_inv[:, 0, :], Q)  # (b, n)
-    tau_cl, tau_bc = kernel_cl @ y, kernel_bc @ y  # (b, t)
+    tau_cl = np.einsum("bn,bnt->bt", kernel_cl, y)  # (b, t)
+    tau_bc = np.einsum("bn,bnt->bt", kernel_bc, y)
     if method == "nn":
-        res_h = res_b = _window_neighbors_residuals(points, window, y, n_neighbors)
+        res_h = res_b = res_nn
     else:
         leverage = a * np.einsum("bni,bij,bnj->bn", zp, Gp_inv, zp)  # (b, n)
         n_window = window.sum(1)  # (b,)
         scale_h = _window_residual_scale(method, n_window, P, leverage)
         scale_b = _window_residual_scale(method, n_window, zq.shape[2], leverage)
-        res_h = (y[None] - zp @ beta_p) * scale_h[:, :, None]  # (b, n, t)
-        res_b = (y[None] - zq @ beta_q) * scale_b[:, :, None]
+        res_h = (y - zp @ beta_p) * scale_h[:, :, None]  # (b, n, t)
+        res_b = (y - zq @ beta_q) * scale_b[:, :, None]
         res_h = np.where(window[:, :, None], res_h, 0.0)
         res_b = np.where(window[:, :, None], res_b, 0.0)
     se_cl = np.sqrt(np.einsum("bn,bnt->bt", kernel_cl**2, res_h**2))
