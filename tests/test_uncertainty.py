@@ -239,25 +239,11 @@ def _rank_high(level, n):
 
 
 def _oracle_jackknife_plus(make, X, y, Q, w, levels):
-    """Jackknife+ by its definition: n refits, the k-th smallest (1-based) bounds."""
+    """Jackknife+ by its definition: n refits, the k-th smallest (1-based) bounds (CV+
+    with one row held out per split)."""
     n = len(y)
-    rows = np.flatnonzero(w > 0)
-    loo_at_q, residuals = [], []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
-        for i in rows:
-            keep = np.arange(n) != i
-            model = make().fit(X[keep], y[keep], sample_weight=w[keep])
-            residuals.append(abs(y[i] - model.predict(X[i : i + 1])[0]))
-            loo_at_q.append(model.predict(Q))
-    F, R = np.array(loo_at_q).T, np.array(residuals)  # (n_q, m), (m,)
-    m = len(rows)
-    out = np.empty((len(Q), 2, len(levels)))
-    for k, level in enumerate(levels):
-        lo, hi = _rank_low(level, m), _rank_high(level, m)
-        out[:, 0, k] = -np.inf if lo < 1 else np.sort(F - R, axis=1)[:, lo - 1]
-        out[:, 1, k] = np.inf if hi > m else np.sort(F + R, axis=1)[:, hi - 1]
-    return out
+    splits = [(np.arange(n) != i, [i]) for i in np.flatnonzero(w > 0)]
+    return _oracle_cv_plus(make, X, y, Q, w, levels, splits)
 
 
 @pytest.mark.parametrize("kernel, bandwidth, algorithm", [
@@ -424,10 +410,12 @@ def _oracle_cv_plus(make, X, y, Q, w, levels, splits):
     queries from the split holding it out, the k-th smallest (1-based) bounds over the
     rows of positive weight."""
     F, R = np.empty((len(Q), len(y))), np.empty(len(y))
-    for train, test in splits:
-        model = make().fit(X[train], y[train], sample_weight=w[train])
-        R[test] = np.abs(y[test] - model.predict(X[test]))
-        F[:, test] = model.predict(Q)[:, None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        for train, test in splits:
+            model = make().fit(X[train], y[train], sample_weight=w[train])
+            R[test] = np.abs(y[test] - model.predict(X[test]))
+            F[:, test] = model.predict(Q)[:, None]
     F, R = F[:, w > 0], R[w > 0]
     m = len(R)
     out = np.empty((len(Q), 2, len(levels)))
