@@ -144,6 +144,30 @@ def kth_distances(index, weight, queries, k, *, leave_out_location=False):
     return dist[np.arange(len(dist)), np.argmax(reached, axis=1)]
 
 
+class _LogitTerms(NamedTuple):
+    """The parts of a leave-one-out attention's logits (see
+    :meth:`LeaveOneOutNeighbors._attention`)."""
+
+    per_row: bool  # balloon: a bandwidth per query row; sample point: per key column
+    h_sq: object  # (L, 1) or (L,) squared bandwidths
+    key_log_w: object  # (L,) each key's log weight (sample point: and its normalization)
+    changed: object  # (rows, cols, logits) where leaving a row out changes a key's; None
+    factor: object  # the Gaussian family's factor on the squared distances; None
+    self_log_ratio: object  # (L,) log(kept / weight) of a key's own copies; None
+    in_nats: bool  # else in bits (log base 2)
+
+    def in_bits(self):
+        """The same terms in bits: logits whose powers of 2 are the weights."""
+        def bits(t):
+            return None if t is None else t * _LOG2_E
+
+        changed = (None if self.changed is None
+                   else (*self.changed[:2], bits(self.changed[2])))
+        return self._replace(key_log_w=bits(self.key_log_w), changed=changed,
+                             factor=bits(self.factor),
+                             self_log_ratio=bits(self.self_log_ratio), in_nats=False)
+
+
 class LeaveOneOutNeighbors:
     """The distinct training inputs as exact leave-one-out sees them, shared by every
     candidate bandwidth: their distances, and each one's nearest other inputs (found on
@@ -257,84 +281,36 @@ class LeaveOneOutNeighbors:
         them (see :meth:`attention`). In blocks of rows on the workers (see
         :mod:`sklearn_nw._workers`): each row's operations are those of the whole matrix,
         as are its values."""
-        W, D = self.W, self.D
-        L = len(W)
-        log_w = torch.log(W)  # (L,)
-        if sample_point is None:
-            h_sq = (h * h)[:, None]  # (L, 1)
-            key_log_w = log_w
-            changed = None
-        else:
-            k, c, r = sample_point
-            h_sq = h * h  # (L,)
-            key_log_w = log_w - r * torch.log(h)  # (L,)
-            rows, cols, h_left = self._left_out_bandwidths(k, c)
-            changed = (rows, cols, log_w[cols] - r * torch.log(h_left)
-                       + kernel.log_profile_sq(self.D_sq[rows, cols] / (h_left * h_left)))
-        gaussian = kernel.quadratic_coef is not None  # the Gaussian family: one pass
-        factor = -kernel.quadratic_coef / h_sq if gaussian else None  # (L, 1) or (L,)
+        D = self.D
+        L = len(self.W)
+        nats = self._logit_terms(h, sample_point, kernel)
         if values is not None:  # (L, t): each block's rows times the values
             result = D.new_empty((L, values.shape[1]), dtype=values.dtype)
         else:
             result = torch.empty_like(D) if out is None else out  # (L, L)
-        self_log_ratio = None
-        if self.self_weight is not None:  # log(kept / W) (L,); 0/0 is a key of no weight
-            self_log_ratio = torch.log(self.self_weight / W).nan_to_num_(nan=-math.inf)
         # Pooled Gaussian values with every logit finite or -inf: the weights as powers of
         # 2 of the logits in bits (torch's exp2 keeps its speed where weights underflow,
         # where exp slows ~15x), each row's sum by the product with a column of ones.
-        fast = (values is not None and gaussian and self.finite_sq
-                and bool(torch.isfinite(factor).all() and (key_log_w < math.inf).all()))
-        parts = {1.0: (factor, key_log_w, None if changed is None else changed[2],
-                       self_log_ratio)}
+        fast = (values is not None and nats.factor is not None and self.finite_sq
+                and bool(torch.isfinite(nats.factor).all()
+                         and (nats.key_log_w < math.inf).all()))
         if fast:
-            parts[_LOG2_E] = tuple(None if t is None else t * _LOG2_E
-                                   for t in parts[1.0])
+            bits = nats.in_bits()
             with_ones = torch.cat([values, values.new_ones((L, 1))], 1)  # (L, t + 1)
-        # The logits of a block and their softmax.
         step = chunk_rows(L, 2 * L * D.element_size(), workers=n_workers(D.device),
                           cap_bytes=2 * CACHE_BYTES)
-
-        def logits_of(a, b, unit):
-            """The logits (b - a, L) of rows a to b, in nats (unit 1) or bits."""
-            factor, key_log_w, changed_logits, self_log_ratio = parts[unit]
-            per_row = sample_point is None  # the query's bandwidth, else the keys'
-            if gaussian:
-                logits = self.D_sq[a:b] * (factor[a:b] if per_row else factor)  # (b, L)
-            else:
-                logits = kernel.log_profile_sq(
-                    self.D_sq[a:b] / (h_sq[a:b] if per_row else h_sq))  # (b, L)
-            logits += key_log_w
-            if changed is not None:
-                pick = (changed[0] >= a) & (changed[0] < b)
-                logits[changed[0][pick] - a, changed[1][pick]] = changed_logits[pick]
-            if unit == 1.0:  # (bits: only where no logit can be NaN, see fast)
-                # An overflowed distance over an overflowed bandwidth (inf / inf) carries
-                # no weight: a row left without any falls back to its nearest inputs.
-                # (Infinite logits stay infinite: torch's default would make -inf the
-                # lowest float, and a row of no mass a uniform one.)
-                logits.nan_to_num_(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
-            own = torch.arange(a, b, device=W.device)
-            if self.self_weight is None:
-                set_self_(logits, own, -math.inf)
-            else:  # the key's own logit, with the weight it keeps instead of all of it
-                set_self_(logits, own, logits[torch.arange(b - a, device=W.device), own]
-                          + self_log_ratio[a:b])
-            if self.zero_weight is not None:
-                logits[:, self.zero_weight] = -math.inf
-            return logits
 
         def block(a, _):
             b = min(a + step, L)
             if fast:
-                sums = logits_of(a, b, _LOG2_E).exp2_() @ with_ones  # (b, t + 1)
+                sums = self._block_logits(a, b, bits, kernel).exp2_() @ with_ones  # (b, t + 1)
                 # A row's weights all below 2^-1000 (or its sum overflowed) is computed
                 # as the softmax computes it, shifted by its largest logit.
                 if bool(((sums[:, -1] > 2.0**-1000) & torch.isfinite(sums).all(1)).all()):
                     result[a:b] = sums[:, :-1] / sums[:, -1:]
                     return 0
-            rows_attention = torch.softmax(logits_of(a, b, 1.0), dim=1)  # (b, L)
-            # A row of no mass is NaN.
+            rows_attention = torch.softmax(self._block_logits(a, b, nats, kernel),
+                                           dim=1)  # (b, L); a row of no mass is NaN
             empty = (torch.isnan(rows_attention[:, 0])
                      | torch.isnan(rows_attention[:, -1]))  # (b,)
             n_empty = int(empty.sum())
@@ -346,6 +322,59 @@ class LeaveOneOutNeighbors:
 
         n_fallback = sum(on_workers(range(0, L, step), block, D.device))
         return result, n_fallback
+
+    def _logit_terms(self, h, sample_point, kernel):
+        """What the logits of :meth:`_attention` are made of (:class:`_LogitTerms`), in
+        nats."""
+        log_w = torch.log(self.W)  # (L,)
+        if sample_point is None:
+            h_sq, key_log_w, changed = (h * h)[:, None], log_w, None  # (L, 1)
+        else:
+            k, c, r = sample_point
+            h_sq = h * h  # (L,)
+            key_log_w = log_w - r * torch.log(h)  # (L,)
+            rows, cols, h_left = self._left_out_bandwidths(k, c)
+            changed = (rows, cols, log_w[cols] - r * torch.log(h_left)
+                       + kernel.log_profile_sq(self.D_sq[rows, cols] / (h_left * h_left)))
+        self_log_ratio = None
+        if self.self_weight is not None:  # log(kept / W) (L,); 0/0 is a key of no weight
+            self_log_ratio = torch.log(self.self_weight / self.W).nan_to_num_(nan=-math.inf)
+        # The Gaussian family: one pass, the squared distances times a factor.
+        factor = (None if kernel.quadratic_coef is None
+                  else -kernel.quadratic_coef / h_sq)  # (L, 1) or (L,)
+        return _LogitTerms(sample_point is None, h_sq, key_log_w, changed, factor,
+                           self_log_ratio, in_nats=True)
+
+    def _block_logits(self, a, b, terms, kernel):
+        """The logits (b - a, L) of rows a to b (in nats or in bits, as ``terms``)."""
+        W = self.W
+        per_row = terms.per_row  # the query's bandwidth, else the keys'
+        if terms.factor is not None:
+            factor = terms.factor[a:b] if per_row else terms.factor
+            logits = self.D_sq[a:b] * factor  # (b, L)
+        else:
+            logits = kernel.log_profile_sq(
+                self.D_sq[a:b] / (terms.h_sq[a:b] if per_row else terms.h_sq))  # (b, L)
+        logits += terms.key_log_w
+        if terms.changed is not None:
+            rows, cols, changed_logits = terms.changed
+            pick = (rows >= a) & (rows < b)
+            logits[rows[pick] - a, cols[pick]] = changed_logits[pick]
+        if terms.in_nats:  # (bits: only where no logit can be NaN, see _attention)
+            # An overflowed distance over an overflowed bandwidth (inf / inf) carries no
+            # weight: a row left without any falls back to its nearest inputs. (Infinite
+            # logits stay infinite: torch's default would make -inf the lowest float, and
+            # a row of no mass a uniform one.)
+            logits.nan_to_num_(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
+        own = torch.arange(a, b, device=W.device)
+        if self.self_weight is None:
+            set_self_(logits, own, -math.inf)
+        else:  # the key's own logit, with the weight it keeps instead of all of it
+            set_self_(logits, own, logits[torch.arange(b - a, device=W.device), own]
+                      + terms.self_log_ratio[a:b])
+        if self.zero_weight is not None:
+            logits[:, self.zero_weight] = -math.inf
+        return logits
 
     def _nearest(self, rows, h, sample_point):
         """Attention (e, L) of the rows with no kernel mass: their nearest other
