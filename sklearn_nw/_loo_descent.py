@@ -133,12 +133,13 @@ def lbfgs(objective, theta, to_metric, rows, *, max_iter, tol, progress):
         # factor ~1.4 of it, often into another basin. In units of `step` it is the
         # gradient step, at most of unit L1 length (torch's L-BFGS's first step);
         # L-BFGS is scale-free after its first iteration.
-        # (The 2-norm of the gradient over its 1-norm, which neither underflows for a
-        # gradient near 0 nor overflows; a flat start takes unit steps.)
         norm_1 = float(np.abs(start[1]).sum())
-        step = (float(np.linalg.norm(start[1] / norm_1)) * min(norm_1, 1.0)
-                if 0.0 < norm_1 < np.inf else 0.0)
-        step = step if step > 0.0 else 1.0
+        step = float(np.linalg.norm(start[1])) * min(1.0, 1.0 / norm_1) if norm_1 else 1.0
+        if not 0.0 < step < np.inf:
+            # A 2-norm that underflowed (a gradient near 0: its squares are 0) or
+            # overflowed: from the gradient over its 1-norm; a flat start takes unit steps.
+            step = (float(np.linalg.norm(start[1] / norm_1)) * min(norm_1, 1.0)
+                    if 0.0 < norm_1 < np.inf else 0.0) or 1.0
         u0 = z0 / step
 
         def in_steps(u):
