@@ -37,7 +37,11 @@ from ._keys import FittedKeys
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
 from ._selection import Training
-from ._uncertainty import leave_one_out_fits, leave_one_out_own_fits
+from ._uncertainty import (
+    leave_one_out_fits,
+    leave_one_out_own_fits,
+    sparse_leave_one_out_fits,
+)
 from ._validation import NumberInterval, check_combinations, check_groups
 from ._workers import chunk_rows
 from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
@@ -463,6 +467,21 @@ class NadarayaWatsonBase(BaseEstimator):
             at = np.flatnonzero(missing[:, j])
             fits[at, j] = self._refit_without(queries[at], j)
         return fits
+
+    def _sparse_leave_one_out_fits(self, queries, attention, values, positive):
+        """The fits without each key in reach of queries with sparse attention rows
+        (:func:`~sklearn_nw._uncertainty.sparse_leave_one_out_fits`; those whose weight
+        was all on the key refitted), the keys as indices into the rows of ``positive``
+        weight (-1 past a query's own count), and each query's own fit."""
+        fits, keys, missing, own = sparse_leave_one_out_fits(attention, values)
+        for j in np.unique(keys[missing]):
+            at, slot = np.nonzero(missing & (keys == j))
+            fits[at, slot] = self._refit_without(queries[at], j)
+        known = keys >= 0  # a key of no weight carries no attention: never known
+        index = np.cumsum(positive) - 1
+        keys = np.where(known & positive[np.where(known, keys, 0)],
+                        index[np.where(known, keys, 0)], -1)
+        return fits, keys, own
 
     def _refit_without(self, queries, j):
         """The outputs at ``queries`` of the fit without training row ``j``, refitted (a

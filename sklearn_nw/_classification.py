@@ -1,6 +1,7 @@
 """Nadaraya-Watson kernel classification."""
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -10,6 +11,7 @@ from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
 from ._uncertainty import (
     CONFORMITY_SCORES,
     conformal_sets,
+    conformal_sets_sparse,
     conformity_scores,
     score_tolerance,
 )
@@ -257,8 +259,18 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         parts = []
 
         def each(rows, attention):
-            fits = self._leave_one_out_fits(X[rows], attention, one_hot)[:, positive]
             share = query_share if np.isscalar(query_share) else query_share[rows]
+            if sp.issparse(attention):
+                # A few keys per query: every other row's fit without it is the query's.
+                fits, keys, own_fit = self._sparse_leave_one_out_fits(
+                    X[rows], attention, one_hot, positive)
+                own_share = share if np.isscalar(share) else share[:, 0]
+                parts.append(conformal_sets_sparse(
+                    conformity_scores(own_fit, conformity_score, own_mass=own_share),
+                    conformity_scores(fits, conformity_score, own_mass=share), keys,
+                    training_scores, alphas, tolerance))
+                return
+            fits = self._leave_one_out_fits(X[rows], attention, one_hot)[:, positive]
             scores = conformity_scores(fits, conformity_score, own_mass=share)
             parts.append(conformal_sets(scores, training_scores, alphas, tolerance))
 

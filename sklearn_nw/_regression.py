@@ -25,7 +25,6 @@ from ._uncertainty import (
     nearest_others,
     residual_variance,
     self_weights,
-    sparse_leave_one_out_fits,
     squared_attention,
 )
 from ._validation import NumberInterval
@@ -474,15 +473,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         without the keys in reach (:func:`sparse_leave_one_out_fits`; those whose weight
         was all on the key refitted), every other row's the query's own fit
         (:func:`jackknife_plus_sparse`). ``residuals`` are the rows of positive weight's."""
-        fits, keys, missing, own = sparse_leave_one_out_fits(attention, y)
-        for j in np.unique(keys[missing]):
-            at, slot = np.nonzero(missing & (keys == j))
-            fits[at, slot] = self._refit_without(queries[at], j)
-        # Keys as indices into the rows of positive weight (a key of none has no weight).
-        known = keys >= 0
-        index = np.cumsum(positive) - 1
-        keys = np.where(known & positive[np.where(known, keys, 0)],
-                        index[np.where(known, keys, 0)], -1)
+        fits, keys, own = self._sparse_leave_one_out_fits(queries, attention, y, positive)
         return jackknife_plus_sparse(own, fits, keys, residuals, alphas)
 
     def _check_jackknife(self):

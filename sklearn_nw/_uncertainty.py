@@ -323,8 +323,9 @@ def sparse_leave_one_out_fits(attention, values):
     :func:`leave_one_out_fits` at those keys alone. Every other key's fit is the
     query's own fit, which they do not hold.
 
-    Returns ``fits`` (b, e) (NaN where missing), ``keys`` (b, e) (-1 past a row's own
-    count), ``missing`` (b, e) and the queries' fits with every key (b,); ``values`` (n,).
+    Returns ``fits`` (b, e) or (b, e, t) as ``values`` (n,) or (n, t) (NaN where
+    missing), ``keys`` (b, e) (-1 past a row's own count), ``missing`` (b, e) and the
+    queries' fits with every key, (b,) or (b, t).
     """
     A = sp.csr_array(attention, dtype=np.float64)
     A.eliminate_zeros()
@@ -336,24 +337,27 @@ def sparse_leave_one_out_fits(attention, values):
     weights = np.zeros((b, e))
     row = np.repeat(np.arange(b), counts)
     keys[row, slot], weights[row, slot] = A.indices, A.data
-    v = np.asarray(values, dtype=np.float64)
-    weighted = weights * np.where(keys >= 0, v[keys], 0.0)  # (b, e)
+    v = np.asarray(values, dtype=np.float64).reshape(A.shape[1], -1)  # (n, t)
+    weighted = weights[:, :, None] * np.where(keys[:, :, None] >= 0, v[keys], 0.0)
     rows = np.arange(b)
     top = weights.argmax(1)
     top_weight, top_weighted = weights[rows, top], weighted[rows, top]
-    weights[rows, top] = weighted[rows, top] = 0.0
+    weights[rows, top], weighted[rows, top] = 0.0, 0.0
     rest, rest_v = weights.sum(1), weighted.sum(1)  # without the largest weight
     weights[rows, top], weighted[rows, top] = top_weight, top_weighted
-    sums, totals = rest + top_weight, rest_v + top_weighted  # (b,)
+    sums, totals = rest + top_weight, rest_v + top_weighted  # (b,), (b, t)
     others = sums[:, None] - weights  # (b, e)
     others[rows, top] = rest
-    fits = totals[:, None] - weighted
+    fits = totals[:, None, :] - weighted  # (b, e, t)
     fits[rows, top] = rest_v
     missing = _missing(others, attention.dtype) & (keys >= 0)
     others[missing] = 1.0
-    fits /= others
+    fits /= others[:, :, None]
     fits[missing] = np.nan
-    return fits, keys, missing, totals / sums
+    own = totals / sums[:, None]
+    if np.ndim(values) == 1:
+        return fits[:, :, 0], keys, missing, own[:, 0]
+    return fits, keys, missing, own
 
 
 def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
@@ -417,6 +421,22 @@ def conformity_scores(proba, score, *, own_mass=1.0):
         p_k = proba[..., k : k + 1]
         out[..., k] = np.where(proba > p_k, proba, 0.0).sum(-1) + own_mass * p_k[..., 0]
     return out
+
+
+def conformal_sets_sparse(own_scores, scores, keys, training_scores, alphas, tolerance):
+    """:func:`conformal_sets` where each query's fit without a row is its own fit but at
+    a few rows: ``own_scores`` (b, c) its scores under its own fit, ``scores`` (b, e, c)
+    under the fits without rows ``keys`` (b, e) (indices into ``training_scores``, -1
+    past a query's own count). The rows below a score under the query's own fit are
+    counted in the sorted training scores, those held replaced by their own."""
+    n = len(training_scores)
+    held = keys >= 0
+    own_threshold = own_scores - tolerance  # (b, c)
+    below = np.searchsorted(np.sort(training_scores), own_threshold, side="left")
+    held_scores = np.where(held, training_scores[np.where(held, keys, 0)], np.inf)  # (b, e)
+    below -= (held_scores[:, :, None] < own_threshold[:, None, :]).sum(1)
+    below += (held_scores[:, :, None] < scores - tolerance).sum(1)  # (b, c)
+    return np.stack([below < round((1 - alpha) * (n + 1), 9) for alpha in alphas], -1)
 
 
 def conformal_sets(scores, training_scores, alphas, tolerance):

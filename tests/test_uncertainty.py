@@ -529,6 +529,42 @@ def _oracle_sets(make, X, y, Q, w, levels, score, include_last_label=True, seed=
     return sets
 
 
+@pytest.mark.parametrize("score", ["lac", "aps"])
+def test_sparse_conformal_sets_equal_the_dense_ones(score):
+    # As test_sparse_jackknife_plus_equals_the_dense_one, for the classifier's sets:
+    # class probabilities of few classes (many ties of scores) and random shares.
+    import scipy.sparse as sp
+
+    from sklearn_nw._uncertainty import (
+        conformal_sets,
+        conformal_sets_sparse,
+        conformity_scores,
+        leave_one_out_fits,
+        sparse_leave_one_out_fits,
+    )
+
+    rng = np.random.default_rng(0)
+    alphas = np.array([0.1, 0.3, 0.5, 0.8])
+    for _ in range(60):
+        b, n, c = int(rng.integers(1, 6)), int(rng.integers(2, 30)), int(rng.integers(2, 4))
+        dense = rng.uniform(0.01, 1.0, (b, n)) * (rng.random((b, n)) < rng.uniform(0.05, 1))
+        dense[np.arange(b), rng.integers(0, n, b)] += 0.5
+        one_hot = np.eye(c)[rng.integers(0, c, n)]
+        share = rng.uniform(size=(b, 1))
+        fits, missing = leave_one_out_fits(dense, one_hot)
+        if missing.any():
+            continue
+        training = rng.choice([0.0, 0.25, 0.5, 1.0], n) if rng.random() < 0.5 \
+            else rng.uniform(size=n)
+        expected = conformal_sets(conformity_scores(fits, score, own_mass=share), training,
+                                  alphas, 1e-8)
+        held, keys, _, own = sparse_leave_one_out_fits(sp.csr_array(dense), one_hot)
+        got = conformal_sets_sparse(conformity_scores(own, score, own_mass=share[:, 0]),
+                                    conformity_scores(held, score, own_mass=share), keys,
+                                    training, alphas, 1e-8)
+        np.testing.assert_array_equal(got, expected)
+
+
 @pytest.mark.parametrize("score, include_last_label", [
     ("lac", True), ("aps", True), ("aps", False), ("aps", "randomized")])
 @pytest.mark.parametrize("kernel, bandwidth, algorithm", [
