@@ -121,27 +121,29 @@ def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, points):
     zp = _design(u, degree)  # (b, n, P)
     zq = _design(u, degree + 1)  # (b, n, Q)
     P = zp.shape[2]
-    Gp = np.einsum("bn,bni,bnj->bij", a, zp, zp)  # (b, P, P)
-    Gq = np.einsum("bn,bni,bnj->bij", c, zq, zq)  # (b, Q, Q)
+    # Batched products (BLAS) rather than einsums of three operands (unoptimized loops).
+    azp, czq = a[:, :, None] * zp, c[:, :, None] * zq  # (b, n, P), (b, n, Q)
+    Gp = azp.swapaxes(1, 2) @ zp  # (b, P, P)
+    Gq = czq.swapaxes(1, 2) @ zq  # (b, Q, Q)
     singular = ~(np.isfinite(np.linalg.cond(Gp)) & (np.linalg.cond(Gp) < 1e12)
                  & (np.linalg.cond(Gq) < 1e12))  # (b,)
     eye_p, eye_q = np.eye(P), np.eye(zq.shape[2])
     Gp_inv = np.linalg.inv(np.where(singular[:, None, None], eye_p, Gp))  # (b, P, P)
     Gq_inv = np.linalg.inv(np.where(singular[:, None, None], eye_q, Gq))  # (b, Q, Q)
-    beta_p = Gp_inv @ np.einsum("bn,bni,bnt->bit", a, zp, y)  # (b, P, t)
-    beta_q = Gq_inv @ np.einsum("bn,bni,bnt->bit", c, zq, y)  # (b, Q, t)
+    beta_p = Gp_inv @ (azp.swapaxes(1, 2) @ y)  # (b, P, t)
+    beta_q = Gq_inv @ (czq.swapaxes(1, 2) @ y)  # (b, Q, t)
     # The q-fit's weights on the degree-q monomials, and the p-fit's moments of them.
-    bias_rows = np.einsum("bij,bnj->bni", Gq_inv[:, P:, :], c[:, :, None] * zq)  # (b, n, m)
-    moments = np.einsum("bn,bni,bnj->bij", a, zp, zq[:, :, P:])  # (b, P, m)
-    Q = a[:, :, None] * zp - np.einsum("bim,bnm->bni", moments, bias_rows)  # (b, n, P)
-    kernel_cl = np.einsum("bi,bni->bn", Gp_inv[:, 0, :], a[:, :, None] * zp)  # (b, n)
-    kernel_bc = np.einsum("bi,bni->bn", Gp_inv[:, 0, :], Q)  # (b, n)
-    tau_cl = np.einsum("bn,bnt->bt", kernel_cl, y)  # (b, t)
-    tau_bc = np.einsum("bn,bnt->bt", kernel_bc, y)
+    bias_rows = czq @ Gq_inv[:, P:, :].swapaxes(1, 2)  # (b, n, m)
+    moments = azp.swapaxes(1, 2) @ zq[:, :, P:]  # (b, P, m)
+    Q = azp - bias_rows @ moments.swapaxes(1, 2)  # (b, n, P)
+    kernel_cl = (azp @ Gp_inv[:, 0, :, None])[:, :, 0]  # (b, n)
+    kernel_bc = (Q @ Gp_inv[:, 0, :, None])[:, :, 0]  # (b, n)
+    tau_cl = (kernel_cl[:, None, :] @ y)[:, 0]  # (b, t)
+    tau_bc = (kernel_bc[:, None, :] @ y)[:, 0]
     if method == "nn":
         res_h = res_b = res_nn
     else:
-        leverage = a * np.einsum("bni,bij,bnj->bn", zp, Gp_inv, zp)  # (b, n)
+        leverage = a * ((zp @ Gp_inv) * zp).sum(2)  # (b, n)
         n_window = window.sum(1)  # (b,)
         scale_h = _window_residual_scale(method, n_window, P, leverage)
         scale_b = _window_residual_scale(method, n_window, zq.shape[2], leverage)
@@ -149,8 +151,8 @@ def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, points):
         res_b = (y - zq @ beta_q) * scale_b[:, :, None]
         res_h = np.where(window[:, :, None], res_h, 0.0)
         res_b = np.where(window[:, :, None], res_b, 0.0)
-    se_cl = np.sqrt(np.einsum("bn,bnt->bt", kernel_cl**2, res_h**2))
-    se_rb = np.sqrt(np.einsum("bn,bnt->bt", kernel_bc**2, res_b**2))
+    se_cl = np.sqrt(((kernel_cl**2)[:, None, :] @ res_h**2)[:, 0])  # (b, t)
+    se_rb = np.sqrt(((kernel_bc**2)[:, None, :] @ res_b**2)[:, 0])
     out = [tau_cl, tau_bc, se_cl, se_rb]
     for o in out:
         o[singular] = np.nan
