@@ -355,7 +355,7 @@ def _moment_columns(u, v, degree, workspace):
 
 
 def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
-                   return_nadaraya_watson=False, workspace=None):
+                   return_nadaraya_watson=False, workspace=None, return_kernel=False):
     """:func:`local_fit_dense` of the same queries under several attentions at once (a
     grid of bandwidths, at the training inputs themselves): the designs, centered at the
     queries, are built once, and every attention's moments come from one batched product
@@ -383,12 +383,18 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
         A flat tensor the one-coordinate designs are written into when it is large
         enough (``b n (3 p + 1)`` entries do): kept by a caller that fits many blocks, it
         spares each block the page faults of fresh memory (a third of their time).
+    return_kernel : bool, default=False
+        Also return the equivalent kernels (G, b, n), ``a_j z_j . c`` with ``z_j`` the
+        keys' designs about the query, as :func:`local_fit_dense` gives them (after it,
+        before the Nadaraya-Watson values).
 
     Returns
     -------
     out : Tensor (G, b, t)
         The intercepts; 0 on singular rows.
     singular : Tensor (G, b) of bool
+    kernel : Tensor (G, b, n)
+        Only with ``return_kernel``; 0 on singular rows.
     nadaraya_watson : Tensor (G, b, t)
         Only with ``return_nadaraya_watson``.
     """
@@ -405,11 +411,20 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
     c = torch.where(singular[:, :, None], 0.0, c.reshape(b, G, p))  # (b, G, p)
     out = (c[:, :, :, None] * zv_moments).sum(2)  # (b, G, t)
     singular = singular | ~torch.isfinite(out.detach()).all(2)
+    kernel = None
+    if return_kernel:  # a_j phi(x_j - q) . c (b, G, n)
+        kernel = by_query * (design(xs[None, :, :] - qs[:, None, :], degree) @ c.transpose(
+            1, 2)).transpose(1, 2)
+        singular = singular | ~torch.isfinite(kernel.detach()).all(2)
+        kernel = torch.where(singular[:, :, None], 0.0, kernel)
     out = torch.where(singular[:, :, None], 0.0, out)
     if bounded:
-        out, _ = bound(out, None, by_query, v)
+        out, kernel = bound(out, kernel, by_query, v)
         out.masked_fill_(singular[:, :, None], 0.0)
+        if kernel is not None:
+            kernel = kernel.masked_fill(singular[:, :, None], 0.0)
     out, singular = out.transpose(0, 1), singular.T  # (G, b, t), (G, b)
+    kernel = None if kernel is None else kernel.transpose(0, 1)  # (G, b, n)
     # Fits whose query lies beyond one weighted spread of its keys' mean are centered at
     # the mean instead (_origin), as local_fit_dense centers them: recomputed one by one.
     # The offsets of the mean and the second moments about the query are M's linear and
@@ -422,9 +437,14 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
             as_tuple=True)  # over (G, b)
     if len(outside[0]):
         g, i = outside
-        out_i, _, singular_i = local_fit_dense(qs[i], xs, attentions[g, i], v, degree, bounded)
+        out_i, kernel_i, singular_i = local_fit_dense(qs[i], xs, attentions[g, i], v, degree,
+                                                      bounded)
         out = out.index_put((g, i), out_i)
         singular = singular.index_put((g, i), singular_i)
+        if kernel is not None:
+            kernel = kernel.index_put((g, i), kernel_i)
+    if return_kernel:
+        return out, singular, kernel
     if not return_nadaraya_watson:
         return out, singular
     if not bool(weighs_overflow.any()):  # z_0 = 1: the first of sum_j a_j z_j v_j

@@ -14,7 +14,6 @@ from sklearn.utils import gen_batches
 from ._engine import key_center
 from ._local_poly import (
     leave_one_out_local_fits,
-    local_fit_dense,
     local_fit_many,
     local_fit_sparse,
     n_terms,
@@ -166,37 +165,34 @@ class LocalPolynomialRoute(Route):
         """The local fits of queries ``qs`` (b, r) on their attention (an ndarray or a CSR
         array) of the keys' values: outputs (b, t) and the equivalent kernel (same kind;
         None unless ``need_kernel``), the pooled values ``pooled`` and the attention on
-        singular rows; and the number of those. Without the kernel, dense attention's fits
-        come from its products with the keys' moments
-        (:func:`~sklearn_nw._local_poly.local_fit_many`), no design per query."""
+        singular rows; and the number of those. Dense attention's fits come from its
+        products with the keys' moments (:func:`~sklearn_nw._local_poly.local_fit_many`),
+        its equivalent kernel from their intercept rows."""
         tensor = lambda a: keys.tensor(a, device)
         xs, values = self.centered_keys, keys.values
-        if not need_kernel and not sp.issparse(attention):
-            out, singular = local_fit_many(tensor(qs), tensor(xs), tensor(attention)[None],
-                                           tensor(values), self.degree, self.bounded)
-            out, singular = out[0].cpu().numpy(), singular[0].cpu().numpy()
+        if not sp.issparse(attention):
+            fitted = local_fit_many(tensor(qs), tensor(xs), tensor(attention)[None],
+                                    tensor(values), self.degree, self.bounded,
+                                    return_kernel=need_kernel)
+            out, singular = fitted[0][0].cpu().numpy(), fitted[1][0].cpu().numpy()
             out[singular] = pooled[singular]
-            return out, None, int(singular.sum())
-        if sp.issparse(attention):
-            attention = sp.csr_array(attention)
-            crow = torch.as_tensor(attention.indptr, dtype=torch.long, device=device)
-            col = torch.as_tensor(attention.indices, dtype=torch.long, device=device)
-            out, kernel, singular = local_fit_sparse(
-                tensor(qs), tensor(xs), crow, col, tensor(attention.data),
-                tensor(values), self.degree, self.bounded)
-            singular = singular.cpu().numpy()
-            kernel = kernel.cpu().numpy()
-            entry_singular = np.repeat(singular, np.diff(attention.indptr))
-            kernel[entry_singular] = attention.data[entry_singular]
-            kernel = sp.csr_array((kernel, attention.indices, attention.indptr),
-                                  shape=attention.shape)
-        else:
-            out, kernel, singular = local_fit_dense(
-                tensor(qs), tensor(xs), tensor(attention), tensor(values), self.degree,
-                self.bounded)
-            singular = singular.cpu().numpy()
-            kernel = kernel.cpu().numpy()
+            if not need_kernel:
+                return out, None, int(singular.sum())
+            kernel = fitted[2][0].cpu().numpy()
             kernel[singular] = attention[singular]
+            return out, kernel, int(singular.sum())
+        attention = sp.csr_array(attention)
+        crow = torch.as_tensor(attention.indptr, dtype=torch.long, device=device)
+        col = torch.as_tensor(attention.indices, dtype=torch.long, device=device)
+        out, kernel, singular = local_fit_sparse(
+            tensor(qs), tensor(xs), crow, col, tensor(attention.data), tensor(values),
+            self.degree, self.bounded)
+        singular = singular.cpu().numpy()
+        kernel = kernel.cpu().numpy()
+        entry_singular = np.repeat(singular, np.diff(attention.indptr))
+        kernel[entry_singular] = attention.data[entry_singular]
+        kernel = sp.csr_array((kernel, attention.indices, attention.indptr),
+                              shape=attention.shape)
         out = out.cpu().numpy()
         out[singular] = pooled[singular]
         return out, kernel, int(singular.sum())
