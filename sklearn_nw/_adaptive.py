@@ -254,40 +254,39 @@ class LeaveOneOutNeighbors:
         self._sorted[other_locations] = (near.values, near.indices, cumulative)
         return self._sorted[other_locations]
 
-    def attention(self, adaptive, kernel, n_coords, out=None, values=None):
+    def attention(self, adaptive, kernel, n_coords, values=None):
         """Exact leave-one-out attention (L, L) of the inputs on each other under
         ``adaptive`` (rows sum to 1, a location never attends to itself) and the number
         of rows with no kernel mass (a compact kernel), given their nearest other
         input(s) in the adaptive metric, every tie. ``n_coords`` is the ``r`` of the
-        sample-point normalization. ``out``: an (L, L) block to compute it in. With
-        ``values`` (L, t), the attention's product with them (L, t) instead, a block of
-        rows at a time: the (L, L) attention is never stored."""
+        sample-point normalization. With ``values`` (L, t), the attention's product
+        with them (L, t) instead, a block of rows at a time: the (L, L) attention is
+        never stored."""
         k, c = adaptive.n_neighbors, adaptive.scale
         h = (c * self._kth(k, other_locations=adaptive.kind == "sample_point")).clamp(
             min=torch.finfo(self.D.dtype).tiny)  # (L,)
         if adaptive.kind == "balloon":
-            return self._attention(h, None, kernel, out, values)
-        return self._attention(h, (k, c, n_coords), kernel, out, values)
+            return self._attention(h, None, kernel, values)
+        return self._attention(h, (k, c, n_coords), kernel, values)
 
     def fixed_attention(self, h, kernel):
         """Exact leave-one-out attention (L, L) under one bandwidth ``h`` (in units of
         the distances ``D``), and the number of rows with no kernel mass."""
         return self._attention(self.D.new_full((self.D.shape[0],), h), None, kernel)
 
-    def _attention(self, h, sample_point, kernel, out=None, values=None):
+    def _attention(self, h, sample_point, kernel, values=None):
         """The attention of query bandwidths ``h`` (L,) per row, or with ``sample_point``
         (k, c, r) key bandwidths per column, corrected where a left-out input changes
-        them; computed in ``out`` (L, L) when given; with ``values``, its product with
-        them (see :meth:`attention`). In blocks of rows on the workers (see
-        :mod:`sklearn_nw._workers`): each row's operations are those of the whole matrix,
-        as are its values."""
+        them; with ``values``, its product with them (see :meth:`attention`). In blocks
+        of rows on the workers (see :mod:`sklearn_nw._workers`): each row's operations are
+        those of the whole matrix, as are its values."""
         D = self.D
         L = len(self.W)
         nats = self._logit_terms(h, sample_point, kernel)
         if values is not None:  # (L, t): each block's rows times the values
             result = D.new_empty((L, values.shape[1]), dtype=values.dtype)
         else:
-            result = torch.empty_like(D) if out is None else out  # (L, L)
+            result = torch.empty_like(D)  # (L, L)
         # Pooled Gaussian values with every logit finite or -inf: the weights as powers of
         # 2 of the logits in bits (torch's exp2 keeps its speed where weights underflow,
         # where exp slows ~15x), each row's sum by the product with a column of ones.

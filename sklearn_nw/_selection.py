@@ -287,7 +287,9 @@ def search_fixed(score, bandwidths, reference, nearest=None):
     if not len(probes):
         return family
     probe_grid = bandwidth_grid(None, probes, reference)
-    probed = Family(*_in_order(score(probe_grid), probe_grid), [None] * len(probes))
+    probe_scores, probe_results, probe_samples = score(probe_grid)
+    probed = Family(probe_scores, probe_results, probe_grid, probe_samples,
+                    [None] * len(probes))
     best = best_finite(probed.scores)
     if best is None or (best_finite(family.scores) is not None
                         and ranked(probed.scores)[best] <= ranked(family.scores).max()):
@@ -313,13 +315,6 @@ def search_fixed(score, bandwidths, reference, nearest=None):
                     else (probed.samples[0][keep], probed.samples[1]),
                     [None] * int(keep.sum()))
     return join_families([family, others, local])
-
-
-def _in_order(scored, grid):
-    """``score(grid)``'s scores and results with the grid between them, as
-    :class:`Family` orders its fields."""
-    scores, cv_results, samples = scored
-    return scores, cv_results, grid, samples
 
 
 def _extended(score, multiples, grid, reference, scores, cv_results, samples):
