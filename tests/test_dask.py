@@ -153,6 +153,23 @@ def test_leave_one_out_grid_goes_past_its_end(client):
     np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-12)
 
 
+def test_leave_one_out_grid_probes_below_itself_as_local(client):
+    # 400 points in one feature: the default grid's lowest point lies above the
+    # nearest-neighbor scale, so it is probed below (the distinct inputs' nearest
+    # distances found on the cluster).
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 10, (400, 1))
+    y = np.sin(X[:, 0]) + 0.3 * rng.normal(size=400)
+    est = nw_dask.NadarayaWatsonRegressorCV().fit(da.from_array(X, chunks=100), y)
+    local = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0,
+                                      selection="min").fit(X, y)
+    assert len(local.bandwidths_) > 25  # probed: more than the grid, which is not extended
+    np.testing.assert_allclose(est.bandwidths_, local.bandwidths_, rtol=1e-12)
+    np.testing.assert_allclose(est.cv_results_["mean_test_score"],
+                               local.cv_results_["mean_test_score"], rtol=1e-9)
+    assert est.best_index_ == local.best_index_
+
+
 def test_to_local(client):
     X, y, w, Q = _data()
     est = nw_dask.NadarayaWatsonRegressor(bandwidth="silverman").fit(X, y, sample_weight=w)
