@@ -205,7 +205,8 @@ def markdown(report):
 
 
 def run_benchmark(n_train=20_000, n_queries=20_000, d=8, peers=PEERS, repeats=3,
-                  out_dir=RESULTS_DIR, keops_cold=True, processes=PROCESSES):
+                  out_dir=RESULTS_DIR, keops_cold=True, processes=PROCESSES,
+                  compiled_processes=COMPILED_PROCESSES):
     """Run the benchmark, print the table, write the json and markdown; return the report."""
     X, y, Q = make_problem(n_train, n_queries, d)
     h = scott_bandwidth(X)
@@ -217,7 +218,7 @@ def run_benchmark(n_train=20_000, n_queries=20_000, d=8, peers=PEERS, repeats=3,
             results.append(run_sized(peer, X, y, Q, h, keops_cold))
         elif peer in OWN:
             results.append(run_in_processes(peer, X, y, Q, h, repeats, keops_cold,
-                                            min(processes, COMPILED_PROCESSES)))
+                                            min(processes, compiled_processes)))
         else:
             results.append(run_in_child(peer, X, y, Q, h, repeats, keops_cold))
     _add_comparisons(results, X, y, Q, h)
@@ -225,7 +226,8 @@ def run_benchmark(n_train=20_000, n_queries=20_000, d=8, peers=PEERS, repeats=3,
         r.pop("pred", None)
     config = {"n_train": n_train, "n_queries": n_queries, "d": d, "dtype": "float32",
               "device": "cpu", "bandwidth": "scott", "h": h.tolist(), "repeats": repeats,
-              "keops_cold_compile": keops_cold, "processes": processes}
+              "keops_cold_compile": keops_cold, "processes": processes,
+              "compiled_processes": min(processes, compiled_processes)}
     report = {"machine": machine_info(), "config": config, "results": results}
     report["target"] = _target(results)
     report["process_target"] = _process_target(results[0])

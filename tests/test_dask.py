@@ -40,6 +40,15 @@ def client(local_cluster):
     cluster.close()
 
 
+@pytest.fixture(scope="module")
+def expendable_cluster(local_cluster):
+    """A second cluster of 2 worker processes for the tests that kill a worker (its nanny
+    starts another): the module's client keeps its workers."""
+    cluster = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
+    yield cluster
+    cluster.close()
+
+
 def _data(n=240, d=3, seed=0):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
@@ -257,12 +266,13 @@ def test_no_client_and_no_dask():
     assert "NadarayaWatsonRegressor" not in run.stderr  # the local package worked
 
 
-def test_worker_killed_between_fit_and_predict(local_cluster):
+def test_worker_killed_between_fit_and_predict(expendable_cluster):
     # The shards are computed from the training blocks' graph, so a shard lost with its
     # worker is recomputed by dask (the nanny restarts the worker): the result is exact.
     X, y, w, Q = _data()
-    cluster = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
-    with distributed.Client(cluster, set_as_default=False) as other, other.as_current():
+    with (distributed.Client(expendable_cluster, set_as_default=False) as other,
+          other.as_current()):
+        other.wait_for_workers(2, timeout=120)
         est = nw_dask.NadarayaWatsonRegressor().fit(da.from_array(X, chunks=60), y,
                                                     sample_weight=w)
         victim = sorted(other.who_has(est._shards).values())[0][0]
@@ -271,7 +281,6 @@ def test_worker_killed_between_fit_and_predict(local_cluster):
         except Exception:  # the connection to the killed worker closes
             pass
         pred = est.predict(Q).compute()
-    cluster.close()
     expected = NadarayaWatsonRegressor().fit(X, y, sample_weight=w).predict(Q)
     np.testing.assert_allclose(pred, expected, atol=1e-10)
 
@@ -339,7 +348,7 @@ def test_learned_metric_and_classifier_equal_local(client):
     np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
 
 
-def test_worker_killed_during_predict(local_cluster, tmp_path):
+def test_worker_killed_during_predict(expendable_cluster, tmp_path):
     # A worker dies while the partial sums are computed: dask recomputes what it held
     # (shards from their graph, partial sums from theirs) and the result is still exact.
     # The death is part of the graph: the first worker to compute a query block exits
@@ -361,13 +370,13 @@ def test_worker_killed_during_predict(local_cluster, tmp_path):
             return block
         os._exit(1)
 
-    cluster = local_cluster(n_workers=2, threads_per_worker=1, processes=True)
-    with distributed.Client(cluster, set_as_default=False) as other, other.as_current():
+    with (distributed.Client(expendable_cluster, set_as_default=False) as other,
+          other.as_current()):
+        other.wait_for_workers(2, timeout=120)  # the nanny's new worker, if one was killed
         est = nw_dask.NadarayaWatsonRegressor(bandwidth=0.3).fit(
             da.from_array(X, chunks=1000), y)
         queries = da.from_array(Q, chunks=1000).map_blocks(die_once, meta=Q[:0])
         pred = est.predict(queries).compute()
-    cluster.close()
     assert os.path.exists(marker)  # a worker did die
     expected = NadarayaWatsonRegressor(bandwidth=0.3).fit(X, y).predict(Q)
     np.testing.assert_allclose(pred, expected, atol=1e-10)
