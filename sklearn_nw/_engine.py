@@ -108,13 +108,22 @@ def csr_parts(parts):
 
 
 def exact_sq_dist(q, x, working_memory):
-    """Squared distances ``||q_i - x_j||^2`` from explicit differences (no cancellation)."""
+    """Squared distances ``||q_i - x_j||^2`` from explicit differences (no cancellation),
+    summed feature by feature: one (b, n) temporary instead of the (b, n, d) differences."""
     n, d = x.shape
+    if torch.is_grad_enabled() and (q.requires_grad or x.requires_grad):
+        out = (q[:, None, 0] - x[None, :, 0]) ** 2  # (n_q, n)
+        for j in range(1, d):
+            out = out + (q[:, None, j] - x[None, :, j]) ** 2
+        return out
     out = torch.empty(q.shape[0], n, dtype=q.dtype, device=q.device)  # (n_q, n)
-    step = chunk_rows(q.shape[0], n * d * q.element_size(), working_memory)
+    step = chunk_rows(q.shape[0], n * q.element_size(), working_memory)
+    diff = out.new_empty(min(step, q.shape[0]), n)  # (b, n)
     for s in range(0, q.shape[0], step):
-        diff = q[s : s + step, None, :] - x[None, :, :]  # (b, n, d)
-        out[s : s + step] = torch.einsum("bnd,bnd->bn", diff, diff)
+        block, qb = out[s : s + step], q[s : s + step]  # (b, n), (b, d)
+        torch.sub(qb[:, :1], x[:, 0], out=block).square_()
+        for j in range(1, d):
+            block.add_(torch.sub(qb[:, j : j + 1], x[:, j], out=diff[: len(qb)]).square_())
     return out
 
 
