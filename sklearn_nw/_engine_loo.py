@@ -687,18 +687,40 @@ class SweepDistances:
         def pool_chunk(s, _):
             chunk = rows[s : s + self.step]  # (b,)
             dj2 = self._feature_sq_diff(j, s)  # (b, n)
+            gaussian = (None if self.kernel.quadratic_coef is None else
+                        self._gaussian_logits(chunk, self.d2[s : s + self.step], dj2, factors))
             for g, f in enumerate(factors):
-                # Clipped at 0: "ignoring" a feature (f >> 1) nearly cancels its share.
-                d2 = torch.add(self.d2[s : s + self.step], dj2,
-                               alpha=float(f) ** -2 - 1.0).clamp_(min=0.0)  # (b, n)
-                logits = loo_logits(None, None, self.kernel, self.log_w, self.self_log_w,
-                                     chunk, d2=d2, group=self.group)  # (b, n)
-                logits -= logits.amax(1, keepdim=True)
+                logits = None if gaussian is None else next(gaussian)
+                if logits is None:
+                    # Clipped at 0: "ignoring" a feature (f >> 1) nearly cancels its share.
+                    d2 = torch.add(self.d2[s : s + self.step], dj2,
+                                   alpha=float(f) ** -2 - 1.0).clamp_(min=0.0)  # (b, n)
+                    logits = loo_logits(None, None, self.kernel, self.log_w,
+                                         self.self_log_w, chunk, d2=d2, group=self.group)
+                    logits -= logits.amax(1, keepdim=True)  # (b, n)
                 num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
                 pooled[g, s : s + self.step] = num_den[:, :-1] / num_den[:, -1:]
 
         self._run(pool_chunk)
         return pooled
+
+    def _gaussian_logits(self, chunk, d2, dj2, factors):
+        """A Gaussian kernel's logits (b, n) at each of ``factors`` in turn, max-subtracted:
+        ``log k = -c d2`` is affine in the distances, so the chunk's logits at ``h`` are
+        computed once and each factor adds its multiple of feature j's share (unclipped:
+        a share cancelled to rounding level moves a logit by as much). None for a factor
+        that leaves a row with no key of weight: the general path and its nearest-key
+        fallback take it."""
+        c = self.kernel.quadratic_coef
+        own = self_logits(self.kernel, self.self_log_w, chunk)  # (b,)
+        base = torch.mul(d2, -c).add_(self.log_w)  # (b, n)
+        logits = torch.empty_like(base)
+        for f in factors:
+            torch.add(base, dj2, alpha=-c * (float(f) ** -2 - 1.0), out=logits)
+            set_self_(logits, chunk, own)
+            leave_group_out_(logits, self.group, chunk)
+            top = logits.amax(1, keepdim=True)  # (b, 1)
+            yield None if bool(torch.isneginf(top).any()) else logits.sub_(top)
 
     def move(self, j, factor):
         """Make ``h_j`` times ``factor`` the base bandwidths."""
