@@ -234,6 +234,15 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         if return_attention and not self.key_set_.route.attention_is_sparse:
             self._check_dense_attention(X.shape[0], "predict(X, return_attention=True)")
         variance = self._target_variance()  # (n, t)
+        if not return_attention:
+            sums = self.key_set_.pool_with_variance(
+                X, variance, device=self._compute_device(),
+                working_memory=get_config()["working_memory"])
+            if sums is not None:  # no attention matrix: two passes of sums
+                out, y_var = sums
+                self._check_pooled(X.shape[0], out, 0, 0)
+                y_std = np.sqrt(y_var)
+                return self._outputs(out), y_std if self.y_fit_.ndim == 2 else y_std[:, 0]
         parts, attentions = [], []
 
         def each(rows, attention):
@@ -662,12 +671,18 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
                 neighbors = nearest_others(positive, self.residual_neighbors,
                                            points=keys.scaled(keys.X))
             return nearest_neighbor_variance(y, neighbors, positive)
-        leverage = np.empty(len(y))
+        sums = keys.in_sample_with_leverage(device=self._compute_device(),
+                                            working_memory=get_config()["working_memory"])
+        if sums is not None:  # no attention matrix
+            fitted, leverage = sums
+            fitted = self._outputs(fitted)
+        else:
+            leverage = np.empty(len(y))
 
-        def each(rows, attention):
-            leverage[rows] = self_weights(attention, np.arange(rows.start, rows.stop))
+            def each(rows, attention):
+                leverage[rows] = self_weights(attention, np.arange(rows.start, rows.stop))
 
-        fitted = self._outputs(self._pool_in_chunks(keys.X, each, training=True))
+            fitted = self._outputs(self._pool_in_chunks(keys.X, each, training=True))
         fitted = fitted.reshape(y.shape)
         return residual_variance(y, fitted, leverage, positive, method=self.residual_variance,
                                  n_params=keys.n_local_terms)

@@ -111,6 +111,45 @@ def test_std_on_a_compact_kernels_routes(algorithm, variance):
                                rtol=1e-9)
 
 
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "epanechnikov"])
+@pytest.mark.parametrize("variance", ["nn", "hc2"])
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-4)])
+def test_dense_std_from_sums_equals_its_attentions(kernel, variance, dtype, rtol):
+    # Without return_attention the dense route sums the squared weights without an
+    # attention matrix (k**2 under the weights w**2); with it, the standard error is
+    # assembled from the attention. A zero-weight row, two outputs, and for the compact
+    # kernel a query beyond every support (the nearest-key fallback, whose weights are
+    # not the kernel's: that call takes the attention path).
+    X, y, Q, w = _data(n=80, d=2, outputs=2)
+    w[:5] = 0.0
+    Q = np.vstack([Q, [[3.0, 3.0]]])
+    model = NadarayaWatsonRegressor(kernel, bandwidth=0.3, residual_variance=variance)
+    model.fit(X.astype(dtype), y, sample_weight=w)
+    assert model.route_ == "dense"
+    keys, ones = model.key_set_, np.ones((80, 2))
+    assert keys.pool_with_variance(Q[:-1].astype(dtype), ones) is not None  # the sums
+    assert (keys.pool_with_variance(Q.astype(dtype), ones) is None) == (kernel == "epanechnikov")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        y_pred, y_std = model.predict(Q.astype(dtype), return_std=True)
+        pred_att, std_att, _ = model.predict(Q.astype(dtype), return_std=True,
+                                             return_attention=True)
+    np.testing.assert_allclose(y_std, std_att, rtol=rtol)
+    np.testing.assert_allclose(y_pred, pred_att, rtol=rtol, atol=1e-12)
+
+
+def test_dense_std_from_sums_of_float32_with_huge_targets():
+    # The squared targets of 1e30 overflow float32: the sums take the variances relative
+    # to their largest.
+    X, y, Q, _ = _data(n=80, d=2)
+    model = NadarayaWatsonRegressor(bandwidth=0.3, residual_variance="hc2")
+    model.fit(X.astype(np.float32), y * 1e30)
+    y_std = model.predict(Q.astype(np.float32), return_std=True)[1]
+    std_att = model.predict(Q.astype(np.float32), return_std=True, return_attention=True)[1]
+    assert np.all(np.isfinite(y_std))
+    np.testing.assert_allclose(y_std, std_att, rtol=1e-4)
+
+
 def test_std_on_the_k_nearest_route():
     X, y, Q, w = _data(n=50, d=2)
     model = NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=8,
