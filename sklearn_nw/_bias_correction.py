@@ -66,6 +66,19 @@ def _window_neighbors_residuals(points, window, y, n_neighbors):
     return out
 
 
+def kernel_attention(u, kernel, log_w):
+    """The attention (b, n) of queries on every key from their differences ``u`` (b, n, r)
+    in the kernel's units: ``w_i k(|u_i|)`` normalized per query (max-subtracted in log
+    space), float64. A query with no key in the kernel's reach gets a row of zeros: its
+    local designs are singular, and the query is refused."""
+    u2 = torch.from_numpy(np.einsum("bnr,bnr->bn", u, u))  # (b, n)
+    logits = kernel.log_profile_sq(u2).numpy() + np.asarray(log_w, dtype=np.float64)
+    top = logits.max(1, keepdims=True, initial=-np.inf)  # (b, 1)
+    weights = np.exp(logits - np.where(np.isfinite(top), top, 0.0))
+    total = weights.sum(1, keepdims=True)
+    return weights / np.where(total > 0, total, 1.0)
+
+
 def _in_windows(window, width, u, a, c, y, res_nn):
     """Each query's window columns (b, n) in order, padded to ``width`` with the first
     key out of the window (weight 0, residual 0): ``u, a, c, y, window, res_nn`` (None

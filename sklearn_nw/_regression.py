@@ -14,7 +14,7 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase, confidence_levels
-from ._bias_correction import bias_corrected_fits
+from ._bias_correction import bias_corrected_fits, kernel_attention
 from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
 from ._uncertainty import (
     RESIDUAL_VARIANCES,
@@ -625,9 +625,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
                                  f"feature; got {bias_bandwidth!r}.")
             metric_b = b
         working_memory = get_config()["working_memory"]
-        device = self._compute_device()
-        keys_h = keys.nadaraya_watson(keys.metric)
-        keys_b = keys_h if bias_bandwidth is None else keys.nadaraya_watson(metric_b)
+        to_b = None if bias_bandwidth is None else keys.metric / metric_b  # units of h to b
         y = self.y_fit_.reshape(len(self.y_fit_), -1)
         xs = keys.scaled(keys.X)  # (n, r) in units of h
         n, r = xs.shape
@@ -636,10 +634,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         parts = []
         for start in range(0, X.shape[0], step):
             rows = slice(start, min(X.shape[0], start + step))
-            a, c = (dense_rows(k.pool(X[rows], return_attention=True, device=device,
-                                      working_memory=working_memory).attention)
-                    for k in (keys_h, keys_b))
             u = xs[None] - keys.scaled(X[rows])[:, None]  # (b, n, r)
+            # The attention of h and of b, from the differences already at hand.
+            a = kernel_attention(u, keys.kernel, keys.log_w)  # (b, n)
+            c = a if to_b is None else kernel_attention(u * to_b, keys.kernel, keys.log_w)
             parts.append(bias_corrected_fits(u, a, c, y, keys.degree,
                                              self.residual_variance,
                                              self.residual_neighbors, xs))
