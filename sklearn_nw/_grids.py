@@ -34,11 +34,16 @@ from ._preconditions import check_working_memory
 from ._search import TreeSearch
 from ._workers import chunk_rows, n_workers, on_workers, serial_if_small
 
-# MiB a worker's block of local fits takes at most, whatever working_memory allows: larger
-# blocks hold more memory and run no faster (n=1,000, d=2, 25 bandwidths at degree 1:
-# 1.5-1.8 s with blocks of 8, 32 or 128 MiB; blocks sized to working_memory, 1 GiB by
-# default, held 0.8 GB at once and took 5.7 s).
+# MiB a worker's block of local fits takes at most, whatever working_memory allows, for a
+# polynomial of _BLOCK_TERMS terms or more; fewer terms take up to _BLOCK_TERMS / p times
+# as much, at most _BLOCK_MIB_MAX. A block's fixed cost (some fifty torch calls) weighs on
+# small polynomials, whose blocks of 32 MiB held one row at 4,000 inputs: the default grid
+# of 25 bandwidths (CV, degree fixed) at 4,000 x 3 took 11.4 s at degree 1 and 21.1 s at
+# degree 2 with 32 MiB, 5.4 s and 10.4 s with 128 MiB; a local quadratic in 8 features
+# (45 terms), compute-bound, took 7.7 s at 800 inputs with 32 MiB and 10.4 s with 128.
 _BLOCK_MIB = 32
+_BLOCK_MIB_MAX = 128
+_BLOCK_TERMS = 24
 
 
 class GridResult(NamedTuple):
@@ -165,7 +170,7 @@ class LeaveOneOutGrid:
         leave-one-out attention (:func:`_attention_rows`, from its distances to every
         input, shared by grid points that are multiples of the first), then its local
         fits. No (L, L) matrix is formed: a block holds what ``working_memory`` allows,
-        at most ``_BLOCK_MIB`` per worker."""
+        at most :func:`_local_blocks`' cap per worker."""
         grid = np.asarray(self.grid, dtype=np.float64)
         G, L = len(grid), len(loo.weight)
         multiples = grid[:, 0] / grid[0, 0]  # (G,)
@@ -343,21 +348,28 @@ def local_fit_row_bytes(L, n_coords, degree):
     return 8 * L * (3 * p + 2 * n_coords + 10)
 
 
+def _block_bytes(n_coords, degree):
+    """The most bytes a worker's block of local fits takes (see ``_BLOCK_MIB``)."""
+    p = n_terms(n_coords, degree)
+    return int(min(_BLOCK_MIB_MAX, _BLOCK_MIB * max(1.0, _BLOCK_TERMS / p)) * 2**20)
+
+
 def _local_blocks(L, G, n_coords, degree, working_memory, workers, what):
     """:class:`_Blocks` of the leave-one-out local fits of G grid points at L inputs,
     ``workers`` blocks at once within ``working_memory`` MiB, each at most
-    ``_BLOCK_MIB``: all grid points of a row when they fit, else fewer, and fewer
-    workers when one row each does not fit; refused when one row of one grid point does
-    not fit. Rows as :func:`~sklearn_nw._workers.chunk_rows` cuts them."""
+    ``_BLOCK_MIB`` (more for polynomials of few terms): all grid points of a row when
+    they fit, else fewer, and fewer workers when one row each does not fit; refused when
+    one row of one grid point does not fit. Rows as
+    :func:`~sklearn_nw._workers.chunk_rows` cuts them."""
     row = local_fit_row_bytes(L, n_coords, degree)
     total = working_memory * 2**20
+    block = _block_bytes(n_coords, degree)
     check_working_memory(
         row, working_memory, f"The leave-one-out grid {what} computes blocks of rows of "
         f"({L}, {L}) matrices; one row takes {row / 2**20:.3g} MiB", instead=", or use cv=5")
     workers = int(max(1, min(workers, total // row)))
-    grid_points = int(max(1, min(G, min(total / workers, _BLOCK_MIB * 2**20) // row)))
-    rows = chunk_rows(L, row * grid_points, working_memory, workers=workers,
-                      cap_bytes=_BLOCK_MIB * 2**20)
+    grid_points = int(max(1, min(G, min(total / workers, block) // row)))
+    rows = chunk_rows(L, row * grid_points, working_memory, workers=workers, cap_bytes=block)
     return _Blocks(rows, grid_points, workers)
 
 
@@ -489,7 +501,7 @@ def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
     # working_memory's worth (33 of (1000, 1000) at the default 1 GiB).
     group = max(1, int(min(working_memory, _BLOCK_MIB) * 2**20 // (2 * 8 * L * L)))
     # Query rows per fit: the group's local fits of a row (local_fit_row_bytes), for each
-    # of the workers at once, at most _BLOCK_MIB each, at least two blocks per worker.
+    # of the workers at once, at most _block_bytes each, at least two blocks per worker.
     workers = n_workers(coords.device)
     outs, batch = [], []
 
@@ -499,7 +511,7 @@ def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
         # Sized to the batch at hand: a full group's step cut small batches (a family's
         # 21 candidates) into blocks of a few rows, each paying the fits' fixed costs.
         step = chunk_rows(L, len(batch) * local_fit_row_bytes(L, r, degree), working_memory,
-                          workers=workers, cap_bytes=_BLOCK_MIB * 2**20)
+                          workers=workers, cap_bytes=_block_bytes(r, degree))
 
         def fit(rows, _):  # the blocks' rows are disjoint: each writes its own
             local, singular = local_fit_many(coords[rows], coords, attention[:, rows],
