@@ -62,11 +62,15 @@ def empty_partial(n_q, t, dtype, device="cpu"):
 
 
 def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
-                 working_memory=1024):
+                 working_memory=1024, squared_values=None):
     """The :class:`PartialSums` of keys ``x`` (n, d) with values ``v`` (n, t) and log
     weights ``log_w`` (n,) (at least one finite) at queries ``q`` (n_q, d), bandwidths or
     projection ``h``, in chunks of queries within ``working_memory`` MiB. ``keys`` is
     :func:`~sklearn_nw._engine.prepare_keys` of them, centered where every shard is.
+
+    With ``squared_values`` (n, s), also the sums ``sum_j a_j**2 s_j`` (n_q, s) of the
+    attention ``a`` squared, from the same weights (returned second; where a query has
+    no kernel weight, 0).
     """
     problem = PoolingCall(x, v, h, kernel, log_w, None, working_memory, keys)
     n_q, n = q.shape[0], x.shape[0]
@@ -76,6 +80,13 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
     # most 0: no max pass (as in attention_pool).
     shift = float(problem.log_w[problem.positive].max()) if quadratic else 0.0
     tiny = math.sqrt(torch.finfo(q.dtype).tiny)
+    squares = None
+    if squared_values is not None:
+        squares = (squared_values.T.contiguous(),  # (s, n)
+                   q.new_zeros(n_q, squared_values.shape[1]))  # (n_q, s)
+        # Squared weights keep their digits while the largest weight, at least total / n,
+        # squared, stays above the smallest normal float over eps.
+        tiny = max(tiny, n * math.sqrt(torch.finfo(q.dtype).tiny / torch.finfo(q.dtype).eps))
     step = chunk_rows(n_q, n * q.element_size() * N_TEMPORARIES, working_memory)
     step = max(1, min(step, CACHE_BYTES // max(1, n * q.element_size())))
 
@@ -100,18 +111,28 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
         rows = torch.arange(s, s + len(qc), device=q.device)
         result.out[rows] = num_den[:, :-1] / total[:, None]
         result.log_den[rows] = torch.log(total) + m + shift
+        if squares is not None:
+            squares[1][rows] = _squared_sums(squares[0], weights.square_(), total)
         if bool(redo.any()):
-            _careful(problem, qc[redo], rows[redo], result, leave_out_equal)
+            _careful(problem, qc[redo], rows[redo], result, leave_out_equal, squares)
 
     with full_precision():
         run_chunks(pool_chunk, q, step, n, blocks=int(quadratic), needs_grad=False)
-    return result
+    return result if squares is None else (result, squares[1])
 
 
-def _careful(problem, q, rows, result, leave_out_equal):
+def _squared_sums(s_t, squared_weights, total):
+    """``sum_j a_j**2 s_j`` (b, s) of values ``s_t`` (s, n) from the squared weights (b,
+    n) whose sums are ``total`` (b,); 0 where the total is 0."""
+    sums = (s_t @ squared_weights.T).T  # (b, s)
+    return torch.where(total[:, None] > 0, sums / (total * total)[:, None], 0.0)
+
+
+def _careful(problem, q, rows, result, leave_out_equal, squares=None):
     """Queries ``q`` whose fast sums failed, from exact distances; those with no kernel
     weight get their nearest keys (:func:`_nearest`). Written into ``result`` at
-    ``rows``."""
+    ``rows``, and the sums of :func:`partial_pool`'s ``squared_values`` into
+    ``squares[1]`` (``squares[0]`` their values transposed)."""
     logits = _exact_logits(problem, q, leave_out_equal)  # (e, n)
     m = logits.amax(1)  # (e,)
     finite = torch.isfinite(m)
@@ -119,6 +140,9 @@ def _careful(problem, q, rows, result, leave_out_equal):
     num_den = (problem.v1t @ weights.T).T  # (e, t + 1)
     result.out[rows] = num_den[:, :-1] / num_den[:, -1:]
     result.log_den[rows] = torch.where(finite, m + torch.log(num_den[:, -1]), -math.inf)
+    if squares is not None:
+        squares[1][rows] = _squared_sums(squares[0], weights.square_(),
+                                         torch.where(finite, num_den[:, -1], 0.0))
     if not bool(finite.all()):
         _nearest(problem, q[~finite], result, rows[~finite], leave_out_equal)
 

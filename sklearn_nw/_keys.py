@@ -220,17 +220,20 @@ class FittedKeys:
 
     def pool_with_variance(self, queries, variance, *, device="cpu", working_memory=1024):
         """The predictions at ``queries`` and the variances ``sum_i l_i**2 s_i**2`` of the
-        targets' ``variance`` (n, t) without an attention matrix, where the route computes
-        them from sums (:meth:`~sklearn_nw._routes_dense.DenseRoute.pool_with_variance`);
-        else None."""
+        targets' ``variance`` (n, t) without an attention matrix (a
+        :class:`~sklearn_nw._routes.PooledWithVariance`), where the route computes them from
+        sums (:meth:`~sklearn_nw._routes_dense.DenseRoute.pool_with_variance`) or moments
+        (:meth:`~sklearn_nw._routes_local.LocalPolynomialRoute.pool_with_variance`); else
+        None."""
         method = getattr(self.route, "pool_with_variance", None)
         return None if method is None else method(self, queries, variance, device=device,
                                                   working_memory=working_memory)
 
     def in_sample_with_leverage(self, *, device="cpu", working_memory=1024):
-        """The keys' in-sample fits and own weights from sums where the route has them
-        (:meth:`~sklearn_nw._routes_dense.DenseRoute.in_sample_with_leverage`); else
-        None."""
+        """The keys' in-sample fits and own weights from sums or moments where the route
+        has them (:meth:`~sklearn_nw._routes_dense.DenseRoute.in_sample_with_leverage`,
+        :meth:`~sklearn_nw._routes_local.LocalPolynomialRoute.in_sample_with_leverage`);
+        else None."""
         method = getattr(self.route, "in_sample_with_leverage", None)
         return None if method is None else method(self, device=device,
                                                   working_memory=working_memory)

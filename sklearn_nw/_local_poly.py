@@ -34,6 +34,8 @@ that now depends on them); the leave-one-out fits the CV estimators rank by are 
 the same way, so their choice sees the rule.
 """
 
+import math
+
 import torch
 
 # Keys whose attention is below this share of a query's largest do not widen the range its
@@ -399,18 +401,9 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
         Only with ``return_nadaraya_watson``.
     """
     G, b, n = attentions.shape
-    r = xs.shape[1]
     by_query = attentions.transpose(0, 1)  # (b, G, n)
-    M, zv_moments, weighs_overflow = _moments(qs, xs, v, degree, by_query, workspace)
-    p = M.shape[2]
-    M = M.reshape(b * G, p, p)  # (b G, p, p)
-    E = torch.zeros_like(M[:, 0])  # (b G, p): phi(0), the value at the query
-    E[:, 0] = 1.0
-    c, singular = intercept_rows(M, E, r)  # (b G, p)
-    singular = singular.reshape(b, G) | weighs_overflow
-    c = torch.where(singular[:, :, None], 0.0, c.reshape(b, G, p))  # (b, G, p)
-    out = (c[:, :, :, None] * zv_moments).sum(2)  # (b, G, t)
-    singular = singular | ~torch.isfinite(out.detach()).all(2)
+    M, zv_moments, c, out, singular, weighs_overflow = _intercepts(qs, xs, v, degree,
+                                                                   by_query, workspace)
     kernel = None
     if return_kernel:  # a_j phi(x_j - q) . c (b, G, n)
         kernel = by_query * (design(xs[None, :, :] - qs[:, None, :], degree) @ c.transpose(
@@ -427,14 +420,7 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
     kernel = None if kernel is None else kernel.transpose(0, 1)  # (G, b, n)
     # Fits whose query lies beyond one weighted spread of its keys' mean are centered at
     # the mean instead (_origin), as local_fit_dense centers them: recomputed one by one.
-    # The offsets of the mean and the second moments about the query are M's linear and
-    # squared terms.
-    with torch.no_grad():
-        M = M.reshape(b, G, p, p)
-        offset = M[:, :, 0, 1 : 1 + r] ** 2  # (b, G, r)
-        second = torch.diagonal(M, dim1=2, dim2=3)[:, :, 1 : 1 + r]  # (b, G, r)
-        outside = (offset > ORIGIN_SPREADS**2 * (second - offset)).any(2).T.nonzero(
-            as_tuple=True)  # over (G, b)
+    outside = _beyond_spread(M, xs.shape[1]).T.nonzero(as_tuple=True)  # over (G, b)
     if len(outside[0]):
         g, i = outside
         out_i, kernel_i, singular_i = local_fit_dense(qs[i], xs, attentions[g, i], v, degree,
@@ -452,6 +438,94 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
     else:  # keys left out of the moments
         nadaraya_watson = attentions @ v  # (G, b, t)
     return out, singular, nadaraya_watson
+
+
+def _intercepts(qs, xs, v, degree, by_query, workspace):
+    """The moments (:func:`_moments`) of queries ``qs`` (b, r) under attentions
+    ``by_query`` (b, G, n), the intercept rows ``c`` of their fits
+    (:func:`intercept_rows`; 0 on singular rows), the fits ``c . sum_j a_j z_j v_j`` (b,
+    G, t) (0 on singular rows, in the query-centered designs) and which are singular (b,
+    G): ``M`` (b, G, p, p), ``sum_j a_j z_j v_j`` (b, G, p, t), ``c`` (b, G, p), the fits,
+    ``singular``, and which fits weigh a key left out of the moments (b, G)
+    (:func:`_moments`)."""
+    b, G, _ = by_query.shape
+    M, zv, weighs_overflow = _moments(qs, xs, v, degree, by_query, workspace)
+    p = M.shape[2]
+    E = M.new_zeros(b * G, p)  # (b G, p): phi(0), the value at the query
+    E[:, 0] = 1.0
+    c, singular = intercept_rows(M.reshape(b * G, p, p), E, xs.shape[1])  # (b G, p)
+    singular = singular.reshape(b, G) | weighs_overflow
+    c = torch.where(singular[:, :, None], 0.0, c.reshape(b, G, p))  # (b, G, p)
+    out = (c[:, :, :, None] * zv).sum(2)  # (b, G, t)
+    singular = singular | ~torch.isfinite(out.detach()).all(2)
+    return M, zv, c, out, singular, weighs_overflow
+
+
+def _beyond_spread(M, r):
+    """Whether each fit's query lies beyond ``ORIGIN_SPREADS`` weighted spreads of its
+    keys' mean in some coordinate (...), from its moments ``M`` (..., p, p) about the
+    query, whose linear and squared terms are the mean's offsets and the second moments;
+    such fits center their designs at the mean (:func:`_origin`)."""
+    with torch.no_grad():
+        offset = M[..., 0, 1 : 1 + r] ** 2  # (..., r)
+        second = torch.diagonal(M, dim1=-2, dim2=-1)[..., 1 : 1 + r]  # (..., r)
+        return (offset > ORIGIN_SPREADS**2 * (second - offset)).any(-1)
+
+
+def local_fit_with_variance(qs, xs, attention, v, degree, variance=None, own=None,
+                            workspace=None):
+    """Unbounded local fits of queries ``qs`` (b, r) on their dense attention (b, n), as
+    :func:`local_fit_many` computes them, with two sums of their equivalent kernel ``l``
+    (b, n) that need no ``l``: the variances ``sum_j l_j**2 s_j**2`` (b, t) of the keys'
+    ``variance`` (n, t), and with ``own`` (b,) (the key each query is) the key's weight
+    ``l_own`` in the fit (b,).
+
+    ``l_j = a_j z_j . c`` (``c`` the fit's intercept row) makes the first ``c^T G c``
+    with ``G = sum_j a_j**2 s_j**2 z_j z_j^T``, the moments of the squared attention
+    times each output's variance, and the second ``a_own c_0`` (a query's own design is
+    ``phi(0)``). Fits centered at their keys' mean (:func:`_beyond_spread`) take their
+    sums from their kernel (:func:`local_fit_dense`). Singular rows: fit 0 and the sums
+    of their Nadaraya-Watson attention, the values their callers give them. The squared
+    attention times the variances (b, t, n) is written into ``workspace`` when it is large
+    enough (a caller that fits many blocks spares each the page faults of fresh memory).
+
+    Returns
+    -------
+    out : Tensor (b, t)
+    singular : Tensor (b,) of bool
+    variance : Tensor (b, t) or None
+    own_weight : Tensor (b,) or None
+    """
+    r = xs.shape[1]
+    M, _, c, out, singular, _ = _intercepts(qs, xs, v, degree, attention[:, None, :], None)
+    M, c, out, singular = M[:, 0], c[:, 0], out[:, 0], singular[:, 0]  # G = 1
+    out = torch.where(singular[:, None], 0.0, out)
+    fit_variance = own_weight = None
+    if variance is not None:
+        # Relative to each output's largest variance (float32 overflows at 3e38).
+        unit = variance.amax(0).where(variance.amax(0) > 0, 1.0)  # (t,)
+        shape = (qs.shape[0], variance.shape[1], xs.shape[0])
+        squared = (workspace[: math.prod(shape)].view(shape)
+                   if workspace is not None and workspace.numel() >= math.prod(shape)
+                   else attention.new_empty(shape))  # (b, t, n): a_j**2 s_j**2
+        torch.mul(attention[:, None, :], (variance / unit).T, out=squared)
+        squared.mul_(attention[:, None, :])
+        G = _moments(qs, xs, v[:, :1], degree, squared, None)[0]  # (b, t, p, p)
+        fit_variance = torch.einsum("bp,btpq,bq->bt", c, G, c).clamp_min(0.0)
+        fit_variance = torch.where(singular[:, None], squared.sum(2), fit_variance) * unit
+    if own is not None:
+        a_own = attention.gather(1, own[:, None])[:, 0]  # (b,)
+        own_weight = torch.where(singular, a_own, a_own * c[:, 0])
+    rows = _beyond_spread(M, r).nonzero()[:, 0]
+    if len(rows):
+        out_i, kernel, singular_i = local_fit_dense(qs[rows], xs, attention[rows], v, degree)
+        kernel = torch.where(singular_i[:, None], attention[rows], kernel)  # (k, n)
+        out, singular = out.index_put((rows,), out_i), singular.index_put((rows,), singular_i)
+        if variance is not None:
+            fit_variance = fit_variance.index_put((rows,), kernel**2 @ variance)
+        if own is not None:
+            own_weight = own_weight.index_put((rows,), kernel.gather(1, own[rows, None])[:, 0])
+    return out, singular, fit_variance, own_weight
 
 
 # Up to this many attentions of the same queries, their moments are products of each with
@@ -571,10 +645,7 @@ def linear_fits_from_sums(sums, q, t, error=0.0):
     c, singular = c.reshape(M.shape[:-1]), singular.reshape(M.shape[:-2])  # (..., p), (...)
     fit = (c[..., :, None] * zv).sum(-2)  # (..., t)
     singular = singular | ~torch.isfinite(fit.detach()).all(-1)
-    with torch.no_grad():
-        offset = M[..., 0, 1:] ** 2  # (..., r): of the keys' mean from the query
-        second = torch.diagonal(M, dim1=-2, dim2=-1)[..., 1:]
-        outside = (offset > ORIGIN_SPREADS**2 * (second - offset)).any(-1)
+    outside = _beyond_spread(M, p - 1)
     return torch.where(singular[..., None], zv[..., 0, :], fit), lost | outside
 
 

@@ -238,10 +238,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             sums = self.key_set_.pool_with_variance(
                 X, variance, device=self._compute_device(),
                 working_memory=get_config()["working_memory"])
-            if sums is not None:  # no attention matrix: two passes of sums
-                out, y_var = sums
-                self._check_pooled(X.shape[0], out, 0, 0)
-                y_std = np.sqrt(y_var)
+            if sums is not None:  # no attention matrix: sums or moments
+                out = sums.out
+                self._check_pooled(X.shape[0], out, sums.n_fallback, sums.n_singular)
+                y_std = np.sqrt(sums.variance)
                 return self._outputs(out), y_std if self.y_fit_.ndim == 2 else y_std[:, 0]
         parts, attentions = [], []
 

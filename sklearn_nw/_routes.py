@@ -77,6 +77,16 @@ class PooledValues(NamedTuple):
     n_singular: int = 0  # local polynomials: queries left at their local-constant value
 
 
+class PooledWithVariance(NamedTuple):
+    """The values pooled at the queries and the variances of the pooled values, as a
+    route's ``pool_with_variance`` returns them (float64 numpy)."""
+
+    out: np.ndarray  # (n_q, t) pooled values
+    variance: np.ndarray  # (n_q, t) sum_i l_i**2 s_i**2, l the equivalent kernel
+    n_fallback: int = 0  # queries with no key in reach, given their nearest key(s)
+    n_singular: int = 0  # local polynomials: queries left at their local-constant value
+
+
 class GradientWeights(NamedTuple):
     """How the fit at each query moves with the query, as :meth:`Route.gradient_weights`
     returns it (numpy)."""

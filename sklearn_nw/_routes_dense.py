@@ -17,7 +17,7 @@ from ._compiled import AUTO_MAX_COORDS, CompileError, config_key, current_policy
 from ._engine import KeyTensors, fused_pool, prepare_keys
 from ._engine_partial import PartialSums, empty_partial, partial_pool
 from ._engine_partial import partial_gradient as engine_partial_gradient
-from ._routes import Route, pooled_values, torch_dtype
+from ._routes import PooledWithVariance, Route, pooled_values, torch_dtype
 from ._routes_support import SupportKeys, SupportSums
 from ._workers import serial_if_small
 
@@ -126,35 +126,27 @@ class DenseRoute(Route):
     def pool_with_variance(self, keys, queries, variance, *, device="cpu",
                            working_memory=1024):
         """The predictions at ``queries`` (n_q, t) and ``sum_i l_i**2 s_i**2`` (n_q, t) for
-        the targets' variances ``variance`` (n, t), ``l`` the attention, from two passes of
-        sums and no attention matrix: with ``a_i = w_i k(u_i)``,
-        ``sum_i a_i**2 s_i**2 / (sum_i a_i)**2`` is the mean of ``s**2`` under the kernel
-        ``k**2`` and the weights ``w**2`` times its normalizer, over the square of the
-        predictions' normalizer. Float64 numpy; None for local polynomials, and where a
-        query has no kernel weight (the nearest-key fallback's weights are not the
-        kernel's): the attention path serves those calls."""
+        the targets' variances ``variance`` (n, t), ``l`` the attention, from one pass of
+        sums and no attention matrix: the weights of the predictions' sums, squared,
+        weigh the variances. A :class:`~sklearn_nw._routes.PooledWithVariance`; None for
+        local polynomials, and where a query has no kernel weight (the nearest-key
+        fallback's weights are not the kernel's): the attention path serves those calls."""
         if keys.degree or not np.any(keys.sample_weight > 0):
             return None
         tensor = lambda a: keys.tensor(a, device)
-        q, x, h, log_w = (tensor(queries), tensor(keys.X), tensor(keys.metric),
-                          tensor(keys.log_w))
+        # In the keys' dtype relative to each output's largest variance (float32
+        # overflows at 3e38, the squared targets' unit does not matter to the sums).
+        unit = np.max(variance, axis=0, initial=0.0)  # (t,)
+        unit[~(unit > 0)] = 1.0
         with serial_if_small(queries.shape[0] * keys.X.shape[0], torch.device(device)):
-            first = partial_pool(q, x, tensor(keys.values), h, keys.kernel, log_w=log_w,
-                                 keys=self._prepared_tensors(device),
-                                 working_memory=working_memory)
-            if not bool(torch.isfinite(first.log_den).all()):
-                return None
-            # In the keys' dtype relative to each output's largest variance (float32
-            # overflows at 3e38, the squared targets' unit does not matter to the sums).
-            unit = np.max(variance, axis=0, initial=0.0)  # (t,)
-            unit[~(unit > 0)] = 1.0
-            squared, s2 = _SquaredKernel(keys.kernel), tensor(variance / unit)
-            second = partial_pool(q, x, s2, h, squared, log_w=2 * log_w,
-                                  keys=prepare_keys(x, s2, h, squared, 2 * log_w),
-                                  working_memory=working_memory)
-        ratio = torch.exp(second.log_den - 2 * first.log_den)  # (n_q,): sum a^2 / (sum a)^2
+            sums, squared = partial_pool(
+                tensor(queries), tensor(keys.X), tensor(keys.values), tensor(keys.metric),
+                keys.kernel, log_w=tensor(keys.log_w), keys=self._prepared_tensors(device),
+                working_memory=working_memory, squared_values=tensor(variance / unit))
+        if not bool(torch.isfinite(sums.log_den).all()):
+            return None
         as_numpy = lambda t: t.cpu().numpy().astype(np.float64, copy=False)
-        return as_numpy(first.out), as_numpy(second.out * ratio[:, None]) * unit
+        return PooledWithVariance(as_numpy(sums.out), as_numpy(squared) * unit)
 
     def in_sample_with_leverage(self, keys, *, device="cpu", working_memory=1024):
         """The in-sample fits (n, t) of the keys and each key's weight in its own fit,
@@ -211,18 +203,3 @@ class DenseRoute(Route):
             pooled=tensor(pooled), log_den=tensor(log_den), cotangent=tensor(cotangent),
             leave_out_equal=leave_out_equal, working_memory=working_memory)
         return grad.cpu().numpy().astype(np.float64)
-
-
-class _SquaredKernel:
-    """The square ``k**2`` of a kernel, for the sums of squared attention: twice its log
-    profile, the same support."""
-
-    def __init__(self, kernel):
-        self.kernel = kernel
-        self.support = kernel.support
-        self.is_compact = kernel.is_compact
-        c = kernel.quadratic_coef
-        self.quadratic_coef = None if c is None else 2 * c
-
-    def log_profile_sq(self, u2):
-        return 2 * self.kernel.log_profile_sq(u2)

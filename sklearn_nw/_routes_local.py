@@ -16,12 +16,13 @@ from ._local_poly import (
     leave_one_out_local_fits,
     local_fit_many,
     local_fit_sparse,
+    local_fit_with_variance,
     n_terms,
     slope_rows,
 )
-from ._routes import GradientWeights, PooledValues, Route
+from ._routes import GradientWeights, PooledValues, PooledWithVariance, PoolSettings, Route
 from ._uncertainty import dense_rows
-from ._workers import chunk_rows
+from ._workers import chunk_rows, serial_if_small
 
 
 class LocalPolynomialRoute(Route):
@@ -90,6 +91,67 @@ class LocalPolynomialRoute(Route):
             attention = (sp.vstack(attentions, format="csr") if sp.issparse(attentions[0])
                          else np.concatenate(attentions))
         return PooledValues(np.concatenate(outs), attention, n_fallback, n_singular)
+
+    def pool_with_variance(self, keys, queries, variance, *, device="cpu",
+                           working_memory=1024):
+        """The fits at ``queries`` and ``sum_i l_i**2 s_i**2`` (n_q, t) of their
+        equivalent kernels ``l`` for the keys' variances ``variance`` (n, t), from
+        moments (:func:`~sklearn_nw._local_poly.local_fit_with_variance`), no kernel
+        formed: a :class:`~sklearn_nw._routes.PooledWithVariance` in float64, or None
+        for bounded fits (whose kernel depends on the values) and sparse attention (the
+        attention path serves those calls)."""
+        if self.bounded or self.attention_is_sparse:
+            return None
+        out, fit_variance, _, n_fallback, n_singular = self._fits_with_sums(
+            keys, queries, device, working_memory, variance=variance)
+        return PooledWithVariance(out, fit_variance, n_fallback, n_singular)
+
+    def in_sample_with_leverage(self, keys, *, device="cpu", working_memory=1024):
+        """The in-sample fits (n, t) of the keys and each key's weight in its own fit (n,),
+        from moments as in :meth:`pool_with_variance` (None where it is)."""
+        if self.bounded or self.attention_is_sparse:
+            return None
+        out, _, own_weight, _, _ = self._fits_with_sums(
+            keys, keys.X, device, working_memory, own=np.arange(keys.X.shape[0]))
+        return out, own_weight
+
+    def _fits_with_sums(self, keys, queries, device, working_memory, *, variance=None,
+                        own=None):
+        """The fits at ``queries`` on the base route's dense attention, in chunks, with
+        the sums of their kernels that :func:`~sklearn_nw._local_poly.local_fit_with_variance`
+        computes (None where not asked): fits (n_q, t), variances (n_q, t), own weights
+        (n_q,) (float64), and the numbers of queries given their nearest keys and left
+        at their Nadaraya-Watson value (singular), whose sums are their attention's."""
+        xs = self.centered_keys
+        n_q, n = queries.shape[0], keys.X.shape[0]
+        p, t = n_terms(xs.shape[1], self.degree), keys.values.shape[1]
+        # The attention, its square, and the moments' columns (at most n (p^2 + p + 1)).
+        step = chunk_rows(n_q, n * (p * p + 2 * p + t + 4) * keys.dtype.itemsize,
+                          working_memory)
+        settings = PoolSettings(torch.device(device), True, "eager", working_memory)
+        tensor = lambda a: None if a is None else keys.tensor(a, settings.device)
+        as_numpy = lambda a: None if a is None else a.cpu().numpy().astype(np.float64)
+        parts, n_fallback, n_singular = [], 0, 0
+        workspace = (None if variance is None else
+                     keys.tensor(np.empty(min(step, n_q) * n * t, keys.dtype), settings.device))
+        for rows in gen_batches(n_q, step):
+            with serial_if_small(n_q * n, settings.device):
+                pooled = self.base.pool(keys, queries[rows], settings)
+                with np.errstate(over="ignore", invalid="ignore"):
+                    qs = keys.scaled(queries[rows])[:, self.columns] - self.center  # (b, r)
+                fitted = local_fit_with_variance(
+                    tensor(qs), tensor(xs), tensor(pooled.attention), tensor(keys.values),
+                    self.degree, variance=tensor(variance), workspace=workspace,
+                    own=None if own is None else torch.as_tensor(own[rows],
+                                                                 device=settings.device))
+            out, singular, fit_variance, own_weight = map(as_numpy, fitted)
+            singular = singular.astype(bool)
+            out[singular] = pooled.out[singular]
+            parts.append((out, fit_variance, own_weight))
+            n_fallback += pooled.n_fallback
+            n_singular += int(singular.sum())
+        joined = [None if part[0] is None else np.concatenate(part) for part in zip(*parts)]
+        return (*joined, n_fallback, n_singular)
 
     def gradient_weights(self, keys, queries, settings):
         """The local slopes at ``queries`` (:func:`~sklearn_nw._local_poly.slope_rows`)

@@ -150,6 +150,53 @@ def test_dense_std_from_sums_of_float32_with_huge_targets():
     np.testing.assert_allclose(y_std, std_att, rtol=1e-4)
 
 
+@pytest.mark.parametrize("degree", [1, 2])
+@pytest.mark.parametrize("variance", ["nn", "hc2", "hc3"])
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-9), (np.float32, 1e-3)])
+def test_local_std_from_moments_equals_its_equivalent_kernels(degree, variance, dtype,
+                                                              rtol):
+    # Without return_attention a local polynomial's standard error is c^T G c from the
+    # moments of the squared attention (no equivalent kernel formed), and hc's leverages
+    # a_ii c_0; with it, from the kernel. Zero-weight rows, two outputs, a query far
+    # beyond the keys (its fit centered at the keys' mean, from its kernel) and, in one
+    # feature, a query whose design is singular (its weight on one key: the
+    # Nadaraya-Watson value and variance).
+    X, y, Q, w = _data(n=80, d=2, outputs=2)
+    w[:5] = 0.0
+    Q = np.vstack([Q, [[6.0, -5.0]]])
+    model = NadarayaWatsonRegressor(bandwidth=0.3, degree=degree, residual_variance=variance)
+    model.fit(X.astype(dtype), y, sample_weight=w)
+    assert model.route_ == "dense"
+    assert model.key_set_.pool_with_variance(Q.astype(dtype), np.ones((80, 2))) is not None
+    y_pred, y_std = model.predict(Q.astype(dtype), return_std=True)
+    pred_att, std_att, _ = model.predict(Q.astype(dtype), return_std=True,
+                                         return_attention=True)
+    np.testing.assert_allclose(y_std, std_att, rtol=rtol)
+    np.testing.assert_allclose(y_pred, pred_att, rtol=rtol, atol=1e-9)
+
+    X1 = np.array([[0.0], [0.1], [0.2], [5.0], [5.1]])
+    model = NadarayaWatsonRegressor(  # hc2, hc3 divide by 1 - L_ii = 0 here
+        bandwidth=0.05, degree=degree, residual_variance=variance if variance == "nn" else "hc0",
+    ).fit(X1, [0, 1, 0, 2, 3])
+    n_singular = f"{degree} of 3 queries"  # [2.5] (and [5.05] for 3 terms on 2 keys)
+    with pytest.warns(LocalFitWarning, match=n_singular):
+        y_pred, y_std = model.predict([[0.1], [2.5], [5.05]], return_std=True)
+    with pytest.warns(LocalFitWarning, match=n_singular):
+        pred_att, std_att, _ = model.predict([[0.1], [2.5], [5.05]], return_std=True,
+                                             return_attention=True)
+    np.testing.assert_allclose(y_std, std_att, rtol=1e-9)
+    np.testing.assert_allclose(y_pred, pred_att, rtol=1e-9)
+
+
+def test_bounded_local_std_takes_the_equivalent_kernel():
+    # A bounded fit's kernel depends on the values: no moments path, the same answer.
+    X, y, Q, _ = _data(n=60, d=2)
+    model = NadarayaWatsonRegressor(bandwidth=0.3, degree=1, bounded=True).fit(X, y)
+    assert model.key_set_.pool_with_variance(Q, np.ones((60, 1))) is None
+    assert model.key_set_.in_sample_with_leverage() is None
+    assert np.all(np.isfinite(model.predict(Q, return_std=True)[1]))
+
+
 def test_std_on_the_k_nearest_route():
     X, y, Q, w = _data(n=50, d=2)
     model = NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=8,
