@@ -43,7 +43,7 @@ from ._uncertainty import (
     sparse_leave_one_out_fits,
 )
 from ._validation import NumberInterval, check_combinations, check_groups
-from ._workers import chunk_rows
+from ._workers import PASS_BYTES, chunk_rows
 from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
 from .kernels import CATEGORICAL_KERNELS, KERNELS, Kernel, get_kernel
 
@@ -405,10 +405,13 @@ class NadarayaWatsonBase(BaseEstimator):
         values (n_queries, t), checked once for all of them (for the ``training`` points
         themselves, only for non-finite values: a row of zero weight out of every
         other's reach is no query of the user's). A chunk's dense attention and
-        ``temporaries`` float64 blocks of its size fit in ``working_memory``."""
+        ``temporaries`` float64 blocks of its size fit in ``working_memory`` and, dense,
+        in ``PASS_BYTES``."""
         working_memory = get_config()["working_memory"]
         n_q = X.shape[0]
-        step = chunk_rows(n_q, 8 * temporaries * max(1, self.X_fit_.shape[0]), working_memory)
+        dense = not self.key_set_.route.attention_is_sparse
+        step = chunk_rows(n_q, 8 * temporaries * max(1, self.X_fit_.shape[0]), working_memory,
+                          cap_bytes=PASS_BYTES if dense else None)
         outs, n_fallback, n_singular = [], 0, 0
         for rows in gen_batches(n_q, step):
             result = self.key_set_.pool(
@@ -495,25 +498,29 @@ class NadarayaWatsonBase(BaseEstimator):
                              working_memory=get_config()["working_memory"])
         return self._outputs(pooled.out)
 
-    def _leave_one_out_at_training_points(self, values):
+    def _leave_one_out_at_training_points(self, values, training_rows=None):
         """Each training row's output without it, :meth:`_leave_one_out_fits` at its own
-        input: (n,) or (n, t) as ``values``."""
+        input: (n,) or (n, t) as ``values``; only the rows ``training_rows`` (m,), if
+        given: (m,) or (m, t)."""
         keys = self.key_set_
-        out = np.empty_like(values, dtype=np.float64)
+        if training_rows is None:
+            training_rows = np.arange(keys.X.shape[0])
+        out = np.empty((len(training_rows),) + values.shape[1:])
 
         def each(rows, attention):
-            own = np.arange(rows.start, rows.stop)
+            own = training_rows[rows]
             if keys.degree:
-                fits = self._leave_one_out_fits(keys.X[rows], attention, values)
+                fits = self._leave_one_out_fits(keys.X[own], attention, values)
                 out[rows] = fits[np.arange(len(own)), own]
                 return
             out[rows], missing = leave_one_out_own_fits(attention, values, own)
             if missing.any():  # all the weight on the row itself: refitted without it
                 at = np.flatnonzero(missing)
                 fits = self._leave_one_out_fits(keys.X[own[at]], attention[at], values)
-                out[own[at]] = fits[np.arange(len(at)), own[at]]
+                out[rows.start + at] = fits[np.arange(len(at)), own[at]]
 
-        self._pool_in_chunks(keys.X, each, 4 + 3 * np.shape(values.reshape(len(out), -1))[1],
+        self._pool_in_chunks(keys.X[training_rows], each,
+                             4 + 3 * np.shape(values.reshape(len(values), -1))[1],
                              training=True)
         return out
 

@@ -21,6 +21,7 @@ from ._uncertainty import (
     dense_rows,
     jackknife_plus,
     jackknife_plus_sparse,
+    jackknife_plus_windows,
     nearest_neighbor_variance,
     nearest_others,
     residual_variance,
@@ -462,7 +463,69 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         self._check_jackknife()
         y = self.y_fit_
         positive = self.sample_weight_ > 0
-        residuals = np.abs(y - self._leave_one_out_at_training_points(y))
+        residuals = np.abs(y - self._fits_without_each_row(y))
+        by_windows = self._jackknife_plus_by_windows(X, y, positive, residuals, alphas)
+        if by_windows is None:
+            return self._jackknife_plus_by_attention(X, y, positive, residuals, alphas)
+        y_pred, intervals, rest = by_windows
+        if rest.any():
+            y_pred[rest], intervals[rest] = self._jackknife_plus_by_attention(
+                X[rest], y, positive, residuals, alphas)
+        return y_pred, intervals
+
+    def _fits_without_each_row(self, y):
+        """Each training row's fit without it at its own input (n,): ``(f_i - L_ii y_i) /
+        (1 - L_ii)`` from the in-sample fits and each row's weight in its own
+        (Nadaraya-Watson and unbounded local polynomials alike: a least-squares fit at a
+        point without one of its rows), where the route has them from sums and
+        ``L_ii <= 1/2``; else from the attention
+        (:meth:`_leave_one_out_at_training_points`)."""
+        sums = None if self.bounded else self.key_set_.in_sample_with_leverage(
+            device=self._compute_device(), working_memory=get_config()["working_memory"])
+        if sums is None:
+            return self._leave_one_out_at_training_points(y)
+        fitted, leverage = self._outputs(sums[0]), sums[1]
+        fits = (fitted - leverage * y) / (1 - np.minimum(leverage, 0.5))
+        rest = np.flatnonzero(~(leverage <= 0.5))
+        if len(rest):
+            fits[rest] = self._leave_one_out_at_training_points(y, rest)
+        return fits
+
+    def _jackknife_plus_by_windows(self, X, y, positive, residuals, alphas):
+        """The predictions at X, their jackknife+ bounds from the sums over the keys and
+        the attention on the few keys that can decide a bound
+        (:func:`~sklearn_nw._uncertainty.jackknife_plus_windows`), and which queries
+        (n_q,) those do not serve (a weight that may reach 1/2: the attention path's);
+        None where the route has no sums (local polynomials, searches), the kernel can
+        exceed ``k(0)``, or a query has no kernel weight."""
+        keys = self.key_set_
+        device, working_memory = self._compute_device(), get_config()["working_memory"]
+        sums = keys.sums(X, device=device, working_memory=working_memory)
+        if (sums is None or not keys.kernel.decreasing
+                or not np.all(np.isfinite(sums.log_den))):
+            return None
+        y_pred = self._outputs(sums.out)
+        self._check_pooled(X.shape[0], y_pred, 0, 0)
+        # A bound on every weight: the heaviest key at the query's own location.
+        with np.errstate(divide="ignore"):
+            largest = np.exp(np.max(keys.log_w) + np.log(keys.kernel([0.0])[0])
+                             - sums.log_den)  # (n_q,)
+        rest = ~(largest < 0.5)
+        if rest.all():
+            return None
+        ranking = np.flatnonzero(positive)
+        fast = np.flatnonzero(~rest)
+        intervals = np.empty((X.shape[0], 2, len(alphas)))
+        intervals[fast] = jackknife_plus_windows(
+            y_pred[fast], largest[fast], y[ranking], residuals[ranking], alphas,
+            lambda rows, columns: keys.attention_on(
+                X[fast[rows]], ranking[columns], sums.log_den[fast[rows]], device=device,
+                working_memory=working_memory))
+        return y_pred, intervals, rest
+
+    def _jackknife_plus_by_attention(self, X, y, positive, residuals, alphas):
+        """The predictions at X and their jackknife+ bounds from the queries' attention
+        rows: every fit without a row (sparse rows: the fits without the keys in reach)."""
         parts = []
 
         def each_query(rows, attention):

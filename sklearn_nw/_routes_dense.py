@@ -8,13 +8,14 @@ route also gives one shard's partial sums and their gradient, which
 :mod:`sklearn_nw.dask` merges over the shards of a training set.
 """
 
+import math
 import time
 
 import numpy as np
 import torch
 
 from ._compiled import AUTO_MAX_COORDS, CompileError, config_key, current_policy
-from ._engine import KeyTensors, fused_pool, prepare_keys
+from ._engine import KeyTensors, exact_sq_dist, fused_pool, prepare_keys
 from ._engine_partial import PartialSums, empty_partial, partial_pool
 from ._engine_partial import partial_gradient as engine_partial_gradient
 from ._routes import PooledWithVariance, Route, pooled_values, torch_dtype
@@ -166,6 +167,19 @@ class DenseRoute(Route):
         leverage = torch.exp(log_w + own - fits.log_den)  # (n,)
         return (fits.out.cpu().numpy().astype(np.float64, copy=False),
                 leverage.cpu().numpy().astype(np.float64, copy=False))
+
+    def attention_on(self, keys, queries, columns, log_den, *, device="cpu",
+                     working_memory=1024):
+        """The attention (b, m) of ``queries`` (b, d) on the keys ``columns`` (m,) alone,
+        normalized by the sums over every key ``exp(log_den)`` (b,) (of
+        :meth:`partial_pool`), from exact distances; float64 numpy."""
+        tensor = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), device=device)
+        with np.errstate(over="ignore", invalid="ignore"):
+            q, x = tensor(keys.scaled(queries)), tensor(keys.scaled(keys.X[columns]))
+        d2 = torch.nan_to_num_(exact_sq_dist(q, x, working_memory), nan=math.inf,
+                               posinf=math.inf)  # (b, m)
+        logits = keys.kernel.log_profile_sq(d2) + tensor(keys.log_w[columns])  # (b, m)
+        return torch.exp(logits - tensor(log_den)[:, None]).cpu().numpy()
 
     # -- one shard of a larger key set (sklearn_nw.dask) -----------------------------------
 

@@ -22,7 +22,7 @@ from ._local_poly import (
 )
 from ._routes import GradientWeights, PooledValues, PooledWithVariance, PoolSettings, Route
 from ._uncertainty import dense_rows
-from ._workers import chunk_rows, serial_if_small
+from ._workers import PASS_BYTES, chunk_rows, serial_if_small
 
 
 class LocalPolynomialRoute(Route):
@@ -207,7 +207,8 @@ class LocalPolynomialRoute(Route):
         n_q, n = queries.shape[0], keys.X.shape[0]
         p = n_terms(xs.shape[1], self.degree)
         t = keys.values.shape[1]
-        step = chunk_rows(n_q, n * (4 * p + 3 * t + 6) * 8, settings.working_memory)
+        step = chunk_rows(n_q, n * (4 * p + 3 * t + 6) * 8, settings.working_memory,
+                          cap_bytes=PASS_BYTES)
         with_attention = settings._replace(return_attention=True)
         tensor = lambda a: keys.tensor(a, settings.device)
         fits, missing = [], []

@@ -24,6 +24,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import BallTree, KDTree
+from sklearn.utils import gen_batches
 
 from ._workers import chunk_rows
 
@@ -309,6 +310,74 @@ def jackknife_plus(fits, residuals, alphas):
         else:
             high.partition(rank_high - 1, axis=1)
             out[:, 1, k] = high[:, rank_high - 1]
+    return out
+
+
+def jackknife_plus_windows(fits, largest, y, residuals, alphas, attention_on, chunk=256):
+    """Jackknife+ bounds (n_q, 2, n_levels) of Nadaraya-Watson fits from the attention on
+    the few keys whose fits without them can decide a bound.
+
+    Without key i the fit ``f`` at a query moves by ``delta_i = a_i (f - y_i) / (1 -
+    a_i)``, which a bound ``A`` on the query's weights bounds by ``D = A max_i |f - y_i|
+    / (1 - A)``. The lower bound is ``f`` plus the k-th smallest of ``c_i + delta_i``,
+    ``c = -R`` (:func:`jackknife_plus`): within ``D`` of ``c_(k)``, the k-th smallest
+    ``c``, so every key with ``c_i < c_(k) - 2 D`` ranks below it and every key with
+    ``c_i > c_(k) + 2 D`` above, and it is the ``(k - L)``-th smallest over the keys
+    between (``L`` those below), the only ones whose attention is computed. The upper
+    bound likewise with ``c = R``. Queries go in chunks of similar ``D``.
+
+    Parameters
+    ----------
+    fits : ndarray of shape (n_q,)
+    largest : ndarray of shape (n_q,)
+        A bound below 1 on each query's attention weights.
+    y, residuals : ndarray of shape (n,)
+        The targets and leave-one-out residuals of the keys that rank (positive weight).
+    alphas : ndarray of shape (n_levels,)
+    attention_on : callable
+        ``attention_on(rows, keys)``: the attention (b, m) of the queries ``rows`` (b,)
+        on the ranking keys ``keys`` (m,) (indices into ``y``).
+    chunk : int, default=256
+        Queries per attention call.
+
+    Returns
+    -------
+    ndarray of shape (n_q, 2, n_levels)
+    """
+    n_q, n = len(fits), len(y)
+    spread = np.maximum(fits - y.min(), y.max() - fits)  # (n_q,): at least |f - y_i|
+    # Twice D, with room for the rounding of the fits, the weights and the residuals.
+    reach = (2 * largest * spread / (1 - largest) * (1 + 1e-6)
+             + 1e-12 * (np.abs(y).max() + residuals.max()))  # (n_q,)
+    sides = []  # (side, level, rank, keys in the order of c, c ascending)
+    for side, sign in ((0, -1.0), (1, 1.0)):
+        by_shift = np.argsort(sign * residuals, kind="stable")  # (n,)
+        for level, alpha in enumerate(alphas):
+            sides.append((side, level, _ranks(alpha, n)[side], by_shift,
+                          sign * residuals[by_shift]))
+    out = np.empty((n_q, 2, len(alphas)))
+    order = np.argsort(reach)  # chunks of queries of similar reach
+    for batch in gen_batches(n_q, chunk):
+        rows = order[batch]
+        r = reach[rows].max()
+        windows, columns = [], []
+        for side, level, rank, by_shift, c in sides:
+            if not 1 <= rank <= n:  # too few rows for the level
+                out[rows, side, level] = np.inf if side else -np.inf
+                continue
+            lo = np.searchsorted(c, c[rank - 1] - r, side="left")
+            hi = np.searchsorted(c, c[rank - 1] + r, side="right")
+            windows.append((side, level, rank - lo, c[lo:hi], by_shift[lo:hi]))
+            columns.append(by_shift[lo:hi])
+        if not windows:
+            continue
+        a = attention_on(rows, np.concatenate(columns))  # (b, sum of m)
+        start = 0
+        for side, level, k, c, keys in windows:
+            w = a[:, start : start + len(keys)]  # (b, m)
+            start += len(keys)
+            moved = c + w * (fits[rows, None] - y[keys]) / (1 - w)  # (b, m)
+            out[rows, side, level] = fits[rows] + np.partition(moved, k - 1, axis=1)[:, k - 1]
     return out
 
 

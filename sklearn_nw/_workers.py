@@ -33,6 +33,10 @@ SERIAL_MAX_PAIRS = 2**18
 # A block that stays in cache: the passes over a (chunk, n) block are memory bound, and a
 # block that fits in L2/L3 makes them several times faster.
 CACHE_BYTES = 4 * 2**20
+# A chunk of attention rows and the passes over it outside the engine (numpy, or torch
+# operations on whole blocks) within this: blocks of fresh memory far larger cost their
+# page faults at every pass and run several times slower.
+PASS_BYTES = 32 * 2**20
 # Rows a chunk keeps at least when :func:`chunk_rows` cuts rows into two chunks per worker:
 # below, each chunk's fixed costs (Python, the operations' set-up) outweigh its work.
 MIN_SHARED_ROWS = 32

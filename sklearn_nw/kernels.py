@@ -83,11 +83,17 @@ class Kernel(BaseEstimator):
         :mod:`sklearn_nw._compiled` (``compute="compiled"`` compiles any kernel): its
         profile is plain torch arithmetic that :func:`torch.compile` traces. True for the
         named kernels; a subclass that qualifies may say so.
+    decreasing : bool
+        Whether the profile never increases with the distance (its largest value is
+        ``k(0)``), which bounds every attention weight by a key at the query's own
+        location (the jackknife+ of ``predict_interval`` uses it). True for the named
+        kernels; a subclass that qualifies may say so.
     """
 
     support = math.inf
     quadratic_coef = None
     compilable = False
+    decreasing = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -132,6 +138,7 @@ class Gaussian(Kernel):
 
     quadratic_coef = 0.5
     compilable = True
+    decreasing = True
 
     def log_profile_sq(self, u2):
         return -0.5 * u2
@@ -144,6 +151,7 @@ class Exponential(Kernel):
     """
 
     compilable = True
+    decreasing = True
 
     def log_profile_sq(self, u2):
         return -_sqrt(u2)
@@ -156,6 +164,7 @@ class Constant(Kernel):
     """
 
     compilable = True
+    decreasing = True
 
     def log_profile_sq(self, u2):
         return torch.zeros_like(u2)
@@ -169,6 +178,7 @@ class Tophat(Kernel):
 
     support = 1.0
     compilable = True
+    decreasing = True
 
     def log_profile_sq(self, u2):
         return torch.where(u2 <= 1.0, 0.0, -math.inf).to(u2.dtype)
@@ -196,6 +206,7 @@ class Epanechnikov(Kernel):
 
     support = 1.0
     compilable = True
+    decreasing = True
 
     def log_profile_sq(self, u2):
         return _log1p_neg(u2)
@@ -215,6 +226,7 @@ class Biweight(Kernel):
 
     support = 1.0
     compilable = True
+    decreasing = True
 
     def log_profile_sq(self, u2):
         return 2.0 * _log1p_neg(u2)
@@ -234,6 +246,7 @@ class Triweight(Kernel):
 
     support = 1.0
     compilable = True
+    decreasing = True
 
     def log_profile_sq(self, u2):
         return 3.0 * _log1p_neg(u2)
@@ -256,6 +269,7 @@ class Linear(Kernel):
 
     support = 1.0
     compilable = True
+    decreasing = True
 
     def log_profile_sq(self, u2):
         return _log1p_neg(_sqrt(u2))
@@ -269,6 +283,7 @@ class Tricube(Kernel):
 
     support = 1.0
     compilable = True
+    decreasing = True
 
     def log_profile_sq(self, u2):
         return 3.0 * _log1p_neg(u2 * _sqrt(u2))
@@ -282,6 +297,7 @@ class Cosine(Kernel):
 
     support = 1.0
     compilable = True
+    decreasing = True
 
     def log_profile_sq(self, u2):
         u = _sqrt(u2)
@@ -305,6 +321,7 @@ class SymmetricBeta(Kernel):
     """
 
     support = 1.0
+    decreasing = True
     _parameter_constraints: ClassVar[dict] = {"power": [Interval(Real, 0, None, closed="left")]}
 
     def __init__(self, power=1.0):

@@ -361,6 +361,52 @@ def test_jackknife_plus_equals_explicit_refits(kernel, bandwidth, algorithm, d, 
     np.testing.assert_allclose(intervals, expected, rtol=1e-8, atol=1e-8)
 
 
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "epanechnikov"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_jackknife_plus_by_windows_equals_explicit_refits(kernel, weighted):
+    # The dense route's bounds from the sums and the attention on the keys that can
+    # decide them (queries whose weights stay below 1/2), the other queries' from their
+    # attention rows (far queries lean on one key); levels whose ranks leave 1..n give
+    # infinite bounds.
+    X, y, Q, w = _data(n=60, d=2)
+    # Far enough that a key may hold half the weight, within a compact kernel's reach.
+    far = [1.3, -0.3] if kernel == "epanechnikov" else [2.5, -1.5]
+    Q = np.vstack([Q, [far, [0.5, 0.5]]])
+    if weighted:
+        w[[3, 7]] = 0.0
+    else:
+        w = np.ones(len(y))
+    levels = [0.5, 0.9, 0.99]
+
+    def make():
+        return NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.6)
+
+    model = make().fit(X, y, sample_weight=w)
+    assert model.route_ == "dense"
+    residuals = np.abs(y - model._fits_without_each_row(y))
+    _, _, rest = model._jackknife_plus_by_windows(Q, y, w > 0, residuals, 1 - np.array(levels))
+    assert 0 < rest.sum() < len(Q)  # both paths serve some queries
+    y_pred, intervals = model.predict_interval(Q, confidence_level=levels)
+    np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
+    assert np.isinf(intervals[:, :, 2]).all()  # 0.01 * 61 < 1
+    expected = _oracle_jackknife_plus(make, X, y, Q, w, levels)
+    np.testing.assert_allclose(intervals, expected, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("degree", [0, 1, 2])
+def test_fits_without_each_row_from_leverages_equal_the_attention_path(degree):
+    # (f_i - L_ii y_i) / (1 - L_ii) from the in-sample sums or moments; rows that weigh
+    # more than half of their own fit (isolated points) from the attention.
+    X, y, _, w = _data(n=80, d=2)
+    X[:3] += 4.0  # far from the rest: their own weight dominates
+    model = NadarayaWatsonRegressor(bandwidth=0.15, degree=degree).fit(X, y, sample_weight=w)
+    leverage = model.key_set_.in_sample_with_leverage()[1]
+    assert (leverage > 0.5).any() and (leverage <= 0.5).any()
+    np.testing.assert_allclose(model._fits_without_each_row(y),
+                               model._leave_one_out_at_training_points(y),
+                               rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("degree, d, kernel, bandwidth, algorithm", [
     (1, 1, "gaussian", 0.2, "auto"), (1, 2, "gaussian", 0.3, "auto"),
     (2, 1, "gaussian", 0.3, "auto"), (2, 2, "gaussian", 0.5, "auto"),
