@@ -29,7 +29,7 @@ from ._uncertainty import (
     squared_attention,
 )
 from ._validation import NumberInterval
-from ._workers import chunk_rows
+from ._workers import PASS_BYTES, chunk_rows
 
 
 @fill_doc(parameters=entries(PARAMETERS), attributes=entries(ATTRIBUTES))
@@ -525,8 +525,17 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
     def _jackknife_plus_by_attention(self, X, y, positive, residuals, alphas):
         """The predictions at X and their jackknife+ bounds from the queries' attention
-        rows: every fit without a row (sparse rows: the fits without the keys in reach)."""
+        rows: every fit without a row (sparse rows: the fits without the keys in reach;
+        local polynomials: from their own designs, no equivalent kernel formed)."""
         parts = []
+        if self.key_set_.degree:
+            y_pred = self._outputs(self._pool(X)[0])
+            step = chunk_rows(X.shape[0], 8 * 4 * self.X_fit_.shape[0],
+                              get_config()["working_memory"], cap_bytes=PASS_BYTES)
+            for rows in gen_batches(X.shape[0], step):
+                fits = self._leave_one_out_fits(X[rows], None, y)
+                parts.append(jackknife_plus(fits[:, positive], residuals[positive], alphas))
+            return y_pred, np.concatenate(parts)
 
         def each_query(rows, attention):
             if sp.issparse(attention) and not self.key_set_.degree:
