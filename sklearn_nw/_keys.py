@@ -238,21 +238,15 @@ class FittedKeys:
         return None if method is None else method(self, device=device,
                                                   working_memory=working_memory)
 
-    def sums(self, queries, *, device="cpu", working_memory=1024):
-        """The predictions at ``queries`` as sums over the keys, no attention formed, where
-        the route computes them (:meth:`~sklearn_nw._routes_dense.DenseRoute.partial_pool`:
-        a :class:`~sklearn_nw._engine_partial.PartialSums` in float64, whose ``log_den``
-        normalizes :meth:`attention_on`); else None."""
-        method = getattr(self.route, "partial_pool", None)
+    def leave_one_out_moves(self, queries, *, device="cpu", working_memory=1024):
+        """How the fits at ``queries`` move without each key, for the jackknife+, where
+        the route computes it from sums (a :class:`~sklearn_nw._routes.LeaveOneOutMoves`:
+        :meth:`~sklearn_nw._routes_dense.DenseRoute.leave_one_out_moves`,
+        :meth:`~sklearn_nw._routes_local.LocalPolynomialRoute.leave_one_out_moves`); else
+        None."""
+        method = getattr(self.route, "leave_one_out_moves", None)
         return None if method is None else method(self, queries, device=device,
                                                   working_memory=working_memory)
-
-    def attention_on(self, queries, columns, log_den, *, device="cpu", working_memory=1024):
-        """The attention (b, m) of ``queries`` on the keys ``columns`` (m,) alone, under
-        the normalizers ``exp(log_den)`` (b,) of :meth:`sums`
-        (:meth:`~sklearn_nw._routes_dense.DenseRoute.attention_on`)."""
-        return self.route.attention_on(self, queries, columns, log_den, device=device,
-                                       working_memory=working_memory)
 
     def gradient_weights(self, queries, *, device="cpu", working_memory=1024):
         """How the fit at ``queries`` moves with each coordinate: the weights (n_q, n, d)

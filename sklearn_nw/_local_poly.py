@@ -420,7 +420,7 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
     kernel = None if kernel is None else kernel.transpose(0, 1)  # (G, b, n)
     # Fits whose query lies beyond one weighted spread of its keys' mean are centered at
     # the mean instead (_origin), as local_fit_dense centers them: recomputed one by one.
-    outside = _beyond_spread(M, xs.shape[1]).T.nonzero(as_tuple=True)  # over (G, b)
+    outside = beyond_spread(M, xs.shape[1]).T.nonzero(as_tuple=True)  # over (G, b)
     if len(outside[0]):
         g, i = outside
         out_i, kernel_i, singular_i = local_fit_dense(qs[i], xs, attentions[g, i], v, degree,
@@ -461,7 +461,7 @@ def _intercepts(qs, xs, v, degree, by_query, workspace):
     return M, zv, c, out, singular, weighs_overflow
 
 
-def _beyond_spread(M, r):
+def beyond_spread(M, r):
     """Whether each fit's query lies beyond ``ORIGIN_SPREADS`` weighted spreads of its
     keys' mean in some coordinate (...), from its moments ``M`` (..., p, p) about the
     query, whose linear and squared terms are the mean's offsets and the second moments;
@@ -483,7 +483,7 @@ def local_fit_with_variance(qs, xs, attention, v, degree, variance=None, own=Non
     ``l_j = a_j z_j . c`` (``c`` the fit's intercept row) makes the first ``c^T G c``
     with ``G = sum_j a_j**2 s_j**2 z_j z_j^T``, the moments of the squared attention
     times each output's variance, and the second ``a_own c_0`` (a query's own design is
-    ``phi(0)``). Fits centered at their keys' mean (:func:`_beyond_spread`) take their
+    ``phi(0)``). Fits centered at their keys' mean (:func:`beyond_spread`) take their
     sums from their kernel (:func:`local_fit_dense`). Singular rows: fit 0 and the sums
     of their Nadaraya-Watson attention, the values their callers give them. The squared
     attention times the variances (b, t, n) is written into ``workspace`` when it is large
@@ -516,7 +516,7 @@ def local_fit_with_variance(qs, xs, attention, v, degree, variance=None, own=Non
     if own is not None:
         a_own = attention.gather(1, own[:, None])[:, 0]  # (b,)
         own_weight = torch.where(singular, a_own, a_own * c[:, 0])
-    rows = _beyond_spread(M, r).nonzero()[:, 0]
+    rows = beyond_spread(M, r).nonzero()[:, 0]
     if len(rows):
         out_i, kernel, singular_i = local_fit_dense(qs[rows], xs, attention[rows], v, degree)
         kernel = torch.where(singular_i[:, None], attention[rows], kernel)  # (k, n)
@@ -576,7 +576,7 @@ def _direct_moments(u, v, degree, by_query):
 MOVED_PRECISION = {torch.float64: 1e-9, torch.float32: 1e-4}
 
 
-def _moved_sums_lose_digits(ratio, error):
+def moved_sums_lose_digits(ratio, error):
     """Whether local-linear moments moved from a center to their query
     (:func:`linear_moments_at`) keep less than ``MOVED_PRECISION``: ``ratio`` (...) is the
     largest raw second moment over the spread about the query, which multiplies the
@@ -631,10 +631,10 @@ def linear_fits_from_sums(sums, q, t, error=0.0):
     Nadaraya-Watson values where the design is singular, as :func:`local_fit_many`
     computes them; and the fits (...) it would compute otherwise: sums of relative
     ``error`` (...) that lose digits once moved to the query
-    (:func:`_moved_sums_lose_digits`), a query beyond ``ORIGIN_SPREADS`` spreads of its
+    (:func:`moved_sums_lose_digits`), a query beyond ``ORIGIN_SPREADS`` spreads of its
     keys' mean (whose design it centers at the mean). Differentiable in ``sums``."""
     M, zv, ratio = linear_moments_at(sums, q, t)  # (..., p, p), (..., p, t), (...)
-    lost = _moved_sums_lose_digits(ratio, error)
+    lost = moved_sums_lose_digits(ratio, error)
     p = M.shape[-1]
     # Lost rows' matrices can be rounding, not even semi-definite: not solved.
     eye = torch.eye(p, dtype=M.dtype, device=M.device)
@@ -645,7 +645,7 @@ def linear_fits_from_sums(sums, q, t, error=0.0):
     c, singular = c.reshape(M.shape[:-1]), singular.reshape(M.shape[:-2])  # (..., p), (...)
     fit = (c[..., :, None] * zv).sum(-2)  # (..., t)
     singular = singular | ~torch.isfinite(fit.detach()).all(-1)
-    outside = _beyond_spread(M, p - 1)
+    outside = beyond_spread(M, p - 1)
     return torch.where(singular[..., None], zv[..., 0, :], fit), lost | outside
 
 
@@ -653,12 +653,12 @@ def _linear_moments(qs, xs, v, by_query):
     """:func:`_direct_moments` of degree 1 as one product of each attention with the keys'
     raw moments (:func:`linear_raw_columns`) about the queries' mean, moved to each query
     (:func:`linear_moments_at`). No (b, n, p) design is formed; the rows whose moved sums
-    would lose digits (:func:`_moved_sums_lose_digits`) are summed about their queries
+    would lose digits (:func:`moved_sums_lose_digits`) are summed about their queries
     instead (:func:`_direct_moments`)."""
     center = qs.detach().mean(0)  # (r,)
     sums = by_query @ linear_raw_columns(xs - center, v)  # (b, G, k)
     M, zv, ratio = linear_moments_at(sums, (qs - center)[:, None, :], v.shape[1])
-    lost = _moved_sums_lose_digits(ratio, 0.0).any(1)  # (b,)
+    lost = moved_sums_lose_digits(ratio, 0.0).any(1)  # (b,)
     if bool(lost.any()):
         rows = lost.nonzero()[:, 0]
         M_rows, zv_rows = _direct_moments(xs[None, :, :] - qs[rows, None, :], v, 1,

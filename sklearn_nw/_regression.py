@@ -464,7 +464,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         y = self.y_fit_
         positive = self.sample_weight_ > 0
         residuals = np.abs(y - self._fits_without_each_row(y))
-        by_windows = self._jackknife_plus_by_windows(X, y, positive, residuals, alphas)
+        by_windows = self._jackknife_plus_by_windows(X, positive, residuals, alphas)
         if by_windows is None:
             return self._jackknife_plus_by_attention(X, y, positive, residuals, alphas)
         y_pred, intervals, rest = by_windows
@@ -491,37 +491,25 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             fits[rest] = self._leave_one_out_at_training_points(y, rest)
         return fits
 
-    def _jackknife_plus_by_windows(self, X, y, positive, residuals, alphas):
-        """The predictions at X, their jackknife+ bounds from the sums over the keys and
-        the attention on the few keys that can decide a bound
+    def _jackknife_plus_by_windows(self, X, positive, residuals, alphas):
+        """The predictions at X, their jackknife+ bounds from the moves of the fits
+        without each key on the few keys that can decide a bound
         (:func:`~sklearn_nw._uncertainty.jackknife_plus_windows`), and which queries
-        (n_q,) those do not serve (a weight that may reach 1/2: the attention path's);
-        None where the route has no sums (local polynomials, searches), the kernel can
-        exceed ``k(0)``, or a query has no kernel weight."""
-        keys = self.key_set_
-        device, working_memory = self._compute_device(), get_config()["working_memory"]
-        sums = keys.sums(X, device=device, working_memory=working_memory)
-        if (sums is None or not keys.kernel.decreasing
-                or not np.all(np.isfinite(sums.log_den))):
+        (n_q,) those do not serve (the attention path's); None where the route has no
+        such moves (:meth:`~sklearn_nw._keys.FittedKeys.leave_one_out_moves`)."""
+        moves = self.key_set_.leave_one_out_moves(
+            X, device=self._compute_device(), working_memory=get_config()["working_memory"])
+        if moves is None or moves.rest.all():
             return None
-        y_pred = self._outputs(sums.out)
-        self._check_pooled(X.shape[0], y_pred, 0, 0)
-        # A bound on every weight: the heaviest key at the query's own location.
-        with np.errstate(divide="ignore"):
-            largest = np.exp(np.max(keys.log_w) + np.log(keys.kernel([0.0])[0])
-                             - sums.log_den)  # (n_q,)
-        rest = ~(largest < 0.5)
-        if rest.all():
-            return None
-        ranking = np.flatnonzero(positive)
-        fast = np.flatnonzero(~rest)
+        y_pred = self._outputs(moves.fits[:, None])
+        self._check_pooled(X.shape[0], y_pred[~moves.rest], 0, 0)
+        scale = self._scaling[1]  # the values' unit in the targets'
+        ranking, fast = np.flatnonzero(positive), np.flatnonzero(~moves.rest)
         intervals = np.empty((X.shape[0], 2, len(alphas)))
         intervals[fast] = jackknife_plus_windows(
-            y_pred[fast], largest[fast], y[ranking], residuals[ranking], alphas,
-            lambda rows, columns: keys.attention_on(
-                X[fast[rows]], ranking[columns], sums.log_den[fast[rows]], device=device,
-                working_memory=working_memory))
-        return y_pred, intervals, rest
+            y_pred[fast], moves.bound[fast] * scale, residuals[ranking], alphas,
+            lambda rows, columns: moves.moves(fast[rows], ranking[columns]) * scale)
+        return y_pred, intervals, moves.rest
 
     def _jackknife_plus_by_attention(self, X, y, positive, residuals, alphas):
         """The predictions at X and their jackknife+ bounds from the queries' attention

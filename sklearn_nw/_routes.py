@@ -87,6 +87,18 @@ class PooledWithVariance(NamedTuple):
     n_singular: int = 0  # local polynomials: queries left at their local-constant value
 
 
+class LeaveOneOutMoves(NamedTuple):
+    """How the fits at some queries move without each key, as a route's
+    ``leave_one_out_moves`` gives them for the jackknife+
+    (:func:`~sklearn_nw._uncertainty.jackknife_plus_windows`): float64 numpy, in the
+    units of the keys' values (their first output)."""
+
+    fits: np.ndarray  # (n_q,) the fits on every key
+    bound: np.ndarray  # (n_q,) at least |move| of every key; inf where `rest`
+    rest: np.ndarray  # (n_q,) bool: the queries these do not serve
+    moves: object  # (rows (b,), keys (m,)) -> (b, m): the fits without each key, less `fits`
+
+
 class GradientWeights(NamedTuple):
     """How the fit at each query moves with the query, as :meth:`Route.gradient_weights`
     returns it (numpy)."""

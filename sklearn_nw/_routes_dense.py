@@ -15,10 +15,16 @@ import numpy as np
 import torch
 
 from ._compiled import AUTO_MAX_COORDS, CompileError, config_key, current_policy
-from ._engine import KeyTensors, exact_sq_dist, fused_pool, prepare_keys
+from ._engine import KeyTensors, exact_sq_dist, fused_pool, prepare_keys, values_and_ones_t
 from ._engine_partial import PartialSums, empty_partial, partial_pool
 from ._engine_partial import partial_gradient as engine_partial_gradient
-from ._routes import PooledWithVariance, Route, pooled_values, torch_dtype
+from ._routes import (
+    LeaveOneOutMoves,
+    PooledWithVariance,
+    Route,
+    pooled_values,
+    torch_dtype,
+)
 from ._routes_support import SupportKeys, SupportSums
 from ._workers import serial_if_small
 
@@ -167,6 +173,48 @@ class DenseRoute(Route):
         leverage = torch.exp(log_w + own - fits.log_den)  # (n,)
         return (fits.out.cpu().numpy().astype(np.float64, copy=False),
                 leverage.cpu().numpy().astype(np.float64, copy=False))
+
+    def sums_of(self, keys, queries, values, *, device="cpu", working_memory=1024):
+        """:meth:`partial_pool` of other ``values`` (n, k) than the keys' own, at
+        ``queries``: their attention-weighted means (n_q, k) and the log normalizers
+        (n_q,), a :class:`~sklearn_nw._engine_partial.PartialSums` in float64."""
+        tensor = lambda a: keys.tensor(a, device)
+        v = tensor(values)
+        prepared = self._prepared_tensors(device)._replace(v1t=values_and_ones_t(v))
+        with serial_if_small(queries.shape[0] * keys.X.shape[0], torch.device(device)):
+            part = partial_pool(tensor(queries), tensor(keys.X), v, tensor(keys.metric),
+                                keys.kernel, log_w=tensor(keys.log_w), keys=prepared,
+                                working_memory=working_memory)
+        return PartialSums(*(t.cpu().numpy().astype(np.float64, copy=False) for t in part))
+
+    def leave_one_out_moves(self, keys, queries, *, device="cpu", working_memory=1024):
+        """How the Nadaraya-Watson fits at ``queries`` move without each key:
+        ``a_j (f - v_j) / (1 - a_j)``, bounded by ``A max_j |f - v_j| / (1 - A)`` with
+        ``A = w_max k(0) / sum_i w_i k(u_i)`` at least every weight (a decreasing
+        profile); the queries where ``A`` may reach 1/2 are left to the attention. A
+        :class:`~sklearn_nw._routes.LeaveOneOutMoves`, or None for local polynomials,
+        other kernels, and where a query has no kernel weight."""
+        if keys.degree or not keys.kernel.decreasing:
+            return None
+        sums = self.partial_pool(keys, queries, device=device, working_memory=working_memory)
+        if not np.all(np.isfinite(sums.log_den)):
+            return None
+        fits, v = sums.out[:, 0], keys.values[:, 0].astype(np.float64)
+        held = v[keys.sample_weight > 0]
+        with np.errstate(divide="ignore"):
+            largest = np.exp(np.max(keys.log_w) + np.log(keys.kernel([0.0])[0])
+                             - sums.log_den)  # (n_q,)
+        rest = ~(largest < 0.5)
+        spread = np.maximum(fits - held.min(), held.max() - fits)  # (n_q,)
+        bound = np.where(rest, np.inf, np.minimum(largest, 0.5) * spread / (1 - np.minimum(
+            largest, 0.5)))
+
+        def moves(rows, columns):
+            a = self.attention_on(keys, queries[rows], columns, sums.log_den[rows],
+                                  device=device, working_memory=working_memory)  # (b, m)
+            return a * (fits[rows, None] - v[columns]) / (1 - a)
+
+        return LeaveOneOutMoves(fits, bound, rest, moves)
 
     def attention_on(self, keys, queries, columns, log_den, *, device="cpu",
                      working_memory=1024):

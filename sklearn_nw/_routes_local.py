@@ -6,6 +6,8 @@ around each query (:mod:`sklearn_nw._local_poly`), whose intercept is the predic
 whose equivalent kernel is the attention.
 """
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 import torch
@@ -13,14 +15,26 @@ from sklearn.utils import gen_batches
 
 from ._engine import key_center
 from ._local_poly import (
+    beyond_spread,
+    intercept_rows,
     leave_one_out_local_fits,
+    linear_moments_at,
+    linear_raw_columns,
     local_fit_many,
     local_fit_sparse,
     local_fit_with_variance,
+    moved_sums_lose_digits,
     n_terms,
     slope_rows,
 )
-from ._routes import GradientWeights, PooledValues, PooledWithVariance, PoolSettings, Route
+from ._routes import (
+    GradientWeights,
+    LeaveOneOutMoves,
+    PooledValues,
+    PooledWithVariance,
+    PoolSettings,
+    Route,
+)
 from ._uncertainty import dense_rows
 from ._workers import PASS_BYTES, chunk_rows, serial_if_small
 
@@ -114,6 +128,77 @@ class LocalPolynomialRoute(Route):
         out, _, own_weight, _, _ = self._fits_with_sums(
             keys, keys.X, device, working_memory, own=np.arange(keys.X.shape[0]))
         return out, own_weight
+
+    def leave_one_out_moves(self, keys, queries, *, device="cpu", working_memory=1024):
+        """How the local-linear fits at ``queries`` move without each key, for the
+        jackknife+: ``-l_j r_j / (1 - h_j)``
+        (:func:`~sklearn_nw._local_poly.leave_one_out_local_fits`) from the moments of one
+        pass of sums (no attention matrix) and, for the keys asked, their differences to
+        the query. A :class:`~sklearn_nw._routes.LeaveOneOutMoves`, or None but for degree
+        1, unbounded fits on dense sums, and a decreasing kernel whose peaks
+        :func:`profile_peaks` knows.
+
+        With ``z_j = (1, u_j)`` (``u_j`` the key's scaled difference to the query, ``t_j``
+        its norm), ``c`` and ``beta`` the intercept row and the coefficients, ``P =
+        M^-1`` and ``A`` a bound on ``a_j / k~(t_j)`` (``k~ = k / k(0)``): ``|l_j| = a_j
+        |c_0 + u_j . c_u| <= a_j (|c_0| + t_j |c_u|)``, ``h_j = a_j z_j^T P z_j <= a_j
+        (P_00 + 2 t_j |P_0u| + t_j^2 lam)`` (``lam`` the largest eigenvalue of ``P_uu``)
+        and ``|r_j| <= Y + t_j B`` (``Y`` the largest ``|v_j - f|``, ``B = |beta_u|``);
+        with ``m_k`` the peaks of ``k~(t) t^k``, ``h_j <= H = A (P_00 m_0 + 2 |P_0u| m_1
+        + lam m_2)`` and every move is at most ``A (|c_0| Y m_0 + (|c_0| B + |c_u| Y) m_1
+        + |c_u| B m_2) / (1 - H)``. Queries with ``H`` of 1/2 or more, singular or far
+        (their fits centered elsewhere, or moved sums losing digits) are left to the
+        attention."""
+        peaks = profile_peaks(keys.kernel)
+        if (self.degree != 1 or self.bounded or peaks is None
+                or not hasattr(self.base, "sums_of")):
+            return None
+        f64 = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), device=device)
+        xs, v = f64(self.centered_keys), f64(keys.values[:, :1])  # (n, r), (n, 1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            qs = f64(keys.scaled(queries)[:, self.columns] - self.center)  # (n_q, r)
+        sums = self.base.sums_of(keys, queries, linear_raw_columns(xs, v).cpu().numpy(),
+                                 device=device, working_memory=working_memory)
+        M, zv, ratio = linear_moments_at(f64(sums.out), qs, 1)  # (n_q, p, p), (n_q, p, 1)
+        p = M.shape[1]
+        eye = torch.eye(p, dtype=M.dtype, device=M.device)
+        E = torch.zeros_like(M[:, 0])  # (n_q, p): the value at the query
+        E[:, 0] = 1.0
+        c, singular = intercept_rows(M, E, p - 1)  # (n_q, p)
+        smallest = torch.linalg.eigvalsh(torch.where(singular[:, None, None], eye, M))[:, 0]
+        rest = (singular | moved_sums_lose_digits(ratio, 0.0) | beyond_spread(M, p - 1)
+                | ~(smallest > 0) | ~torch.from_numpy(np.isfinite(sums.log_den)))
+        inverse = torch.linalg.inv(torch.where(rest[:, None, None], eye, M))  # (n_q, p, p)
+        beta = (inverse @ zv)[:, :, 0]  # (n_q, p)
+        fits = (c * zv[:, :, 0]).sum(1)  # (n_q,)
+        held = v[torch.from_numpy(keys.sample_weight > 0), 0]
+        spread = torch.maximum(fits - held.min(), held.max() - fits)  # Y (n_q,)
+        slope = beta[:, 1:].norm(dim=1)  # B (n_q,)
+        largest = torch.exp(f64(np.max(keys.log_w) + np.log(keys.kernel([0.0])[0])
+                                - sums.log_den))  # A (n_q,)
+        lam = torch.linalg.eigvalsh(inverse[:, 1:, 1:])[:, -1]  # (n_q,)
+        leverage = largest * (inverse[:, 0, 0] * peaks[0] + lam * peaks[2]
+                              + 2 * inverse[:, 0, 1:].norm(dim=1) * peaks[1])  # H (n_q,)
+        rest |= ~(leverage < 0.5)
+        c0, cu = c[:, 0].abs(), c[:, 1:].norm(dim=1)  # (n_q,)
+        bound = (largest * (c0 * spread * peaks[0] + (c0 * slope + cu * spread) * peaks[1]
+                            + cu * slope * peaks[2]) / (1 - leverage.clamp_max(0.5)))
+        rest |= ~torch.isfinite(bound)
+        as_numpy = lambda t: t.cpu().numpy()
+
+        def moves(rows, columns):
+            a = f64(self.base.attention_on(keys, queries[rows], columns, sums.log_den[rows],
+                                           device=device, working_memory=working_memory))
+            rows, columns = torch.as_tensor(rows), torch.as_tensor(columns)
+            z = torch.cat([torch.ones_like(a)[:, :, None],
+                           xs[columns][None] - qs[rows][:, None]], 2)  # (b, m, p)
+            kernel = a * (z @ c[rows][:, :, None])[:, :, 0]  # (b, m)
+            own = a * ((z @ inverse[rows]) * z).sum(2)  # (b, m): the keys' leverages
+            residual = v[columns, 0] - (z @ beta[rows][:, :, None])[:, :, 0]  # (b, m)
+            return as_numpy(-kernel * residual / (1 - own))
+
+        return LeaveOneOutMoves(as_numpy(fits), as_numpy(torch.where(rest, torch.inf, bound)),
+                                as_numpy(rest), moves)
 
     def _fits_with_sums(self, keys, queries, device, working_memory, *, variance=None,
                         own=None):
@@ -259,3 +344,17 @@ class LocalPolynomialRoute(Route):
         out = out.cpu().numpy()
         out[singular] = pooled[singular]
         return out, kernel, int(singular.sum())
+
+
+def profile_peaks(kernel):
+    """``m_k = sup_t k(t) t^k / k(0)`` (k = 0, 1, 2) of a decreasing kernel: ``(k / (2 c
+    e))^(k / 2)`` for the Gaussian family ``exp(-c t^2)``, at most ``support^k`` for a
+    compact one; None for others."""
+    if not kernel.decreasing:
+        return None
+    if kernel.quadratic_coef is not None:
+        c = kernel.quadratic_coef
+        return (1.0, math.sqrt(1 / (2 * c * math.e)), 1 / (c * math.e))
+    if kernel.is_compact:
+        return (1.0, kernel.support, kernel.support**2)
+    return None

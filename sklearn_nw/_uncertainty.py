@@ -313,43 +313,40 @@ def jackknife_plus(fits, residuals, alphas):
     return out
 
 
-def jackknife_plus_windows(fits, largest, y, residuals, alphas, attention_on, chunk=256):
-    """Jackknife+ bounds (n_q, 2, n_levels) of Nadaraya-Watson fits from the attention on
-    the few keys whose fits without them can decide a bound.
+def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=256):
+    """Jackknife+ bounds (n_q, 2, n_levels) from the moves of the fits without each
+    training row on the few rows that can decide a bound.
 
-    Without key i the fit ``f`` at a query moves by ``delta_i = a_i (f - y_i) / (1 -
-    a_i)``, which a bound ``A`` on the query's weights bounds by ``D = A max_i |f - y_i|
-    / (1 - A)``. The lower bound is ``f`` plus the k-th smallest of ``c_i + delta_i``,
-    ``c = -R`` (:func:`jackknife_plus`): within ``D`` of ``c_(k)``, the k-th smallest
-    ``c``, so every key with ``c_i < c_(k) - 2 D`` ranks below it and every key with
-    ``c_i > c_(k) + 2 D`` above, and it is the ``(k - L)``-th smallest over the keys
-    between (``L`` those below), the only ones whose attention is computed. The upper
-    bound likewise with ``c = R``. Queries go in chunks of similar ``D``.
+    Without row i the fit ``f`` at a query moves by ``delta_i``, at most ``D`` (``bound``).
+    The lower bound is ``f`` plus the k-th smallest of ``c_i + delta_i``, ``c = -R``
+    (:func:`jackknife_plus`): within ``D`` of ``c_(k)``, the k-th smallest ``c``, so
+    every row with ``c_i < c_(k) - 2 D`` ranks below it and every row with ``c_i > c_(k)
+    + 2 D`` above, and it is the ``(k - L)``-th smallest over the rows between (``L``
+    those below), the only ones whose moves are computed. The upper bound likewise with
+    ``c = R``. Queries go in chunks of similar ``D``.
 
     Parameters
     ----------
     fits : ndarray of shape (n_q,)
-    largest : ndarray of shape (n_q,)
-        A bound below 1 on each query's attention weights.
-    y, residuals : ndarray of shape (n,)
-        The targets and leave-one-out residuals of the keys that rank (positive weight).
+    bound : ndarray of shape (n_q,)
+        At least the largest move of each query's fit.
+    residuals : ndarray of shape (n,)
+        The leave-one-out residuals of the rows that rank (positive weight).
     alphas : ndarray of shape (n_levels,)
-    attention_on : callable
-        ``attention_on(rows, keys)``: the attention (b, m) of the queries ``rows`` (b,)
-        on the ranking keys ``keys`` (m,) (indices into ``y``).
+    moves_on : callable
+        ``moves_on(rows, columns)``: the moves (b, m) of the fits at the queries
+        ``rows`` (b,) without each of the ranking rows ``columns`` (m,).
     chunk : int, default=256
-        Queries per attention call.
+        Queries per call of ``moves_on``.
 
     Returns
     -------
     ndarray of shape (n_q, 2, n_levels)
     """
-    n_q, n = len(fits), len(y)
-    spread = np.maximum(fits - y.min(), y.max() - fits)  # (n_q,): at least |f - y_i|
-    # Twice D, with room for the rounding of the fits, the weights and the residuals.
-    reach = (2 * largest * spread / (1 - largest) * (1 + 1e-6)
-             + 1e-12 * (np.abs(y).max() + residuals.max()))  # (n_q,)
-    sides = []  # (side, level, rank, keys in the order of c, c ascending)
+    n_q, n = len(fits), len(residuals)
+    # Twice D, with room for the rounding of the fits, the moves and the residuals.
+    reach = 2 * bound * (1 + 1e-6) + 1e-12 * (np.abs(fits).max() + residuals.max())
+    sides = []  # (side, level, rank, rows in the order of c, c ascending)
     for side, sign in ((0, -1.0), (1, 1.0)):
         by_shift = np.argsort(sign * residuals, kind="stable")  # (n,)
         for level, alpha in enumerate(alphas):
@@ -367,16 +364,15 @@ def jackknife_plus_windows(fits, largest, y, residuals, alphas, attention_on, ch
                 continue
             lo = np.searchsorted(c, c[rank - 1] - r, side="left")
             hi = np.searchsorted(c, c[rank - 1] + r, side="right")
-            windows.append((side, level, rank - lo, c[lo:hi], by_shift[lo:hi]))
+            windows.append((side, level, rank - lo, c[lo:hi]))
             columns.append(by_shift[lo:hi])
         if not windows:
             continue
-        a = attention_on(rows, np.concatenate(columns))  # (b, sum of m)
+        moves = moves_on(rows, np.concatenate(columns))  # (b, sum of m)
         start = 0
-        for side, level, k, c, keys in windows:
-            w = a[:, start : start + len(keys)]  # (b, m)
-            start += len(keys)
-            moved = c + w * (fits[rows, None] - y[keys]) / (1 - w)  # (b, m)
+        for side, level, k, c in windows:
+            moved = c + moves[:, start : start + len(c)]  # (b, m)
+            start += len(c)
             out[rows, side, level] = fits[rows] + np.partition(moved, k - 1, axis=1)[:, k - 1]
     return out
 

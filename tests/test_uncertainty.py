@@ -361,36 +361,63 @@ def test_jackknife_plus_equals_explicit_refits(kernel, bandwidth, algorithm, d, 
     np.testing.assert_allclose(intervals, expected, rtol=1e-8, atol=1e-8)
 
 
-@pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "epanechnikov"])
+@pytest.mark.parametrize("kernel, degree", [
+    ("gaussian", 0), ("laplacian", 0), ("epanechnikov", 0), ("gaussian", 1),
+    ("epanechnikov", 1),
+])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_jackknife_plus_by_windows_equals_explicit_refits(kernel, weighted):
-    # The dense route's bounds from the sums and the attention on the keys that can
-    # decide them (queries whose weights stay below 1/2), the other queries' from their
-    # attention rows (far queries lean on one key); levels whose ranks leave 1..n give
-    # infinite bounds.
-    X, y, Q, w = _data(n=60, d=2)
+def test_jackknife_plus_by_windows_equals_explicit_refits(kernel, degree, weighted):
+    # The dense route's bounds from the sums (local linear: their moments) and the moves
+    # on the keys that can decide them (queries whose bound holds), the other queries'
+    # from their attention rows (far queries lean on a few keys); levels whose ranks
+    # leave 1..n give infinite bounds.
+    X, y, Q, w = _data(n=200, d=2)
     # Far enough that a key may hold half the weight, within a compact kernel's reach.
-    far = [1.3, -0.3] if kernel == "epanechnikov" else [2.5, -1.5]
+    far = {"gaussian": [2.5, -1.5], "laplacian": [4.0, -3.0], "epanechnikov": [1.3, -0.3]}[kernel]
     Q = np.vstack([Q, [far, [0.5, 0.5]]])
     if weighted:
         w[[3, 7]] = 0.0
     else:
         w = np.ones(len(y))
-    levels = [0.5, 0.9, 0.99]
+    levels = [0.5, 0.9, 0.999]
 
     def make():
-        return NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.6)
+        return NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.6, degree=degree,
+                                       algorithm="brute")
 
     model = make().fit(X, y, sample_weight=w)
-    assert model.route_ == "dense"
     residuals = np.abs(y - model._fits_without_each_row(y))
-    _, _, rest = model._jackknife_plus_by_windows(Q, y, w > 0, residuals, 1 - np.array(levels))
+    _, _, rest = model._jackknife_plus_by_windows(Q, w > 0, residuals, 1 - np.array(levels))
     assert 0 < rest.sum() < len(Q)  # both paths serve some queries
     y_pred, intervals = model.predict_interval(Q, confidence_level=levels)
     np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
-    assert np.isinf(intervals[:, :, 2]).all()  # 0.01 * 61 < 1
+    assert np.isinf(intervals[:, :, 2]).all()  # 0.001 * 201 < 1
     expected = _oracle_jackknife_plus(make, X, y, Q, w, levels)
     np.testing.assert_allclose(intervals, expected, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tricube", "laplacian"])
+@pytest.mark.parametrize("degree", [0, 1])
+def test_leave_one_out_moves_are_the_fits_without_each_key_within_their_bound(kernel,
+                                                                                degree):
+    # The moves of the windows' jackknife+ against the fits without each key of the
+    # attention path, for every key, and the bound that decides which keys are computed.
+    X, y, Q, w = _data(n=150, d=2, seed=1)
+    Q = np.vstack([Q, np.random.default_rng(2).uniform(0, 1, (20, 2))])
+    model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.5, degree=degree,
+                                    algorithm="brute").fit(X, y, sample_weight=w)
+    moves = model.key_set_.leave_one_out_moves(Q)
+    if moves is None:  # the laplacian's peaks for local fits are not known
+        assert kernel == "laplacian" and degree == 1
+        return
+    served = np.flatnonzero(~moves.rest)
+    assert len(served) >= 5
+    every = moves.moves(served, np.arange(len(y)))  # (b, n), the values' unit
+    scale = model._scaling[1]
+    expected = model._leave_one_out_fits(Q[served], model.predict(Q[served], True)[1], y)
+    np.testing.assert_allclose(model._outputs(moves.fits[served, None])[:, None] + every * scale,
+                               expected, rtol=1e-10, atol=1e-10)
+    assert np.all(np.abs(every) <= moves.bound[served, None])
 
 
 @pytest.mark.parametrize("degree", [0, 1, 2])
