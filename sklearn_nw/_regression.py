@@ -655,35 +655,9 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         if bias_correction not in ("robust", "conventional"):
             raise ValueError("bias_correction must be 'robust' or 'conventional'; got "
                              f"{bias_correction!r}.")
+        self._check_confidence_interval()
         keys = self.key_set_
-        why = None
-        if keys.degree > 1:
-            why = "degree=2 (its bias estimate would be a cubic fit)"
-        elif self.bandwidth_kind_ != "fixed" or self.n_neighbors is not None:
-            why = "an adaptive bandwidth or n_neighbors (no bandwidth b to change)"
-        elif self._categorical is not None or keys.precomputed:
-            why = "categorical features or precomputed distances"
-        if why is not None:
-            raise NotImplementedError(
-                f"predict_confidence_interval fits local polynomials of degree p and p + 1 "
-                f"at a fixed bandwidth in the features; not with {why}.")
-        if self.y_fit_.ndim == 2:
-            raise ValueError("predict_confidence_interval takes one target; this estimator "
-                             f"was fitted on {self.y_fit_.shape[1]} outputs.")
-        metric_b = keys.metric
-        if bias_bandwidth is not None:
-            if keys.metric.ndim == 2:
-                raise ValueError("bias_bandwidth needs per-feature bandwidths; this "
-                                 "estimator learned a full metric (projection_).")
-            try:
-                b = np.broadcast_to(np.asarray(bias_bandwidth, dtype=np.float64),
-                                    keys.metric.shape).copy()
-            except (TypeError, ValueError):
-                b = None
-            if b is None or not np.all(np.isfinite(b) & (b > 0)):
-                raise ValueError("bias_bandwidth must be a positive number or one per "
-                                 f"feature; got {bias_bandwidth!r}.")
-            metric_b = b
+        metric_b = self._bias_metric(bias_bandwidth)
         working_memory = get_config()["working_memory"]
         to_b = None if bias_bandwidth is None else keys.metric / metric_b  # units of h to b
         y = self.y_fit_.reshape(len(self.y_fit_), -1)
@@ -714,6 +688,43 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         intervals = np.stack([center[:, None] - z * std[:, None],
                               center[:, None] + z * std[:, None]], axis=1)
         return (center, intervals, std) if return_std else (center, intervals)
+
+    def _check_confidence_interval(self):
+        """Refuse what the bias-corrected intervals do not compute."""
+        keys = self.key_set_
+        why = None
+        if keys.degree > 1:
+            why = "degree=2 (its bias estimate would be a cubic fit)"
+        elif self.bandwidth_kind_ != "fixed" or self.n_neighbors is not None:
+            why = "an adaptive bandwidth or n_neighbors (no bandwidth b to change)"
+        elif self._categorical is not None or keys.precomputed:
+            why = "categorical features or precomputed distances"
+        if why is not None:
+            raise NotImplementedError(
+                f"predict_confidence_interval fits local polynomials of degree p and p + 1 "
+                f"at a fixed bandwidth in the features; not with {why}.")
+        if self.y_fit_.ndim == 2:
+            raise ValueError("predict_confidence_interval takes one target; this estimator "
+                             f"was fitted on {self.y_fit_.shape[1]} outputs.")
+
+    def _bias_metric(self, bias_bandwidth):
+        """The bandwidths ``b`` of the bias fit: ``bias_bandwidth`` per feature, checked,
+        or the fit's own (None)."""
+        metric = self.key_set_.metric
+        if bias_bandwidth is None:
+            return metric
+        if metric.ndim == 2:
+            raise ValueError("bias_bandwidth needs per-feature bandwidths; this "
+                             "estimator learned a full metric (projection_).")
+        try:
+            b = np.broadcast_to(np.asarray(bias_bandwidth, dtype=np.float64),
+                                metric.shape).copy()
+        except (TypeError, ValueError):
+            b = None
+        if b is None or not np.all(np.isfinite(b) & (b > 0)):
+            raise ValueError("bias_bandwidth must be a positive number or one per "
+                             f"feature; got {bias_bandwidth!r}.")
+        return b
 
     def _target_variance(self):
         """Each training target's variance ``s_i**2`` (n, t), by ``residual_variance``."""
