@@ -182,7 +182,7 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
     # the attention alone. A projection (a learned metric) changes their span: not so.
     design_xs = xs.detach() if h.ndim == 1 else xs
     value = 0.0
-    if _moment_passes(kernel, degree, bounded, h):
+    if moment_passes(kernel, degree, bounded, h):
         with full_precision(), torch.no_grad():
             value, grad, rows = _gaussian_local_linear(
                 xs.detach(), v, log_w, self_log_w, rows, w_rows / total, kernel, loss,
@@ -204,7 +204,7 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
     return value
 
 
-def _moment_passes(kernel, degree, bounded, h):
+def moment_passes(kernel, degree, bounded, h):
     """Whether :func:`_gaussian_local_linear` computes these leave-one-out fits."""
     return kernel.quadratic_coef is not None and degree == 1 and not bounded and h.ndim == 1
 
@@ -296,9 +296,31 @@ def loo_local_grid(x, v, hs, kernel, log_w, self_log_w, *, loss, degree, bounded
     rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
     general = {"loss": loss, "degree": degree, "bounded": bounded, "group": group,
                "working_memory": working_memory, "polynomial_columns": polynomial_columns}
-    if not _moment_passes(kernel, degree, bounded, hs[0]):
+    if not moment_passes(kernel, degree, bounded, hs[0]):
         return torch.stack([loo_local_per_row(x, v, h, kernel, log_w, self_log_w, rows=rows,
                                               **general) for h in hs])
+    with full_precision(), torch.no_grad():
+        pred, skip = loo_linear_grid_pool(x, v, hs, kernel, log_w, self_log_w, rows=rows,
+                                          working_memory=working_memory,
+                                          polynomial_columns=polynomial_columns,
+                                          group=group)  # (G, m, t), (G, m)
+        out = loss.per_row(pred, v[rows])  # (G, m)
+        for g in skip.any(1).nonzero()[:, 0].tolist():
+            at = skip[g].nonzero()[:, 0]
+            out[g, at] = loo_local_per_row(x, v, hs[g], kernel, log_w, self_log_w,
+                                           rows=rows[at], **general)
+        return out
+
+
+def loo_linear_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None,
+                         working_memory=1024, polynomial_columns=None, group=None):
+    """Leave-one-out unbounded local-linear fits (G, m, t) of a Gaussian-family kernel at
+    each bandwidth vector of ``hs`` (G, d), from one pass of the keys' raw moments over the
+    grid (:func:`loo_grid_pool`, :func:`~sklearn_nw._local_poly.linear_fits_from_sums`;
+    Nadaraya-Watson where a design is singular), and the fits (G, m) it leaves to the
+    general path: moved sums that lose digits, queries beyond their keys. Arguments as
+    :func:`loo_local_grid`'s."""
+    rows = torch.arange(x.shape[0], device=x.device) if rows is None else rows
     with full_precision(), torch.no_grad():
         px = transform(x, key_center(x), hs[0])[:, :polynomial_columns]  # (n, r')
         q = px - px[rows].mean(0)  # (n, r')
@@ -307,14 +329,8 @@ def loo_local_grid(x, v, hs, kernel, log_w, self_log_w, *, loss, degree, bounded
                              group=group)  # (G, m, k)
         error = torch.stack([_logit_error(transform(x, key_center(x), h), kernel)[rows]
                              for h in hs])  # (G, m)
-        pred, skip = linear_fits_from_sums(sums, q[rows].expand(len(hs), -1, -1),
-                                           v.shape[1], error)  # (G, m, t), (G, m)
-        out = loss.per_row(pred, v[rows])  # (G, m)
-        for g in skip.any(1).nonzero()[:, 0].tolist():
-            at = skip[g].nonzero()[:, 0]
-            out[g, at] = loo_local_per_row(x, v, hs[g], kernel, log_w, self_log_w,
-                                           rows=rows[at], **general)
-        return out
+        return linear_fits_from_sums(sums, q[rows].expand(len(hs), -1, -1), v.shape[1],
+                                     error)
 
 
 def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory,

@@ -20,7 +20,7 @@ from sklearn.utils import gen_batches
 from ._adaptive import LeaveOneOutNeighbors
 from ._engine import key_center
 from ._engine_candidates import candidate_pool
-from ._engine_loo import loo_grid_pool
+from ._engine_loo import loo_grid_pool, loo_linear_grid_pool, moment_passes
 from ._leave_one_out import (
     leave_group_out_,
     nearest_keys,
@@ -164,14 +164,18 @@ class LeaveOneOutGrid:
             group=None if loo.group is None else torch.as_tensor(loo.group, device=device),
         ).double()
 
-    def _local_pool(self, loo, kernel, dtype, device, working_memory):
+    def _local_pool(self, loo, kernel, dtype, device, working_memory, moments=True):
         """Leave-one-out local polynomial fits (G, L, t) at the L distinct inputs, in
         blocks of query rows and grid points on worker threads: each block's
         leave-one-out attention (:func:`_attention_rows`, from its distances to every
         input, shared by grid points that are multiples of the first), then its local
         fits. No (L, L) matrix is formed: a block holds what ``working_memory`` allows,
-        at most :func:`_local_blocks`' cap per worker."""
+        at most :func:`_local_blocks`' cap per worker. Unbounded local-linear fits of a
+        Gaussian-family kernel come from one pass of moments instead (``moments``,
+        :meth:`_moment_pool`)."""
         grid = np.asarray(self.grid, dtype=np.float64)
+        if moments and moment_passes(kernel, self.degree, self.bounded, grid[0]):
+            return self._moment_pool(loo, kernel, dtype, device, working_memory)
         G, L = len(grid), len(loo.weight)
         multiples = grid[:, 0] / grid[0, 0]  # (G,)
         proportional = np.allclose(grid, multiples[:, None] * grid[0], rtol=1e-12, atol=0)
@@ -214,6 +218,30 @@ class LeaveOneOutGrid:
         on_workers([(rows, grid_rows) for rows in gen_batches(L, fit.rows)
                     for grid_rows in gen_batches(G, fit.grid_points)], run, device,
                    max_workers=fit.workers)
+        return out
+
+    def _moment_pool(self, loo, kernel, dtype, device, working_memory):
+        """:meth:`_local_pool` of unbounded local-linear fits of a Gaussian-family kernel:
+        the keys' raw moments pooled over the whole grid in one pass
+        (:func:`~sklearn_nw._engine_loo.loo_linear_grid_pool`); the grid points of the
+        fits it leaves out (moved sums losing digits, queries beyond their keys) from the
+        blocks of attention."""
+        tensor = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), device=device)
+        out, redo = loo_linear_grid_pool(
+            tensor(loo.X), tensor(loo.values), tensor(self.grid), kernel,
+            tensor(loo.log_weight), tensor(loo.self_log_weight), working_memory=working_memory,
+            polynomial_columns=loo.polynomial_columns,
+            group=None if loo.group is None else torch.as_tensor(loo.group, device=device))
+        out = out.cpu()
+        again = redo.any(1).nonzero()[:, 0].cpu().numpy()  # grid points to redo
+        if len(again):
+            general = LeaveOneOutGrid(np.asarray(self.grid)[again], degree=self.degree,
+                                      bounded=self.bounded)
+            redone = general._local_pool(loo, kernel, dtype, device, working_memory,
+                                         moments=False)  # (g, L, t)
+            mask = redo[torch.as_tensor(again)].cpu()  # (g, L)
+            out[torch.as_tensor(again)] = torch.where(mask[:, :, None], redone,
+                                                      out[torch.as_tensor(again)])
         return out
 
     def _window_pool(self, loo, kernel, device, working_memory):

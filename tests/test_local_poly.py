@@ -15,7 +15,7 @@ from sklearn_nw import (
     LocalFitWarning,
     NadarayaWatsonRegressor,
 )
-from sklearn_nw._engine_loo import loo_local_per_row
+from sklearn_nw._engine_loo import loo_linear_grid_pool, loo_local_per_row
 from sklearn_nw._leave_one_out import leave_one_out_set
 from sklearn_nw._local_poly import intercept_rows
 from sklearn_nw._loo_objective import Objective
@@ -532,3 +532,31 @@ def test_one_feature_leave_one_out_grid_equals_explicit_refits(kernel, bandwidth
         expected = [_oracle(X[other], y[other], [[x]], h, kernel, degree, w[other])[0]
                     for h in bandwidths]
         assert_allclose(pooled[:, i, 0], expected, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("leave_out, with_groups", [("input", False), ("row", False),
+                                                    ("row", True)])
+def test_leave_one_out_grid_of_moments_equals_its_attention_blocks(leave_out, with_groups):
+    # Unbounded local-linear grids of a Gaussian kernel pool the raw moments in one pass;
+    # the blocks of leave-one-out attention are the reference. Repeated inputs, weights,
+    # groups, and a far input whose moved moments lose their digits (redone by the
+    # blocks).
+    from sklearn_nw._grids import LeaveOneOutGrid
+
+    X, y, rng = _data(n=80, d=2, seed=4)
+    X = np.concatenate([X, X[:6], [[40.0, -30.0]]])
+    y = np.concatenate([y, y[:6] + 0.2, [1.0]])
+    w = rng.uniform(0.5, 2.0, len(X))
+    groups = np.arange(len(X)) // 3 if with_groups else None
+    loo = leave_one_out_set(X, y[:, None], w, leave_out=leave_out, groups=groups)
+    grid = np.array([[0.05, 0.08], [0.1, 0.16], [0.3, 0.48], [1.5, 2.4]])
+    kernel, cpu = get_kernel("gaussian"), torch.device("cpu")
+    search = LeaveOneOutGrid(grid, degree=1)
+    moments = search._local_pool(loo, kernel, np.dtype(np.float64), cpu, 1024)
+    blocks = search._local_pool(loo, kernel, np.dtype(np.float64), cpu, 1024, moments=False)
+    _, redo = loo_linear_grid_pool(*(torch.as_tensor(a, dtype=torch.float64) for a in (
+        loo.X, loo.values, grid)), kernel, torch.as_tensor(loo.log_weight),
+        torch.as_tensor(loo.self_log_weight),
+        group=None if loo.group is None else torch.as_tensor(loo.group))
+    assert redo.any() and not redo.all()  # both paths at work
+    assert_allclose(moments.numpy(), blocks.numpy(), rtol=1e-8, atol=1e-10)
