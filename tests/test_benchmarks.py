@@ -850,7 +850,8 @@ def test_categorical_compares_with_statsmodels_and_the_one_hot_design(bench, tmp
     assert set(table["score"]) == {"nw_native_li_racine", "nw_native_aitchison_aitken",
                                    "nw_onehot", "knn_tuned_onehot", "hgb_from_dtype"}
     assert all(t > 0 for t in table["fold_fit_s"].values())
-    assert len(saved["targets"]) == 3
+    assert len(saved["targets"]) == 4
+    assert "fit within the tuned KNN" in saved["targets"][-1]["name"]
     assert "| grunfeld | 220 |" in printed
 
 
