@@ -498,6 +498,25 @@ class NadarayaWatsonBase(BaseEstimator):
                              working_memory=get_config()["working_memory"])
         return self._outputs(pooled.out)
 
+    def _fits_without_each_row(self, values):
+        """Each training row's output without it at its own input, (n,) or (n, t) as
+        ``values``: ``(f_i - L_ii v_i) / (1 - L_ii)`` from the in-sample fits and each
+        row's weight in its own (Nadaraya-Watson and unbounded local polynomials alike: a
+        least-squares fit at a point without one of its rows), where the route has them
+        from sums and ``L_ii <= 1/2``; else from the attention
+        (:meth:`_leave_one_out_at_training_points`)."""
+        sums = None if getattr(self, "bounded", False) else self.key_set_.in_sample_with_leverage(
+            device=self._compute_device(), working_memory=get_config()["working_memory"])
+        if sums is None:
+            return self._leave_one_out_at_training_points(values)
+        fitted, leverage = self._outputs(sums[0]), sums[1]
+        share = np.minimum(leverage, 0.5).reshape((-1,) + (1,) * (np.ndim(values) - 1))
+        fits = (fitted - share * values) / (1 - share)
+        rest = np.flatnonzero(~(leverage <= 0.5))
+        if len(rest):
+            fits[rest] = self._leave_one_out_at_training_points(values, rest)
+        return fits
+
     def _leave_one_out_at_training_points(self, values, training_rows=None):
         """Each training row's output without it, :meth:`_leave_one_out_fits` at its own
         input: (n,) or (n, t) as ``values``; only the rows ``training_rows`` (m,), if

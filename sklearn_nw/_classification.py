@@ -2,6 +2,7 @@
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn import get_config
 from sklearn.base import ClassifierMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
@@ -12,6 +13,7 @@ from ._uncertainty import (
     CONFORMITY_SCORES,
     conformal_sets,
     conformal_sets_sparse,
+    conformal_sets_windows,
     conformity_scores,
     score_tolerance,
 )
@@ -252,10 +254,47 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             query_share = rng.uniform(size=(len(X), 1))  # one per query
         else:
             train_share, query_share = 1.0, 0.0 if include_last_label else 1.0
-        own = conformity_scores(self._leave_one_out_at_training_points(one_hot),
+        own = conformity_scores(self._fits_without_each_row(one_hot),
                                 conformity_score, own_mass=train_share)  # (n, c)
         training_scores = own[np.arange(len(one_hot)), self.y_fit_][positive]
         tolerance = score_tolerance(self.X_fit_.dtype)
+        if conformity_score == "lac":  # a score that moves as the probabilities do
+            by_windows = self._lac_sets_by_windows(X, positive, training_scores, alphas,
+                                                   tolerance)
+            if by_windows is not None:
+                y_pred, sets, rest = by_windows
+                if rest.any():
+                    y_pred[rest], sets[rest] = self._conformal_sets_by_attention(
+                        X[rest], conformity_score,
+                        query_share if np.isscalar(query_share) else query_share[rest],
+                        positive, one_hot, training_scores, alphas, tolerance)
+                return y_pred, sets
+        return self._conformal_sets_by_attention(X, conformity_score, query_share, positive,
+                                                 one_hot, training_scores, alphas, tolerance)
+
+    def _lac_sets_by_windows(self, X, positive, training_scores, alphas, tolerance):
+        """The predictions at X, their LAC sets from the moves of the class probabilities
+        without each key on the training rows that can change a count
+        (:func:`~sklearn_nw._uncertainty.conformal_sets_windows`), and which queries
+        (n_q,) those do not serve; None where the route has no such moves."""
+        moves = self.key_set_.leave_one_out_moves(
+            X, device=self._compute_device(), working_memory=get_config()["working_memory"])
+        if moves is None or moves.rest.all():
+            return None
+        self._check_pooled(X.shape[0], moves.fits[~moves.rest], 0, 0)
+        ranking, fast = np.flatnonzero(positive), np.flatnonzero(~moves.rest)
+        sets = np.empty((X.shape[0], len(self.classes_), len(alphas)), dtype=bool)
+        # LAC scores 1 - p_k move by minus the probabilities' moves.
+        sets[fast] = conformal_sets_windows(
+            1.0 - moves.fits[fast], moves.bound[fast], training_scores, alphas, tolerance,
+            lambda rows, columns: -moves.moves(fast[rows], ranking[columns]))
+        return self.classes_[np.argmax(moves.fits, axis=1)], sets, moves.rest
+
+    def _conformal_sets_by_attention(self, X, conformity_score, query_share, positive,
+                                     one_hot, training_scores, alphas, tolerance):
+        """The predictions at X and their conformal sets from the queries' attention
+        rows: every fit without a row (sparse rows: the fits without the keys in
+        reach)."""
         parts = []
 
         def each(rows, attention):

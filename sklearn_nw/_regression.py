@@ -473,24 +473,6 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
                 X[rest], y, positive, residuals, alphas)
         return y_pred, intervals
 
-    def _fits_without_each_row(self, y):
-        """Each training row's fit without it at its own input (n,): ``(f_i - L_ii y_i) /
-        (1 - L_ii)`` from the in-sample fits and each row's weight in its own
-        (Nadaraya-Watson and unbounded local polynomials alike: a least-squares fit at a
-        point without one of its rows), where the route has them from sums and
-        ``L_ii <= 1/2``; else from the attention
-        (:meth:`_leave_one_out_at_training_points`)."""
-        sums = None if self.bounded else self.key_set_.in_sample_with_leverage(
-            device=self._compute_device(), working_memory=get_config()["working_memory"])
-        if sums is None:
-            return self._leave_one_out_at_training_points(y)
-        fitted, leverage = self._outputs(sums[0]), sums[1]
-        fits = (fitted - leverage * y) / (1 - np.minimum(leverage, 0.5))
-        rest = np.flatnonzero(~(leverage <= 0.5))
-        if len(rest):
-            fits[rest] = self._leave_one_out_at_training_points(y, rest)
-        return fits
-
     def _jackknife_plus_by_windows(self, X, positive, residuals, alphas):
         """The predictions at X, their jackknife+ bounds from the moves of the fits
         without each key on the few keys that can decide a bound
@@ -501,14 +483,14 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             X, device=self._compute_device(), working_memory=get_config()["working_memory"])
         if moves is None or moves.rest.all():
             return None
-        y_pred = self._outputs(moves.fits[:, None])
+        y_pred = self._outputs(moves.fits)
         self._check_pooled(X.shape[0], y_pred[~moves.rest], 0, 0)
         scale = self._scaling[1]  # the values' unit in the targets'
         ranking, fast = np.flatnonzero(positive), np.flatnonzero(~moves.rest)
         intervals = np.empty((X.shape[0], 2, len(alphas)))
         intervals[fast] = jackknife_plus_windows(
-            y_pred[fast], moves.bound[fast] * scale, residuals[ranking], alphas,
-            lambda rows, columns: moves.moves(fast[rows], ranking[columns]) * scale)
+            y_pred[fast], moves.bound[fast, 0] * scale, residuals[ranking], alphas,
+            lambda rows, columns: moves.moves(fast[rows], ranking[columns])[:, :, 0] * scale)
         return y_pred, intervals, moves.rest
 
     def _jackknife_plus_by_attention(self, X, y, positive, residuals, alphas):

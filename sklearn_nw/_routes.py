@@ -89,14 +89,16 @@ class PooledWithVariance(NamedTuple):
 
 class LeaveOneOutMoves(NamedTuple):
     """How the fits at some queries move without each key, as a route's
-    ``leave_one_out_moves`` gives them for the jackknife+
-    (:func:`~sklearn_nw._uncertainty.jackknife_plus_windows`): float64 numpy, in the
-    units of the keys' values (their first output)."""
+    ``leave_one_out_moves`` gives them for the jackknife+ and the conformal sets
+    (:func:`~sklearn_nw._uncertainty.jackknife_plus_windows`,
+    :func:`~sklearn_nw._uncertainty.conformal_sets_windows`): float64 numpy, in the units
+    of the keys' values."""
 
-    fits: np.ndarray  # (n_q,) the fits on every key
-    bound: np.ndarray  # (n_q,) at least |move| of every key; inf where `rest`
+    fits: np.ndarray  # (n_q, t) the fits on every key
+    bound: np.ndarray  # (n_q, t) at least |move| of every key; inf where `rest`
     rest: np.ndarray  # (n_q,) bool: the queries these do not serve
-    moves: object  # (rows (b,), keys (m,)) -> (b, m): the fits without each key, less `fits`
+    # (rows (b,), keys (m,)) -> (b, m, t): the fits without each key, less `fits`
+    moves: object
 
 
 class GradientWeights(NamedTuple):

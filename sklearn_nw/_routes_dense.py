@@ -199,20 +199,20 @@ class DenseRoute(Route):
         sums = self.partial_pool(keys, queries, device=device, working_memory=working_memory)
         if not np.all(np.isfinite(sums.log_den)):
             return None
-        fits, v = sums.out[:, 0], keys.values[:, 0].astype(np.float64)
+        fits, v = sums.out, keys.values.astype(np.float64)  # (n_q, t), (n, t)
         held = v[keys.sample_weight > 0]
         with np.errstate(divide="ignore"):
             largest = np.exp(np.max(keys.log_w) + np.log(keys.kernel([0.0])[0])
                              - sums.log_den)  # (n_q,)
         rest = ~(largest < 0.5)
-        spread = np.maximum(fits - held.min(), held.max() - fits)  # (n_q,)
-        bound = np.where(rest, np.inf, np.minimum(largest, 0.5) * spread / (1 - np.minimum(
-            largest, 0.5)))
+        spread = np.maximum(fits - held.min(0), held.max(0) - fits)  # (n_q, t)
+        share = np.minimum(largest, 0.5)[:, None]  # (n_q, 1)
+        bound = np.where(rest[:, None], np.inf, share * spread / (1 - share))
 
         def moves(rows, columns):
             a = self.attention_on(keys, queries[rows], columns, sums.log_den[rows],
-                                  device=device, working_memory=working_memory)  # (b, m)
-            return a * (fits[rows, None] - v[columns]) / (1 - a)
+                                  device=device, working_memory=working_memory)[:, :, None]
+            return a * (fits[rows, None, :] - v[columns][None]) / (1 - a)  # (b, m, t)
 
         return LeaveOneOutMoves(fits, bound, rest, moves)
 

@@ -135,7 +135,7 @@ class LocalPolynomialRoute(Route):
         (:func:`~sklearn_nw._local_poly.leave_one_out_local_fits`) from the moments of one
         pass of sums (no attention matrix) and, for the keys asked, their differences to
         the query. A :class:`~sklearn_nw._routes.LeaveOneOutMoves`, or None but for degree
-        1, unbounded fits on dense sums, and a decreasing kernel whose peaks
+        1, unbounded fits of one output on dense sums, and a decreasing kernel whose peaks
         :func:`profile_peaks` knows.
 
         With ``z_j = (1, u_j)`` (``u_j`` the key's scaled difference to the query, ``t_j``
@@ -150,7 +150,7 @@ class LocalPolynomialRoute(Route):
         (their fits centered elsewhere, or moved sums losing digits) are left to the
         attention."""
         peaks = profile_peaks(keys.kernel)
-        if (self.degree != 1 or self.bounded or peaks is None
+        if (self.degree != 1 or self.bounded or peaks is None or keys.values.shape[1] != 1
                 or not hasattr(self.base, "sums_of")):
             return None
         f64 = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), device=device)
@@ -195,9 +195,10 @@ class LocalPolynomialRoute(Route):
             kernel = a * (z @ c[rows][:, :, None])[:, :, 0]  # (b, m)
             own = a * ((z @ inverse[rows]) * z).sum(2)  # (b, m): the keys' leverages
             residual = v[columns, 0] - (z @ beta[rows][:, :, None])[:, :, 0]  # (b, m)
-            return as_numpy(-kernel * residual / (1 - own))
+            return as_numpy(-kernel * residual / (1 - own))[:, :, None]  # (b, m, 1)
 
-        return LeaveOneOutMoves(as_numpy(fits), as_numpy(torch.where(rest, torch.inf, bound)),
+        return LeaveOneOutMoves(as_numpy(fits)[:, None],
+                                as_numpy(torch.where(rest, torch.inf, bound))[:, None],
                                 as_numpy(rest), moves)
 
     def _fits_with_sums(self, keys, queries, device, working_memory, *, variance=None,

@@ -504,6 +504,54 @@ def conformal_sets_sparse(own_scores, scores, keys, training_scores, alphas, tol
     return np.stack([below < round((1 - alpha) * (n + 1), 9) for alpha in alphas], -1)
 
 
+def conformal_sets_windows(scores, bound, training_scores, alphas, tolerance, moves_on,
+                           chunk=256):
+    """:func:`conformal_sets` from each query's scores under its own fit (n_q, c) and the
+    moves of those scores without each training row, computed only for the rows whose
+    count they can change.
+
+    Without row i the score of class k moves by at most ``D`` (``bound`` (n_q, c)): the
+    training rows with ``s_i < S_k - D - tolerance`` count at every query, those with
+    ``s_i >= S_k + D - tolerance`` at none, and only those between need their move. Per
+    class, the queries go in chunks of similar scores, whose rows between are one window
+    of the sorted training scores.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_q, c)
+    bound : ndarray of shape (n_q, c)
+    training_scores : ndarray of shape (n,)
+    alphas : ndarray of shape (n_levels,)
+    tolerance : float
+    moves_on : callable
+        ``moves_on(rows, columns)``: the moves (b, m, c) of the scores at the queries
+        ``rows`` (b,) without each of the training rows ``columns`` (m,).
+    chunk : int, default=256
+
+    Returns
+    -------
+    ndarray of shape (n_q, c, n_levels) of bool
+    """
+    n_q, c = scores.shape
+    n = len(training_scores)
+    by_score = np.argsort(training_scores, kind="stable")
+    sorted_scores = training_scores[by_score]  # (n,)
+    reach = bound * (1 + 1e-6) + 1e-12  # (n_q, c): D, with room for rounding
+    counts = np.empty((n_q, c), dtype=np.int64)
+    for k in range(c):
+        order = np.argsort(scores[:, k])  # chunks of queries of similar scores
+        for batch in gen_batches(n_q, chunk):
+            rows = order[batch]
+            lo = np.searchsorted(sorted_scores, (scores[rows, k] - reach[rows, k]).min()
+                                 - tolerance, side="left")
+            hi = np.searchsorted(sorted_scores, (scores[rows, k] + reach[rows, k]).max()
+                                 - tolerance, side="left")
+            moved = (scores[rows, k, None] + moves_on(rows, by_score[lo:hi])[:, :, k]
+                     - tolerance)  # (b, m)
+            counts[rows, k] = lo + (sorted_scores[None, lo:hi] < moved).sum(1)
+    return np.stack([counts < round((1 - alpha) * (n + 1), 9) for alpha in alphas], -1)
+
+
 def conformal_sets(scores, training_scores, alphas, tolerance):
     """Prediction sets from the scores of each class at each query under each
     leave-one-out fit: class k is in the set at level ``1 - alpha`` where fewer than

@@ -412,12 +412,12 @@ def test_leave_one_out_moves_are_the_fits_without_each_key_within_their_bound(ke
         return
     served = np.flatnonzero(~moves.rest)
     assert len(served) >= 5
-    every = moves.moves(served, np.arange(len(y)))  # (b, n), the values' unit
+    every = moves.moves(served, np.arange(len(y)))[:, :, 0]  # (b, n), the values' unit
     scale = model._scaling[1]
     expected = model._leave_one_out_fits(Q[served], model.predict(Q[served], True)[1], y)
-    np.testing.assert_allclose(model._outputs(moves.fits[served, None])[:, None] + every * scale,
+    np.testing.assert_allclose(model._outputs(moves.fits[served])[:, None] + every * scale,
                                expected, rtol=1e-10, atol=1e-10)
-    assert np.all(np.abs(every) <= moves.bound[served, None])
+    assert np.all(np.abs(every) <= moves.bound[served])
 
 
 @pytest.mark.parametrize("degree", [0, 1, 2])
@@ -686,6 +686,47 @@ def _oracle_sets(make, X, y, Q, w, levels, score, include_last_label=True, seed=
         below = (s[:, None, None] < S - 1e-8).sum(0)  # (n_q, c); closer: rounding ties
         sets[:, :, k] = below < Fraction(level) * (m + 1)
     return sets
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "epanechnikov"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_lac_sets_by_windows_equal_explicit_refits(kernel, weighted):
+    # The dense route's LAC sets from the sums and the moves of the probabilities on the
+    # training rows that can change a count; far queries (a key may hold half their
+    # weight) from their attention rows. A class of one row leaves with it.
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    rng = np.random.default_rng(2)
+    X = rng.uniform(size=(200, 2))
+    y = np.where(X[:, 0] + 0.3 * rng.normal(size=200) > 0.5, "b", "a").astype(object)
+    y[X[:, 1] > 0.8] = "c"
+    y[5] = "d"
+    y = y.astype(str)
+    w = rng.uniform(0.2, 3.0, 200) if weighted else np.ones(200)
+    if weighted:
+        w[[2, 9]] = 0.0
+    far = {"gaussian": [2.5, -1.5], "laplacian": [4.0, -3.0], "epanechnikov": [1.3, -0.3]}
+    Q = np.vstack([rng.uniform(size=(12, 2)), [far[kernel]]])
+    levels = [0.5, 0.8, 0.9, 0.999]
+
+    def make():
+        return NadarayaWatsonClassifier(kernel=kernel, bandwidth=0.6, algorithm="brute")
+
+    model = make().fit(X, y, sample_weight=w)
+    training = _lac_training_scores(model, w)
+    _, _, rest = model._lac_sets_by_windows(Q, w > 0, training, 1 - np.array(levels),
+                                            1e-8)
+    assert 0 < rest.sum() < len(Q)
+    y_pred, sets = model.predict_set(Q, confidence_level=levels)
+    np.testing.assert_array_equal(y_pred, model.predict(Q))
+    np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, levels, "lac"))
+
+
+def _lac_training_scores(model, w):
+    """The LAC scores of the training rows of positive weight under their own fits."""
+    one_hot = np.eye(len(model.classes_))[model.y_fit_]
+    own = 1.0 - model._fits_without_each_row(one_hot)
+    return own[np.arange(len(one_hot)), model.y_fit_][w > 0]
 
 
 @pytest.mark.parametrize("score", ["lac", "aps"])
