@@ -258,36 +258,58 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
                                 conformity_score, own_mass=train_share)  # (n, c)
         training_scores = own[np.arange(len(one_hot)), self.y_fit_][positive]
         tolerance = score_tolerance(self.X_fit_.dtype)
-        if conformity_score == "lac":  # a score that moves as the probabilities do
-            by_windows = self._lac_sets_by_windows(X, positive, training_scores, alphas,
-                                                   tolerance)
-            if by_windows is not None:
-                y_pred, sets, rest = by_windows
-                if rest.any():
-                    y_pred[rest], sets[rest] = self._conformal_sets_by_attention(
-                        X[rest], conformity_score,
-                        query_share if np.isscalar(query_share) else query_share[rest],
-                        positive, one_hot, training_scores, alphas, tolerance)
-                return y_pred, sets
+        by_windows = self._sets_by_windows(X, conformity_score, query_share, positive,
+                                           training_scores, alphas, tolerance)
+        if by_windows is not None:
+            y_pred, sets, rest = by_windows
+            if rest.any():
+                y_pred[rest], sets[rest] = self._conformal_sets_by_attention(
+                    X[rest], conformity_score,
+                    query_share if np.isscalar(query_share) else query_share[rest],
+                    positive, one_hot, training_scores, alphas, tolerance)
+            return y_pred, sets
         return self._conformal_sets_by_attention(X, conformity_score, query_share, positive,
                                                  one_hot, training_scores, alphas, tolerance)
 
-    def _lac_sets_by_windows(self, X, positive, training_scores, alphas, tolerance):
-        """The predictions at X, their LAC sets from the moves of the class probabilities
-        without each key on the training rows that can change a count
+    def _sets_by_windows(self, X, conformity_score, query_share, positive, training_scores,
+                         alphas, tolerance):
+        """The predictions at X, their conformal sets from the moves of the class
+        probabilities without each key on the training rows that can change a count
         (:func:`~sklearn_nw._uncertainty.conformal_sets_windows`), and which queries
-        (n_q,) those do not serve; None where the route has no such moves."""
+        (n_q,) those do not serve; None where the route has no such moves.
+
+        A probability moves by at most ``D_j`` (the route's bound), so LAC's score ``1 -
+        p_k`` by ``D_k``, and APS's (the classes more probable than k, and a share ``u``
+        of ``p_k``) by at most ``sum_{p_j > p_k} D_j + u D_k`` plus ``p_j + D_j`` for
+        each class j whose order with k may change (``|p_j - p_k| <= D_j + D_k``)."""
         moves = self.key_set_.leave_one_out_moves(
             X, device=self._compute_device(), working_memory=get_config()["working_memory"])
         if moves is None or moves.rest.all():
             return None
         self._check_pooled(X.shape[0], moves.fits[~moves.rest], 0, 0)
         ranking, fast = np.flatnonzero(positive), np.flatnonzero(~moves.rest)
+        p, D = moves.fits[fast], moves.bound[fast]  # (q, c)
+        share = (query_share if np.isscalar(query_share)
+                 else query_share[fast])  # a number, or (q, 1)
+        scores = conformity_scores(p, conformity_score, own_mass=share if np.isscalar(
+            share) else share[:, 0])  # (q, c)
+        if conformity_score == "lac":
+            bound = D
+        else:
+            above = p[:, None, :] > p[:, :, None]  # (q, c, c): class j above class k
+            swaps = np.abs(p[:, None, :] - p[:, :, None]) <= D[:, None, :] + D[:, :, None]
+            swaps &= ~np.eye(p.shape[1], dtype=bool)
+            bound = ((above * D[:, None, :]).sum(2) + share * D
+                     + (swaps * (p + D)[:, None, :]).sum(2))
+
+        def moves_on(rows, columns):
+            moved = p[rows, None, :] + moves.moves(fast[rows], ranking[columns])  # (b, m, c)
+            own = share if np.isscalar(share) else share[rows]
+            return conformity_scores(moved, conformity_score, own_mass=own) - scores[rows, None]
+
         sets = np.empty((X.shape[0], len(self.classes_), len(alphas)), dtype=bool)
-        # LAC scores 1 - p_k move by minus the probabilities' moves.
-        sets[fast] = conformal_sets_windows(
-            1.0 - moves.fits[fast], moves.bound[fast], training_scores, alphas, tolerance,
-            lambda rows, columns: -moves.moves(fast[rows], ranking[columns]))
+        sets[fast] = conformal_sets_windows(scores, bound, training_scores, alphas,
+                                            tolerance, moves_on)
         return self.classes_[np.argmax(moves.fits, axis=1)], sets, moves.rest
 
     def _conformal_sets_by_attention(self, X, conformity_score, query_share, positive,

@@ -688,10 +688,12 @@ def _oracle_sets(make, X, y, Q, w, levels, score, include_last_label=True, seed=
     return sets
 
 
+@pytest.mark.parametrize("score, include_last_label", [
+    ("lac", True), ("aps", True), ("aps", False), ("aps", "randomized")])
 @pytest.mark.parametrize("kernel", ["gaussian", "laplacian", "epanechnikov"])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_lac_sets_by_windows_equal_explicit_refits(kernel, weighted):
-    # The dense route's LAC sets from the sums and the moves of the probabilities on the
+def test_sets_by_windows_equal_explicit_refits(score, include_last_label, kernel, weighted):
+    # The dense route's sets from the sums and the moves of the probabilities on the
     # training rows that can change a count; far queries (a key may hold half their
     # weight) from their attention rows. A class of one row leaves with it.
     from sklearn_nw import NadarayaWatsonClassifier
@@ -713,20 +715,13 @@ def test_lac_sets_by_windows_equal_explicit_refits(kernel, weighted):
         return NadarayaWatsonClassifier(kernel=kernel, bandwidth=0.6, algorithm="brute")
 
     model = make().fit(X, y, sample_weight=w)
-    training = _lac_training_scores(model, w)
-    _, _, rest = model._lac_sets_by_windows(Q, w > 0, training, 1 - np.array(levels),
-                                            1e-8)
-    assert 0 < rest.sum() < len(Q)
-    y_pred, sets = model.predict_set(Q, confidence_level=levels)
+    moves = model.key_set_.leave_one_out_moves(Q)
+    assert 0 < moves.rest.sum() < len(Q)
+    y_pred, sets = model.predict_set(Q, confidence_level=levels, conformity_score=score,
+                                     include_last_label=include_last_label, random_state=7)
     np.testing.assert_array_equal(y_pred, model.predict(Q))
-    np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, levels, "lac"))
-
-
-def _lac_training_scores(model, w):
-    """The LAC scores of the training rows of positive weight under their own fits."""
-    one_hot = np.eye(len(model.classes_))[model.y_fit_]
-    own = 1.0 - model._fits_without_each_row(one_hot)
-    return own[np.arange(len(one_hot)), model.y_fit_][w > 0]
+    expected = _oracle_sets(make, X, y, Q, w, levels, score, include_last_label, seed=7)
+    np.testing.assert_array_equal(sets, expected)
 
 
 @pytest.mark.parametrize("score", ["lac", "aps"])
