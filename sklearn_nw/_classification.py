@@ -281,7 +281,9 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         A probability moves by at most ``D_j`` (the route's bound), so LAC's score ``1 -
         p_k`` by ``D_k``, and APS's (the classes more probable than k, and a share ``u``
         of ``p_k``) by at most ``sum_{p_j > p_k} D_j + u D_k`` plus ``p_j + D_j`` for
-        each class j whose order with k may change (``|p_j - p_k| <= D_j + D_k``)."""
+        each class j whose order with k may change (``|p_j - p_k| <= D_j + D_k``).
+        Queries whose windows would hold more than a quarter of the rows take the
+        attention path."""
         moves = self.key_set_.leave_one_out_moves(
             X, device=self._compute_device(), working_memory=get_config()["working_memory"])
         if moves is None or moves.rest.all():
@@ -301,6 +303,18 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             swaps &= ~np.eye(p.shape[1], dtype=bool)
             bound = ((above * D[:, None, :]).sum(2) + share * D
                      + (swaps * (p + D)[:, None, :]).sum(2))
+        # Queries whose windows would hold a quarter of the rows: the attention's.
+        ordered = np.sort(training_scores)
+        width = (np.searchsorted(ordered, scores + bound - tolerance)
+                 - np.searchsorted(ordered, scores - bound - tolerance))  # (q, c)
+        wide = (width > len(ordered) / 4).any(1)  # (q,)
+        rest = moves.rest.copy()
+        rest[fast[wide]] = True
+        if rest.all():
+            return None
+        keep = ~wide
+        fast, p, scores, bound = fast[keep], p[keep], scores[keep], bound[keep]
+        share = share if np.isscalar(share) else share[keep]
 
         def moves_on(rows, columns):
             moved = p[rows, None, :] + moves.moves(fast[rows], ranking[columns])  # (b, m, c)
@@ -310,7 +324,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         sets = np.empty((X.shape[0], len(self.classes_), len(alphas)), dtype=bool)
         sets[fast] = conformal_sets_windows(scores, bound, training_scores, alphas,
                                             tolerance, moves_on)
-        return self.classes_[np.argmax(moves.fits, axis=1)], sets, moves.rest
+        return self.classes_[np.argmax(moves.fits, axis=1)], sets, rest
 
     def _conformal_sets_by_attention(self, X, conformity_score, query_share, positive,
                                      one_hot, training_scores, alphas, tolerance):
