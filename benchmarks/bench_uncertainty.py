@@ -55,7 +55,7 @@ from _common import (
     timed,
 )
 
-from sklearn_nw import NadarayaWatsonRegressor
+from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SECTIONS = ("jackknife", "lprobust", "cost", "margeff")
@@ -256,8 +256,22 @@ def section_cost(n=5000, n_queries=5000, repeats=3):
     target = {"name": "return_std and predict_interval at most 3x a plain predict",
               "met": max(ratios) <= 3.0,
               "detail": f"from {min(ratios):.1f}x to {max(ratios):.1f}x"}
+    # The classifier's conformal sets beside predict_proba (reported, not a target).
+    labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))  # three classes
+    sets = []
+    for case in ("dense Gaussian", "k-d tree Epanechnikov"):
+        params = {k: v for k, v in cases[case].items() if k != "degree"}
+        model = NadarayaWatsonClassifier(**params).fit(X, labels)
+        model.predict_proba(Q[:10])
+        row = {"case": case, "params": params,
+               "predict_proba_s": timed(lambda m=model: m.predict_proba(Q), repeats).best}
+        for score in ("lac", "aps"):
+            row[f"predict_set_{score}_s"] = timed(
+                lambda m=model, score=score: m.predict_set(Q, conformity_score=score),
+                repeats).best
+        sets.append(row)
     return {"config": {"n": n, "n_queries": n_queries, "d": 2, "h": h, "repeats": repeats},
-            "results": results, "targets": [target]}
+            "results": results, "sets": sets, "targets": [target]}
 
 
 def markdown_cost(result):
@@ -271,6 +285,14 @@ def markdown_cost(result):
         t = r["predict_s"]
         lines.append(f"| {r['case']} | {t:.3f} | {r['return_std_nn_s'] / t:.1f}x | "
                      f"{r['return_std_hc2_s'] / t:.1f}x | {r['predict_interval_s'] / t:.1f}x |")
+    lines += ["", "The classifier on the same points (three classes, the targets' terciles): "
+              "conformal sets over `predict_proba` (reported beside the target, not in it).",
+              "", "| case | predict_proba s | predict_set (LAC) | predict_set (APS) |",
+              "|---|---|---|---|"]
+    for r in result.get("sets", []):
+        t = r["predict_proba_s"]
+        lines.append(f"| {r['case']} | {t:.3f} | {r['predict_set_lac_s'] / t:.1f}x | "
+                     f"{r['predict_set_aps_s'] / t:.1f}x |")
     return lines
 
 

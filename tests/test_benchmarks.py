@@ -873,6 +873,9 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     assert [r["case"] for r in cost] == ["dense Gaussian", "k-d tree Epanechnikov",
                                          "local linear"]
     assert all(r["predict_s"] > 0 and r["predict_interval_s"] > 0 for r in cost)
+    sets = saved["sections"]["cost"]["sets"]
+    assert [r["case"] for r in sets] == ["dense Gaussian", "k-d tree Epanechnikov"]
+    assert all(r["predict_set_lac_s"] > 0 and r["predict_set_aps_s"] > 0 for r in sets)
     margeff = saved["sections"]["margeff"]["results"]
     assert [r["degree"] for r in margeff] == [0, 1]
     assert all(r["ours_s"] > 0 and r["ours_std_s"] > 0 for r in margeff)
