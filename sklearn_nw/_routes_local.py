@@ -167,11 +167,11 @@ class LocalPolynomialRoute(Route):
         c, singular = intercept_rows(M, E, p - 1)  # (n_q, p)
         smallest = torch.linalg.eigvalsh(torch.where(singular[:, None, None], eye, M))[:, 0]
         rest = (singular | moved_sums_lose_digits(ratio, 0.0) | beyond_spread(M, p - 1)
-                | ~(smallest > 0) | ~torch.from_numpy(np.isfinite(sums.log_den)))
+                | ~(smallest > 0) | ~torch.isfinite(f64(sums.log_den)))
         inverse = torch.linalg.inv(torch.where(rest[:, None, None], eye, M))  # (n_q, p, p)
         beta = (inverse @ zv)[:, :, 0]  # (n_q, p)
         fits = (c * zv[:, :, 0]).sum(1)  # (n_q,)
-        held = v[torch.from_numpy(keys.sample_weight > 0), 0]
+        held = v[torch.as_tensor(keys.sample_weight > 0, device=device), 0]
         spread = torch.maximum(fits - held.min(), held.max() - fits)  # Y (n_q,)
         slope = beta[:, 1:].norm(dim=1)  # B (n_q,)
         largest = torch.exp(f64(np.max(keys.log_w) + np.log(keys.kernel([0.0])[0])
@@ -189,7 +189,8 @@ class LocalPolynomialRoute(Route):
         def moves(rows, columns):
             a = f64(self.base.attention_on(keys, queries[rows], columns, sums.log_den[rows],
                                            device=device, working_memory=working_memory))
-            rows, columns = torch.as_tensor(rows), torch.as_tensor(columns)
+            rows = torch.as_tensor(rows, device=device)
+            columns = torch.as_tensor(columns, device=device)
             z = torch.cat([torch.ones_like(a)[:, :, None],
                            xs[columns][None] - qs[rows][:, None]], 2)  # (b, m, p)
             kernel = a * (z @ c[rows][:, :, None])[:, :, 0]  # (b, m)
