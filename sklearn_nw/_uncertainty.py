@@ -546,9 +546,11 @@ def conformal_sets_windows(scores, bound, training_scores, alphas, tolerance, mo
                                  - tolerance, side="left")
             hi = np.searchsorted(sorted_scores, (scores[rows, k] + reach[rows, k]).max()
                                  - tolerance, side="left")
-            moved = (scores[rows, k, None] + moves_on(rows, by_score[lo:hi])[:, :, k]
-                     - tolerance)  # (b, m)
-            counts[rows, k] = lo + (sorted_scores[None, lo:hi] < moved).sum(1)
+            counts[rows, k] = lo
+            if hi > lo:
+                moved = (scores[rows, k, None] + moves_on(rows, by_score[lo:hi])[:, :, k]
+                         - tolerance)  # (b, m)
+                counts[rows, k] += (sorted_scores[None, lo:hi] < moved).sum(1)
     return np.stack([counts < round((1 - alpha) * (n + 1), 9) for alpha in alphas], -1)
 
 
