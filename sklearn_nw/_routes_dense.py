@@ -15,7 +15,14 @@ import numpy as np
 import torch
 
 from ._compiled import AUTO_MAX_COORDS, CompileError, config_key, current_policy
-from ._engine import KeyTensors, exact_sq_dist, fused_pool, prepare_keys, values_and_ones_t
+from ._engine import (
+    KeyTensors,
+    exact_sq_dist,
+    exp_,
+    fused_pool,
+    prepare_keys,
+    values_and_ones_t,
+)
 from ._engine_partial import PartialSums, empty_partial, partial_pool
 from ._engine_partial import partial_gradient as engine_partial_gradient
 from ._routes import (
@@ -227,7 +234,7 @@ class DenseRoute(Route):
         d2 = torch.nan_to_num_(exact_sq_dist(q, x, working_memory), nan=math.inf,
                                posinf=math.inf)  # (b, m)
         logits = keys.kernel.log_profile_sq(d2) + tensor(keys.log_w[columns])  # (b, m)
-        return torch.exp(logits - tensor(log_den)[:, None]).cpu().numpy()
+        return exp_(logits.sub_(tensor(log_den)[:, None])).cpu().numpy()
 
     # -- one shard of a larger key set (sklearn_nw.dask) -----------------------------------
 
