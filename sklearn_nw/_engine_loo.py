@@ -449,15 +449,11 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
         pred = num_den[:, :-1] / z  # (b, t)
         if pooled is not None:
             pooled[s : s + step] = pred
-        if moments_loss is not None:
-            part, g = moments_loss(pred, s, chunk, weights[s : s + step])
-        elif loss is None:
+        if loss is None and moments_loss is None:
             return None
-        else:
-            w = weights[s : s + step, None]  # (b, 1)
-            target = v[chunk]  # (b, t)
-            part = float(loss.weighted_sum(loss.per_row(pred, target), w[:, 0]))
-            g = w * loss.gradient(pred, target)  # (b, t)
+        part, g = _chunk_loss(pred, v[chunk], weights[s : s + step], loss,
+                              None if moments_loss is None else
+                              lambda p, w: moments_loss(p, s, chunk, w))
         if not need_grad:
             return part, None
         gz = g / z  # (b, t)
@@ -481,6 +477,16 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
     run_chunks(loo_chunk, xs[rows], step, n, blocks=2, needs_grad=False, commit=commit,
                 max_workers=max_workers)
     return value, grad
+
+
+def _chunk_loss(pred, target, w, loss, moments_loss=None):
+    """A chunk's weighted loss (a float) and its gradient in the predictions (b, t):
+    ``loss`` of the predictions ``pred`` (b, t) against ``target`` under the weights
+    ``w`` (b,), or ``moments_loss(pred, w)`` where given."""
+    if moments_loss is not None:
+        return moments_loss(pred, w)
+    part = float(loss.weighted_sum(loss.per_row(pred, target), w))
+    return part, w[:, None] * loss.gradient(pred, target)  # (b, t)
 
 
 def _exact_rows(e, num_den, low, qs, xs, shifted_log_w, c, chunk, own, v1_t, group=None):

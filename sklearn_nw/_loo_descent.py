@@ -128,18 +128,7 @@ def lbfgs(objective, theta, to_metric, rows, *, max_iter, tol, progress):
     try:
         z0 = theta.detach().cpu().numpy().astype(np.float64).ravel()
         start = loss_and_gradient(z0)
-        # L-BFGS-B's first trial step has unit length in the parameters, a factor e on
-        # the bandwidths: past the minimum next to a start the grids put within a
-        # factor ~1.4 of it, often into another basin. In units of `step` it is the
-        # gradient step, at most of unit L1 length (torch's L-BFGS's first step);
-        # L-BFGS is scale-free after its first iteration.
-        norm_1 = float(np.abs(start[1]).sum())
-        step = float(np.linalg.norm(start[1])) * min(1.0, 1.0 / norm_1) if norm_1 else 1.0
-        if not 0.0 < step < np.inf:
-            # A 2-norm that underflowed (a gradient near 0: its squares are 0) or
-            # overflowed: from the gradient over its 1-norm; a flat start takes unit steps.
-            step = (float(np.linalg.norm(start[1] / norm_1)) * min(norm_1, 1.0)
-                    if 0.0 < norm_1 < np.inf else 0.0) or 1.0
+        step = _first_step(start[1])
         u0 = z0 / step
 
         def in_steps(u):
@@ -176,6 +165,24 @@ def lbfgs(objective, theta, to_metric, rows, *, max_iter, tol, progress):
     with torch.no_grad():
         theta.copy_(best["theta"])
     return np.asarray(curve), n_iter[0], converged
+
+
+def _first_step(gradient):
+    """The unit of L-BFGS-B's parameters, from the gradient at the start (flat).
+
+    L-BFGS-B's first trial step has unit length in the parameters, a factor e on the
+    bandwidths: past the minimum next to a start the grids put within a factor ~1.4 of
+    it, often into another basin. In units of the returned step it is the gradient step,
+    at most of unit L1 length (torch's L-BFGS's first step); L-BFGS is scale-free after
+    its first iteration."""
+    norm_1 = float(np.abs(gradient).sum())
+    step = float(np.linalg.norm(gradient)) * min(1.0, 1.0 / norm_1) if norm_1 else 1.0
+    if not 0.0 < step < np.inf:
+        # A 2-norm that underflowed (a gradient near 0: its squares are 0) or
+        # overflowed: from the gradient over its 1-norm; a flat start takes unit steps.
+        step = (float(np.linalg.norm(gradient / norm_1)) * min(norm_1, 1.0)
+                if 0.0 < norm_1 < np.inf else 0.0) or 1.0
+    return step
 
 
 def adam(objective, theta, to_metric, positive, batch, generator, *, learning_rate, max_iter,
