@@ -227,30 +227,46 @@ def markdown_lprobust(result):
     return lines
 
 
-def section_cost(n=5000, n_queries=5000, repeats=3):
-    """return_std and predict_interval over a plain predict, on three routes."""
+def _cost_problem(n, d, n_queries):
+    """Uniform inputs in d features, a sine of the first plus noise, and a bandwidth
+    holding about 40 training points around a point."""
     rng = np.random.default_rng(0)
-    X = rng.uniform(size=(n, 2))
+    X = rng.uniform(size=(n, d))
     y = np.sin(6 * X[:, 0]) + 0.3 * rng.normal(size=n)
-    Q = rng.uniform(size=(n_queries, 2))
-    h = float(radius_holding(40, n, 2))  # about 40 training points within h of a point
+    return X, y, rng.uniform(size=(n_queries, d)), float(radius_holding(40, n, d))
+
+
+def _cost_row(case, params, X, y, Q, repeats):
+    """Seconds of a plain predict, return_std (nn, hc2) and predict_interval."""
+    model = NadarayaWatsonRegressor(**params).fit(X, y)
+    model.predict(Q[:10])  # first call: lazily built state, thread pools
+    row = {"case": case, "params": params,
+           "predict_s": timed(lambda: model.predict(Q), repeats).best}
+    for variance in ("nn", "hc2"):
+        model.set_params(residual_variance=variance)
+        row[f"return_std_{variance}_s"] = timed(
+            lambda: model.predict(Q, return_std=True), repeats).best
+    row["predict_interval_s"] = timed(lambda: model.predict_interval(Q), repeats).best
+    return row
+
+
+def section_cost(n=5000, n_queries=5000, repeats=3,
+                 neighbourhood=((1000, 2), (20_000, 2), (5000, 1), (5000, 3))):
+    """return_std and predict_interval over a plain predict, on three routes; and, around
+    that configuration, the dense routes at other n and d (``neighbourhood``)."""
+    X, y, Q, h = _cost_problem(n, 2, n_queries)
     cases = {"dense Gaussian": {"bandwidth": h, "compute": "eager"},
              "k-d tree Epanechnikov": {"bandwidth": h, "kernel": "epanechnikov",
                                        "algorithm": "kd_tree"},
              "local linear": {"bandwidth": h, "degree": 1}}
-    results = []
-    for case, params in cases.items():
-        model = NadarayaWatsonRegressor(**params).fit(X, y)
-        model.predict(Q[:10])  # first call: lazily built state, thread pools
-        row = {"case": case, "params": params,
-               "predict_s": timed(lambda model=model: model.predict(Q), repeats).best}
-        for variance in ("nn", "hc2"):
-            model.set_params(residual_variance=variance)
-            row[f"return_std_{variance}_s"] = timed(
-                lambda model=model: model.predict(Q, return_std=True), repeats).best
-        row["predict_interval_s"] = timed(lambda model=model: model.predict_interval(Q),
-                                          repeats).best
-        results.append(row)
+    results = [_cost_row(case, params, X, y, Q, repeats) for case, params in cases.items()]
+    around = []
+    for n_around, d in neighbourhood:
+        Xa, ya, Qa, ha = _cost_problem(n_around, d, n_queries)
+        for case, params in (("dense Gaussian", {"bandwidth": ha, "compute": "eager"}),
+                             ("local linear", {"bandwidth": ha, "degree": 1})):
+            around.append({"n": n_around, "d": d,
+                           **_cost_row(case, params, Xa, ya, Qa, repeats)})
     ratios = [r[k] / r["predict_s"] for r in results
               for k in ("return_std_nn_s", "return_std_hc2_s", "predict_interval_s")]
     target = {"name": "return_std and predict_interval at most 3x a plain predict",
@@ -271,7 +287,7 @@ def section_cost(n=5000, n_queries=5000, repeats=3):
                 repeats).best
         sets.append(row)
     return {"config": {"n": n, "n_queries": n_queries, "d": 2, "h": h, "repeats": repeats},
-            "results": results, "sets": sets, "targets": [target]}
+            "results": results, "sets": sets, "neighbourhood": around, "targets": [target]}
 
 
 def markdown_cost(result):
@@ -293,6 +309,15 @@ def markdown_cost(result):
         t = r["predict_proba_s"]
         lines.append(f"| {r['case']} | {t:.3f} | {r['predict_set_lac_s'] / t:.1f}x | "
                      f"{r['predict_set_aps_s'] / t:.1f}x |")
+    lines += ["", f"Around it: {c['n_queries']:,} queries, other training sizes and "
+              "features (about 40 points within h), outside the target's configuration.",
+              "", "| n × d | case | predict s | return_std (nn) | return_std (hc2) | "
+              "predict_interval |", "|---|---|---|---|---|---|"]
+    for r in result.get("neighbourhood", []):
+        t = r["predict_s"]
+        lines.append(f"| {r['n']:,} × {r['d']} | {r['case']} | {t:.3f} | "
+                     f"{r['return_std_nn_s'] / t:.1f}x | {r['return_std_hc2_s'] / t:.1f}x | "
+                     f"{r['predict_interval_s'] / t:.1f}x |")
     return lines
 
 
@@ -361,9 +386,10 @@ def markdown_margeff(result):
 
 
 def run_benchmark(sections=SECTIONS, n_speed=10_000, n_cost=5000, n_queries=5000, repeats=3,
-                  jackknife_problems=JACKKNIFE_PROBLEMS, out_dir=RESULTS_DIR, n_margeff=500):
+                  jackknife_problems=JACKKNIFE_PROBLEMS, out_dir=RESULTS_DIR, n_margeff=500,
+                  cost_neighbourhood=((1000, 2), (20_000, 2), (5000, 1), (5000, 3))):
     """Run the chosen sections, print each table, write the json and markdown; return the
-    report."""
+    report. ``cost_neighbourhood``: the (n, d) the cost section measures around its own."""
     peers = _peer_versions()
     report = {"machine": machine_info(),
               "config": {"device": "cpu", "dtype": "float64", "peers": peers},
@@ -375,7 +401,8 @@ def run_benchmark(sections=SECTIONS, n_speed=10_000, n_cost=5000, n_queries=5000
     runs = {"jackknife": (lambda: section_jackknife(jackknife_problems), markdown_jackknife),
             "lprobust": (lambda: section_lprobust(n_speed=n_speed, repeats=repeats),
                          markdown_lprobust),
-            "cost": (lambda: section_cost(n_cost, n_queries, repeats), markdown_cost),
+            "cost": (lambda: section_cost(n_cost, n_queries, repeats, cost_neighbourhood),
+                     markdown_cost),
             "margeff": (lambda: section_margeff(n_margeff, repeats), markdown_margeff)}
     return run_sections("bench_uncertainty", report, chunks,
                         {name: runs[name] for name in SECTIONS if name in sections}, out_dir)

@@ -859,7 +859,8 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     bench_uncertainty = importlib.import_module("bench_uncertainty")
     report, out_dir, printed = _quiet_run(
         bench_uncertainty, tmp_path, n_speed=300, n_cost=300, n_queries=50, repeats=1,
-        jackknife_problems=bench_uncertainty.JACKKNIFE_PROBLEMS[:1], n_margeff=40)
+        jackknife_problems=bench_uncertainty.JACKKNIFE_PROBLEMS[:1], n_margeff=40,
+        cost_neighbourhood=((200, 1),))
     saved = json.loads((out_dir / "bench_uncertainty.json").read_text())
     assert saved == json.loads(json.dumps(report))
     assert list(saved["sections"]) == list(bench_uncertainty.SECTIONS)
@@ -876,6 +877,10 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     sets = saved["sections"]["cost"]["sets"]
     assert [r["case"] for r in sets] == ["dense Gaussian", "k-d tree Epanechnikov"]
     assert all(r["predict_set_lac_s"] > 0 and r["predict_set_aps_s"] > 0 for r in sets)
+    around = saved["sections"]["cost"]["neighbourhood"]
+    assert [(r["n"], r["d"], r["case"]) for r in around] == [
+        (200, 1, "dense Gaussian"), (200, 1, "local linear")]
+    assert "| 200 × 1 | dense Gaussian |" in printed
     margeff = saved["sections"]["margeff"]["results"]
     assert [r["degree"] for r in margeff] == [0, 1]
     assert all(r["ours_s"] > 0 and r["ours_std_s"] > 0 for r in margeff)
