@@ -39,7 +39,13 @@ import torch
 from ._leave_one_out import distinct_inputs, nearest_keys, other_keys, set_self_
 from ._workers import CACHE_BYTES, chunk_rows, n_workers, on_workers
 
-_LOG2_E = 1.0 / math.log(2.0)  # a logit in nats times this is the logit in bits
+_LOG2_E = 1.0 / math.log(2.0)
+# The pooled attention's weights as powers of 2 of logits in bits: a logit below -1022
+# (a subnormal weight, whose exp2 and products run several times slower) counts as no
+# weight, and a row whose weights sum to at most 2^_FAST_MIN_LOG2_SUM is computed as
+# the softmax computes it: the weights dropped are then below 2^-122 of the sum each.
+_FLUSH_BELOW = -1022.0
+_FAST_MIN_LOG2_SUM = -900.0  # a logit in nats times this is the logit in bits
 
 KINDS = ("balloon", "sample_point")
 # Cumulative weights reach k when within this relative tolerance of it (fractional
@@ -144,6 +150,15 @@ def kth_distances(index, weight, queries, k, *, leave_out_location=False):
     return dist[np.arange(len(dist)), np.argmax(reached, axis=1)]
 
 
+class _Plan(NamedTuple):
+    """One attention as :meth:`LeaveOneOutNeighbors._block_into` computes it."""
+
+    h: object  # (L,) the bandwidths: the query's (balloon) or the key's (sample point)
+    sample_point: object  # (k, c, r), None for a balloon
+    nats: object  # _LogitTerms in nats
+    bits: object  # the same in bits where pooled as powers of 2, else None
+
+
 class _LogitTerms(NamedTuple):
     """The parts of a leave-one-out attention's logits (see
     :meth:`LeaveOneOutNeighbors._attention`)."""
@@ -151,7 +166,8 @@ class _LogitTerms(NamedTuple):
     per_row: bool  # balloon: a bandwidth per query row; sample point: per key column
     h_sq: object  # (L, 1) or (L,) squared bandwidths
     key_log_w: object  # (L,) each key's log weight (sample point: and its normalization)
-    changed: object  # (rows, cols, logits) where leaving a row out changes a key's; None
+    changed: object  # (rows, cols, logits) where leaving a row out changes a key's (sorted
+    # by row); None
     factor: object  # the Gaussian family's factor on the squared distances; None
     self_log_ratio: object  # (L,) log(kept / weight) of a key's own copies; None
     in_nats: bool  # else in bits (log base 2)
@@ -208,12 +224,22 @@ class LeaveOneOutNeighbors:
         self._left_out_locks = {}  # k -> its lock
 
     def reach(self, max_neighbors):
-        """Make it serve ``n_neighbors`` up to ``max_neighbors`` (the distances and what
-        is derived from them kept; the neighbors found again)."""
+        """Make it serve ``n_neighbors`` up to ``max_neighbors``: the distances, the
+        pairs a left-out input changes (per k: more neighbors change none of them) and
+        neighbors found with room for it kept (a search extending k doubles it), the
+        others found again."""
         if max_neighbors > self.max_neighbors:
             self.max_neighbors = max_neighbors
-            self._sorted, self._left_out, self._left_out_locks = {}, {}, {}
+            self._sorted = {key: found for key, found in self._sorted.items()
+                            if self._holds(found, max_neighbors)}
         return self
+
+    def _holds(self, found, k):
+        """Whether neighbors ``found`` (``_neighbors``' triple) serve ``k``: all of the
+        keys, or enough weight in every row (see :meth:`_neighbors`)."""
+        _, indices, cumulative = found
+        return (indices.shape[1] == len(self.W)
+                or bool((cumulative[:, -1] >= k + float(self.W.max())).all()))
 
     def prepare(self):
         """Find the nearest inputs now, for threads sharing this object to read."""
@@ -231,28 +257,46 @@ class LeaveOneOutNeighbors:
             return self._sorted[other_locations]
         D, W, k = self.D, self.W, self.max_neighbors
         L = D.shape[0]
-        # A distance that overflowed (a point at 1e160) is still a neighbor, ranked after
-        # every finite one; an input itself and a location of zero weight are none.
-        others = D.nan_to_num(posinf=torch.finfo(D.dtype).max)
         keeps_self = self.self_weight is not None and not other_locations
-        # A key keeping weight on itself holds it at distance 0.
-        set_self_(others, torch.arange(L, device=D.device), 0.0 if keeps_self else math.inf)
-        if other_locations:
-            others[D == 0] = math.inf
-        others[:, W <= 0] = math.inf
-        m = min(L, k + math.ceil(float(W.max())) + 1)
+        no_weight = W <= 0
+        # Room for twice k: a search extending k doubles it, and a wider top-k costs
+        # little more than a narrow one (every distance is read either way).
+        m = min(L, 2 * (k + math.ceil(float(W.max()))) + 1)
+        # Cache-sized blocks of rows on the workers, each in its own workspace (a copy
+        # of the whole matrix costs more in fresh pages than the top-k does).
+        step = chunk_rows(L, L * D.element_size(), workers=n_workers(D.device),
+                          cap_bytes=CACHE_BYTES)
+
+        def nearest(a, workspace):
+            b = min(a + step, L)
+            # A distance that overflowed (a point at 1e160) is still a neighbor, ranked
+            # after every finite one; an input itself and a location of zero weight are
+            # none.
+            others = torch.nan_to_num(D[a:b], posinf=torch.finfo(D.dtype).max,
+                                      out=workspace[: b - a])
+            # A key keeping weight on itself holds it at distance 0.
+            set_self_(others, torch.arange(a, b, device=D.device),
+                      0.0 if keeps_self else math.inf)
+            if other_locations:
+                others[D[a:b] == 0] = math.inf
+            others[:, no_weight] = math.inf
+            return torch.topk(others, m, dim=1, largest=False, sorted=True)
+
         while True:
-            near = torch.topk(others, m, dim=1, largest=False, sorted=True)
-            weight = torch.where(torch.isinf(near.values), 0.0, W[near.indices])  # (L, m)
+            parts = on_workers(range(0, L, step), nearest, D.device,
+                               init=lambda: D.new_empty((step, L)))
+            values = torch.cat([part.values for part in parts])  # (L, m)
+            indices = torch.cat([part.indices for part in parts])  # (L, m)
+            weight = torch.where(torch.isinf(values), 0.0, W[indices])  # (L, m)
             if keeps_self:
-                own = near.indices == torch.arange(L, device=D.device)[:, None]  # (L, m)
+                own = indices == torch.arange(L, device=D.device)[:, None]  # (L, m)
                 weight = torch.where(own, self.self_weight[:, None], weight)
-            cumulative = torch.cumsum(weight, 1)  # (L, m)
-            if m == L or bool((cumulative[:, -1] >= k + float(W.max())).all()):
+            found = (values, indices, torch.cumsum(weight, 1))
+            if self._holds(found, k):
                 break
             m = min(L, 2 * m)
-        self._sorted[other_locations] = (near.values, near.indices, cumulative)
-        return self._sorted[other_locations]
+        self._sorted[other_locations] = found
+        return found
 
     def attention(self, adaptive, kernel, n_coords, values=None):
         """Exact leave-one-out attention (L, L) of the inputs on each other under
@@ -262,17 +306,46 @@ class LeaveOneOutNeighbors:
         sample-point normalization. With ``values`` (L, t), the attention's product
         with them (L, t) instead, a block of rows at a time: the (L, L) attention is
         never stored."""
-        k, c = adaptive.n_neighbors, adaptive.scale
-        h = (c * self._kth(k, other_locations=adaptive.kind == "sample_point")).clamp(
-            min=torch.finfo(self.D.dtype).tiny)  # (L,)
-        if adaptive.kind == "balloon":
-            return self._attention(h, None, kernel, values)
-        return self._attention(h, (k, c, n_coords), kernel, values)
+        return self._attention(*self._bandwidths(adaptive, n_coords), kernel, values)
+
+    def pooled(self, candidates, kernel, n_coords, values):
+        """``attention(candidate, kernel, n_coords, values)[0]`` of every candidate (G,
+        L, t), equal to it: the blocks of rows go to the workers and each block is
+        pooled under every candidate while its distances are in cache (one block of
+        them read once, not once per candidate)."""
+        plans = [self._plan(*self._bandwidths(candidate, n_coords), kernel, True)
+                 for candidate in candidates]
+        L, step = len(self.W), self._step()
+        with_ones = torch.cat([values, values.new_ones((L, 1))], 1)  # (L, t + 1)
+        out = values.new_empty((len(plans), L, values.shape[1]))
+
+        def block(a, workspace):
+            for plan, result in zip(plans, out):
+                self._block_into(plan, a, min(a + step, L), kernel, values, with_ones,
+                                 result, workspace)
+
+        on_workers(range(0, L, step), block, self.D.device,
+                   init=lambda: self.D.new_empty((step, L)))
+        return out
 
     def fixed_attention(self, h, kernel):
         """Exact leave-one-out attention (L, L) under one bandwidth ``h`` (in units of
         the distances ``D``), and the number of rows with no kernel mass."""
         return self._attention(self.D.new_full((self.D.shape[0],), h), None, kernel)
+
+    def _bandwidths(self, adaptive, n_coords):
+        """The bandwidths (L,) of ``adaptive`` (the query's for a balloon, the key's for
+        a sample point) and the sample point's (k, c, r) (None for a balloon)."""
+        k, c = adaptive.n_neighbors, adaptive.scale
+        h = (c * self._kth(k, other_locations=adaptive.kind == "sample_point")).clamp(
+            min=torch.finfo(self.D.dtype).tiny)  # (L,)
+        return h, None if adaptive.kind == "balloon" else (k, c, n_coords)
+
+    def _step(self):
+        """The rows of a block of :meth:`_attention`: two (b, L) temporaries in cache."""
+        L = len(self.W)
+        return chunk_rows(L, 2 * L * self.D.element_size(), workers=n_workers(self.D.device),
+                          cap_bytes=2 * CACHE_BYTES)
 
     def _attention(self, h, sample_point, kernel, values=None):
         """The attention of query bandwidths ``h`` (L,) per row, or with ``sample_point``
@@ -282,45 +355,62 @@ class LeaveOneOutNeighbors:
         those of the whole matrix, as are its values."""
         D = self.D
         L = len(self.W)
-        nats = self._logit_terms(h, sample_point, kernel)
+        plan = self._plan(h, sample_point, kernel, values is not None)
         if values is not None:  # (L, t): each block's rows times the values
             result = D.new_empty((L, values.shape[1]), dtype=values.dtype)
+            with_ones = torch.cat([values, values.new_ones((L, 1))], 1)  # (L, t + 1)
         else:
-            result = torch.empty_like(D)  # (L, L)
-        # Pooled Gaussian values with every logit finite or -inf: the weights as powers of
-        # 2 of the logits in bits (torch's exp2 keeps its speed where weights underflow,
-        # where exp slows ~15x), each row's sum by the product with a column of ones.
-        fast = (values is not None and nats.factor is not None and self.finite_sq
+            result, with_ones = torch.empty_like(D), None  # (L, L)
+        step = self._step()
+
+        def block(a, workspace):
+            return self._block_into(plan, a, min(a + step, L), kernel, values, with_ones,
+                                    result, workspace)
+
+        n_fallback = sum(on_workers(range(0, L, step), block, D.device,
+                                    init=lambda: D.new_empty((step, L))))
+        return result, n_fallback
+
+    def _plan(self, h, sample_point, kernel, pooling):
+        """What :meth:`_block_into` needs of one attention: the bandwidths, the logits'
+        terms in nats, and in bits where the weights can be pooled as powers of 2
+        (``pooling``: a product with values; the Gaussian family, every logit finite or
+        -inf), else None."""
+        nats = self._logit_terms(h, sample_point, kernel)
+        fast = (pooling and nats.factor is not None and self.finite_sq
                 and bool(torch.isfinite(nats.factor).all()
                          and (nats.key_log_w < math.inf).all()))
-        if fast:
-            bits = nats.in_bits()
-            with_ones = torch.cat([values, values.new_ones((L, 1))], 1)  # (L, t + 1)
-        step = chunk_rows(L, 2 * L * D.element_size(), workers=n_workers(D.device),
-                          cap_bytes=2 * CACHE_BYTES)
+        return _Plan(h, sample_point, nats, nats.in_bits() if fast else None)
 
-        def block(a, _):
-            b = min(a + step, L)
-            if fast:
-                sums = self._block_logits(a, b, bits, kernel).exp2_() @ with_ones  # (b, t + 1)
-                # A row's weights all below 2^-1000 (or its sum overflowed) is computed
-                # as the softmax computes it, shifted by its largest logit.
-                if bool(((sums[:, -1] > 2.0**-1000) & torch.isfinite(sums).all(1)).all()):
-                    result[a:b] = sums[:, :-1] / sums[:, -1:]
-                    return 0
-            rows_attention = torch.softmax(self._block_logits(a, b, nats, kernel),
-                                           dim=1)  # (b, L); a row of no mass is NaN
-            empty = (torch.isnan(rows_attention[:, 0])
-                     | torch.isnan(rows_attention[:, -1]))  # (b,)
-            n_empty = int(empty.sum())
-            if n_empty:
-                rows_attention[empty] = self._nearest(torch.nonzero(empty)[:, 0] + a, h,
-                                                      sample_point)
-            result[a:b] = rows_attention if values is None else rows_attention @ values
-            return n_empty
-
-        n_fallback = sum(on_workers(range(0, L, step), block, D.device))
-        return result, n_fallback
+    def _block_into(self, plan, a, b, kernel, values, with_ones, result, workspace):
+        """Rows a to b of an attention (:meth:`_plan`) into ``result``: the attention,
+        or its product with ``values`` (L, t); ``with_ones`` (L, t + 1) the values and a
+        column of ones, ``workspace`` a (b - a, L) or larger buffer. Returns the number
+        of rows with no kernel mass."""
+        if plan.bits is not None:
+            # Pooled Gaussian values: the weights as powers of 2 of the logits in bits
+            # (torch's exp2 keeps its speed where weights underflow, where exp slows
+            # ~15x), subnormal ones flushed to 0 (_FLUSH_BELOW), each row's sum by the
+            # product with the column of ones.
+            logits = self._block_logits(a, b, plan.bits, kernel, out=workspace[: b - a])
+            torch.nn.functional.threshold_(logits, _FLUSH_BELOW, -math.inf)
+            sums = logits.exp2_() @ with_ones  # (b, t + 1)
+            # A row of small weights (or whose sum overflowed) is computed as the
+            # softmax computes it, shifted by its largest logit.
+            if bool(((sums[:, -1] > 2.0**_FAST_MIN_LOG2_SUM)
+                     & torch.isfinite(sums).all(1)).all()):
+                result[a:b] = sums[:, :-1] / sums[:, -1:]
+                return 0
+        rows_attention = torch.softmax(self._block_logits(a, b, plan.nats, kernel),
+                                       dim=1)  # (b, L); a row of no mass is NaN
+        empty = (torch.isnan(rows_attention[:, 0])
+                 | torch.isnan(rows_attention[:, -1]))  # (b,)
+        n_empty = int(empty.sum())
+        if n_empty:
+            rows_attention[empty] = self._nearest(torch.nonzero(empty)[:, 0] + a, plan.h,
+                                                  plan.sample_point)
+        result[a:b] = rows_attention if values is None else rows_attention @ values
+        return n_empty
 
     def _logit_terms(self, h, sample_point, kernel):
         """What the logits of :meth:`_attention` are made of (:class:`_LogitTerms`), in
@@ -344,20 +434,22 @@ class LeaveOneOutNeighbors:
         return _LogitTerms(sample_point is None, h_sq, key_log_w, changed, factor,
                            self_log_ratio, in_nats=True)
 
-    def _block_logits(self, a, b, terms, kernel):
-        """The logits (b - a, L) of rows a to b (in nats or in bits, as ``terms``)."""
+    def _block_logits(self, a, b, terms, kernel, out=None):
+        """The logits (b - a, L) of rows a to b (in nats or in bits, as ``terms``), in
+        ``out`` where given and the terms hold the Gaussian family's factor."""
         W = self.W
         per_row = terms.per_row  # the query's bandwidth, else the keys'
         if terms.factor is not None:
             factor = terms.factor[a:b] if per_row else terms.factor
-            logits = self.D_sq[a:b] * factor  # (b, L)
+            # (b, L) in one pass
+            logits = torch.addcmul(terms.key_log_w, self.D_sq[a:b], factor, out=out)
         else:
             logits = kernel.log_profile_sq(
                 self.D_sq[a:b] / (terms.h_sq[a:b] if per_row else terms.h_sq))  # (b, L)
-        logits += terms.key_log_w
+            logits += terms.key_log_w
         if terms.changed is not None:
-            rows, cols, changed_logits = terms.changed
-            pick = (rows >= a) & (rows < b)
+            rows, cols, changed_logits = terms.changed  # sorted by row
+            pick = slice(*torch.searchsorted(rows, rows.new_tensor([a, b])).tolist())
             logits[rows[pick] - a, cols[pick]] = changed_logits[pick]
         if terms.in_nats:  # (bits: only where no logit can be NaN, see _attention)
             # An overflowed distance over an overflowed bandwidth (inf / inf) carries no
@@ -446,4 +538,6 @@ class LeaveOneOutNeighbors:
             )
         d_left = sorted_D.gather(1, column.clamp(max=m - 1))  # (L, m)
         key, _ = torch.nonzero(affected, as_tuple=True)
-        return order[affected], key, d_left[affected]
+        rows = order[affected]
+        by_row = torch.argsort(rows, stable=True)  # each block of rows finds its pairs
+        return rows[by_row], key[by_row], d_left[affected][by_row]

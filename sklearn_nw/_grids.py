@@ -627,17 +627,13 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
                                     max(c.n_neighbors for c in self.candidates))
         r = loo.X.shape[1]
         if not self.degree:
-            # Each candidate's few (L, L) operations are short parallel regions, whose
-            # barriers stall beside a busy process: the candidates go to worker threads
-            # of one torch thread each instead (the neighbors found first, here). Each
-            # pools the values a block of rows at a time, never storing its attention.
-            neighbors.prepare()
+            # Blocks of rows on worker threads of one torch thread each (a few short
+            # (L, L) operations per candidate are parallel regions whose barriers stall
+            # beside a busy process), every candidate pooled on a block while it is in
+            # cache: the (L, L) attention is never stored.
+            neighbors.prepare()  # the neighbors found first, here
             values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
-            return torch.stack(on_workers(
-                self.candidates,
-                lambda candidate, _: neighbors.attention(candidate, kernel, r,
-                                                         values=values)[0].cpu(),
-                device))  # (G, L, t)
+            return neighbors.pooled(self.candidates, kernel, r, values).cpu()  # (G, L, t)
         attentions = (neighbors.attention(candidate, kernel, r)[0]
                       for candidate in self.candidates)
         return _local_fits(attentions, _centered(loo, self.grid[0], device), loo, self.degree,

@@ -452,3 +452,42 @@ def test_pooled_leave_one_out_attention_is_the_attention_times_the_values(
     assert n_empty == n_pooled_empty == 0
     assert torch.isfinite(pooled).all()
     assert_allclose(pooled.numpy(), (attention @ values).numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_candidates_pooled_together_equal_each_attention_times_the_values():
+    # The CV grid pools every candidate on a block of rows at once (weights below 2^-1022
+    # flushed to 0, rows of small sums by the softmax): each candidate's result is its
+    # attention's softmax rows times the values. The data spread over 60 units with
+    # candidates of small and large k and c, so that weights fall in the flushed band,
+    # rows keep sums both above and below the fast path's floor, and some rows' sums
+    # underflow. The neighbors found for k = 8 are reached to k = 16 on the way: those
+    # kept serve it as freshly found ones do.
+    import torch
+
+    from sklearn_nw._adaptive import Adaptive, LeaveOneOutNeighbors
+    from sklearn_nw.kernels import get_kernel
+
+    rng = np.random.default_rng(7)
+    X = np.concatenate([rng.normal(size=(50, 2)), rng.normal(size=(30, 2)) * 0.02 + 30])
+    X[10] = X[11]
+    Xt = torch.as_tensor(X)
+    D = torch.cdist(Xt, Xt, compute_mode="donot_use_mm_for_euclid_dist")
+    W = torch.as_tensor(rng.integers(1, 4, len(X)).astype(float))
+    W[5] = 0.0
+    values = torch.as_tensor(rng.normal(size=(len(X), 2)))
+    kernel = get_kernel("gaussian")
+    neighbors = LeaveOneOutNeighbors(D, W, 8).reach(16)
+    fresh = LeaveOneOutNeighbors(D, W, 16)
+    candidates = [Adaptive(kind, k, c) for kind in KINDS for k in (1, 4, 16)
+                  for c in (0.05, 0.5, 2.0)]
+    pooled = neighbors.pooled(candidates, kernel, 2, values)  # (G, L, t)
+    flushed = 0
+    for candidate, result in zip(candidates, pooled):
+        attention, _ = fresh.attention(candidate, kernel, 2)
+        assert_allclose(result.numpy(), (attention @ values).numpy(), rtol=1e-12,
+                        atol=1e-14)
+        if candidate.kind == "balloon":  # the logits in bits, unshifted
+            h = candidate.scale * fresh._kth(candidate.n_neighbors)
+            bits = (-0.5 * D**2 / h[:, None] ** 2 + torch.log(W)) / np.log(2.0)
+            flushed += int(((bits < -1022) & (bits > -1075)).sum())
+    assert flushed > 0
