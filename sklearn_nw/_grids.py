@@ -153,16 +153,29 @@ class LeaveOneOutGrid:
         if self.degree:
             return self._local_pool(loo, kernel, dtype, device, working_memory)
         torch_dtype = torch.float32 if dtype == np.float32 else torch.float64
+        grid = np.asarray(self.grid, dtype=np.float64)
+        # One feature in float64: the grid points whose windows hold few inputs
+        # (a series' small bandwidths) attend to their windows alone.
+        narrow = (np.zeros(len(grid), dtype=bool)
+                  if dtype != np.float64 or loo.X.shape[1] != 1 or loo.group is not None
+                  else _narrow_windows(loo, kernel, grid))
 
         def tensor(a):
             return torch.as_tensor(np.asarray(a), dtype=torch_dtype, device=device)
 
-        return loo_grid_pool(
-            tensor(loo.X), tensor(loo.values), tensor(self.grid), kernel,
-            tensor(loo.log_weight), tensor(loo.self_log_weight),
-            working_memory=working_memory,
-            group=None if loo.group is None else torch.as_tensor(loo.group, device=device),
-        ).double()
+        out = torch.empty(len(grid), len(loo.weight), loo.values.shape[1],
+                          dtype=torch.float64)
+        if narrow.any():
+            out[torch.as_tensor(narrow)] = self._window_pool(loo, kernel, device,
+                                                             working_memory, grid[narrow])
+        if not narrow.all():
+            out[torch.as_tensor(~narrow)] = loo_grid_pool(
+                tensor(loo.X), tensor(loo.values), tensor(grid[~narrow]), kernel,
+                tensor(loo.log_weight), tensor(loo.self_log_weight),
+                working_memory=working_memory,
+                group=None if loo.group is None else torch.as_tensor(loo.group, device=device),
+            ).double().cpu()
+        return out
 
     def _local_pool(self, loo, kernel, dtype, device, working_memory, moments=True):
         """Leave-one-out local polynomial fits (G, L, t) at the L distinct inputs, in
@@ -244,12 +257,13 @@ class LeaveOneOutGrid:
                                                       out[torch.as_tensor(again)])
         return out
 
-    def _window_pool(self, loo, kernel, device, working_memory):
-        """:meth:`_local_pool` of one input feature: the inputs sorted, each block of
-        query rows attends to the window of inputs within :func:`window_radius` of it
+    def _window_pool(self, loo, kernel, device, working_memory, grid=None):
+        """:meth:`_local_pool` of one input feature (Nadaraya-Watson at degree 0), over
+        ``grid`` (None: the whole grid): the inputs sorted, each block of query rows
+        attends to the window of inputs within :func:`window_radius` of it
         (contiguous), in blocks of grid points of similar bandwidths: O(L w) per grid
         point, w the window's inputs, instead of O(L^2)."""
-        grid = np.asarray(self.grid, dtype=np.float64)[:, 0]  # (G,)
+        grid = np.asarray(self.grid if grid is None else grid, dtype=np.float64)[:, 0]  # (G,)
         G, L = len(grid), len(loo.weight)
         order = np.argsort(loo.X[:, 0], kind="stable")  # (L,)
         x = loo.X[order, 0] / grid[0]  # (L,) sorted, in units of the first grid point
@@ -291,6 +305,10 @@ class LeaveOneOutGrid:
             D = _distances(points[keys], own)  # (b, w)
             attention = _attention_rows(D, own, W[keys], self_log_w[keys],
                                         multiples[grid_rows], kernel)  # (g, b, w)
+            if not self.degree:
+                fits = (attention @ values[keys]).cpu()  # (g, b, t)
+                out[torch.as_tensor(grid_rows)[:, None], order[rows][None, :]] = fits
+                return
             local, singular, nadaraya_watson = local_fit_many(
                 coords[rows], coords[keys], attention, values[keys], self.degree,
                 self.bounded, return_nadaraya_watson=True,
@@ -405,6 +423,9 @@ def _local_blocks(L, G, n_coords, degree, working_memory, workers, what):
 # of its windowed leave-one-out fits (_window_pool): each weighs at most e^-70 = 4e-31 of
 # the nearest's, far below the float64 rounding of the fits.
 _WINDOW_LOG_RATIO = 70.0
+# Nadaraya-Watson grids of one feature take the windows from this many inputs times 4 on
+# (on fewer the dense pass costs little).
+_WINDOW_MIN = 256
 
 
 def window_radius(kernel, h, nearest, spread):
@@ -420,6 +441,26 @@ def window_radius(kernel, h, nearest, spread):
         return None
     return np.sqrt(nearest**2 + h * h * (_WINDOW_LOG_RATIO + spread)
                    / kernel.quadratic_coef) * (1 + 1e-9)
+
+
+def _narrow_windows(loo, kernel, grid):
+    """Which points of the ``grid`` (G, 1) of one feature have windows
+    (:func:`window_radius`) of at most a quarter of the distinct inputs for every row:
+    :meth:`LeaveOneOutGrid._window_pool` serves them for less than the dense pass."""
+    if window_radius(kernel, 1.0, 0.0, 0.0) is None or len(loo.weight) < 4 * _WINDOW_MIN:
+        return np.zeros(len(grid), dtype=bool)
+    x = np.sort(loo.X[:, 0], kind="stable")
+    weight = loo.weight[np.argsort(loo.X[:, 0], kind="stable")]
+    nearest = _nearest_other(x, weight > 0)  # (L,)
+    log_w = np.log(weight[weight > 0])
+    spread = float(log_w.max() - log_w.min())
+    narrow = np.zeros(len(grid), dtype=bool)
+    for g, h in enumerate(grid[:, 0]):
+        reach = window_radius(kernel, h, nearest, spread)  # (L,)
+        width = (np.searchsorted(x, x + reach, "right")
+                 - np.searchsorted(x, x - reach, "left")).max()
+        narrow[g] = 4 * width <= len(x)
+    return narrow
 
 
 def _nearest_other(x, positive):

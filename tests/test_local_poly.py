@@ -560,3 +560,45 @@ def test_leave_one_out_grid_of_moments_equals_its_attention_blocks(leave_out, wi
         group=None if loo.group is None else torch.as_tensor(loo.group))
     assert redo.any() and not redo.all()  # both paths at work
     assert_allclose(moments.numpy(), blocks.numpy(), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("leave_out", ["input", "row"])
+def test_one_feature_nadaraya_watson_grid_by_windows_equals_direct_sums(kernel, leave_out):
+    # Degree 0 in one feature: grid points whose windows hold at most a quarter of the
+    # inputs attend to their windows, the others take the dense pass; both against the
+    # leave-one-out sums over every other input, from exact differences. Repeated
+    # inputs (a row keeping its copies' weight under leave_out="row"), weights, a row of
+    # weight 0, two outputs, and a bandwidth below the inputs' spacing (compact: rows of
+    # no kernel mass attend to their nearest inputs).
+    import sklearn_nw._grids as grids
+    from sklearn_nw._grids import LeaveOneOutGrid
+
+    rng = np.random.default_rng(5)
+    X = np.sort(rng.uniform(0, 100, 1100))[:, None]
+    X = np.concatenate([X, X[:40]])
+    y = np.column_stack([np.sin(X[:, 0] / 7), np.cos(X[:, 0] / 3)]) + rng.normal(
+        0, 0.1, (len(X), 2))
+    w = rng.uniform(0.5, 2.0, len(X))
+    w[7] = 0.0
+    loo = leave_one_out_set(X, y, w, leave_out=leave_out)
+    grid = np.array([0.02, 0.3, 0.6, 3.0, 30.0])[:, None]
+    k = get_kernel(kernel)
+    narrow = grids._narrow_windows(loo, k, grid)
+    assert narrow[:3].all() and not narrow[-1]
+    pooled = LeaveOneOutGrid(grid)._pool(loo, k, np.dtype(np.float64), torch.device("cpu"),
+                                         1024).numpy()  # (G, L, t)
+    x, W, V = loo.X[:, 0], loo.weight, loo.values
+    kept = np.exp(loo.self_log_weight)  # the weight a key keeps on itself
+    for g, h in enumerate(grid[:, 0]):
+        u_sq = torch.as_tensor(((x[:, None] - x[None, :]) / h) ** 2)
+        K = W * np.exp(k.log_profile_sq(u_sq).numpy())  # (L, L)
+        np.fill_diagonal(K, kept * np.exp(float(k.log_profile_sq(torch.zeros(1))[0])))
+        empty = K.sum(1) == 0
+        if empty.any():  # the nearest other inputs of weight, every tie
+            D = np.abs(x[:, None] - x[None, :])
+            D[:, W <= 0] = np.inf
+            np.fill_diagonal(D, np.inf)
+            K[empty] = np.where(D[empty] == D[empty].min(1, keepdims=True), W, 0.0)
+        expected = K @ V / K.sum(1, keepdims=True)
+        assert_allclose(pooled[g], expected, rtol=1e-11, atol=1e-12, err_msg=f"h={h}")
