@@ -425,9 +425,9 @@ class LeaveOneOutNeighbors:
             k, c, r = sample_point
             h_sq = h * h  # (L,)
             key_log_w = log_w - r * torch.log(h)  # (L,)
-            rows, cols, h_left = self._left_out_bandwidths(k, c)
-            changed = (rows, cols, log_w[cols] - r * torch.log(h_left)
-                       + kernel.log_profile_sq(self.D_sq[rows, cols] / (h_left * h_left)))
+            rows, cols, h_left, pair_sq, pair_log_w = self._left_out_bandwidths(k, c)
+            changed = (rows, cols, pair_log_w - r * torch.log(h_left)
+                       + kernel.log_profile_sq(pair_sq / (h_left * h_left)))
         self_log_ratio = None
         if self.self_weight is not None:  # log(kept / W) (L,); 0/0 is a key of no weight
             self_log_ratio = torch.log(self.self_weight / self.W).nan_to_num_(nan=-math.inf)
@@ -481,7 +481,7 @@ class LeaveOneOutNeighbors:
         else:
             k, c, r = sample_point
             H = h.expand(len(rows), -1).clone()  # (e, L)
-            q, i, h_left = self._left_out_bandwidths(k, c)
+            q, i, h_left, _, _ = self._left_out_bandwidths(k, c)
             pick = torch.isin(q, rows)
             position = torch.searchsorted(rows, q[pick])
             H[position, i[pick]] = h_left[pick]
@@ -516,31 +516,39 @@ class LeaveOneOutNeighbors:
         """The sample-point bandwidths that leaving an input out changes: for each key i
         and each input j among its k nearest, c times the distance at which i's
         neighbors (j included) hold ``k + W[j]``. Returns the pairs as (query rows j, key
-        columns i) and those bandwidths. The pairs and distances depend on k alone: found
-        once per k, they serve every c (the candidates' scales)."""
+        columns i), sorted by row, those bandwidths, the pairs' squared distances and
+        their keys' log weights.
+        The pairs and distances depend on k alone: found once per k, they serve every c
+        (the candidates' scales)."""
         # Found once per k, however many worker threads ask for it at once.
         with self._left_out_locks.setdefault(k, threading.Lock()):
             if k not in self._left_out:
                 self._left_out[k] = self._left_out_distances(k)
-        rows, keys, d_left = self._left_out[k]
-        return rows, keys, (c * d_left).clamp(min=torch.finfo(self.D.dtype).tiny)
+        rows, keys, d_left, pair_sq, key_log_w = self._left_out[k]
+        return (rows, keys, (c * d_left).clamp(min=torch.finfo(self.D.dtype).tiny), pair_sq,
+                key_log_w)
 
     def _left_out_distances(self, k):
         """:meth:`_left_out_bandwidths` at c = 1, unclamped."""
         sorted_D, order, cumulative = self._neighbors(other_locations=True)
         L, m = sorted_D.shape
         d_k = self._kth(k, other_locations=True)  # (L,)
-        affected = sorted_D <= d_k[:, None]  # (L, m) [key i, its p-th neighbor j]
-        target = (k + self.removed[order]) * (1 - _UNIT_RTOL)  # (L, m)
-        column = torch.searchsorted(cumulative.contiguous(), target.contiguous())
+        # A key's neighbors up to d_k are the affected ones: its first columns.
+        m_k = int(torch.searchsorted(sorted_D, d_k[:, None], right=True).max())
+        affected = sorted_D[:, :m_k] <= d_k[:, None]  # (L, m_k) [key i, its p-th neighbor j]
+        neighbor = order[:, :m_k]  # (L, m_k)
+        target = (k + self.removed[neighbor]) * (1 - _UNIT_RTOL)  # (L, m_k)
+        column = torch.searchsorted(cumulative, target)
         if bool((column[affected] >= m).any()):
             raise ValueError(
                 f"Leave-one-out of a sample-point bandwidth with n_neighbors={k} needs k "
                 "units of sample weight at other locations than each training point and "
                 "a neighbor left out. Lower n_neighbors."
             )
-        d_left = sorted_D.gather(1, column.clamp(max=m - 1))  # (L, m)
+        d_left = sorted_D.gather(1, column.clamp(max=m - 1))  # (L, m_k)
         key, _ = torch.nonzero(affected, as_tuple=True)
-        rows = order[affected]
+        rows = neighbor[affected]
         by_row = torch.argsort(rows, stable=True)  # each block of rows finds its pairs
-        return rows[by_row], key[by_row], d_left[affected][by_row]
+        rows, key = rows[by_row], key[by_row]
+        return (rows, key, d_left[affected][by_row], self.D_sq[rows, key],
+                torch.log(self.W)[key])
