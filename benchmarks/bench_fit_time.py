@@ -128,7 +128,7 @@ def tuned_knn(n_train):
                         knn_grid(n_train), cv=KNN_FOLDS)
 
 
-def section_cv(series=(1000, 5000, 20_000), sizes=(1000, 5000), dims=(2, 3, 8),
+def section_cv(series=(1000, 5000, 20_000), sizes=(1000, 5000), dims=(1, 2, 3, 8),
                with_co2=True):
     """Default CV fit times against a tuned KNN's GridSearchCV, with test MSEs."""
     results = []
@@ -253,7 +253,7 @@ def markdown_loo(result):
     return lines
 
 
-def run_benchmark(series=(1000, 5000, 20_000), sizes=(1000, 5000), dims=(2, 3, 8),
+def run_benchmark(series=(1000, 5000, 20_000), sizes=(1000, 5000), dims=(1, 2, 3, 8),
                   loo_n=3000, loo_queries=20_000, sections=("cv", "loo"),
                   out_dir=RESULTS_DIR, loo_degrees=(1, 0), with_co2=True):
     """Run the sections, print their tables, write the json and markdown; return the
@@ -274,7 +274,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--series", type=int, nargs="+", default=[1000, 5000, 20_000])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000])
-    parser.add_argument("--dims", type=int, nargs="+", default=[2, 3, 8])
+    parser.add_argument("--dims", type=int, nargs="+", default=[1, 2, 3, 8])
     parser.add_argument("--loo-n", type=int, default=3000)
     parser.add_argument("--loo-queries", type=int, default=20_000)
     parser.add_argument("--sections", nargs="+", choices=["cv", "loo"], default=["cv", "loo"])
