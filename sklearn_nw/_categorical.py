@@ -163,10 +163,15 @@ class CategoricalFeatures:
         self.kernels = [ordered_kernel() if ordered[j] else unordered_kernel()
                         for j in self.columns]
         self.categories = []
+        # Whether each feature's categories are its pandas dtype's (declared, as X
+        # gave them), and the columns' names (None for an array): decode's X as given.
+        self.declared = []
+        self.names = list(X.columns) if is_frame(X) else None
         for j in self.columns:
             column = _column(X, j)
             self._check_missing(column, j)
-            if _is_category(getattr(column, "dtype", None)):
+            self.declared.append(_is_category(getattr(column, "dtype", None)))
+            if self.declared[-1]:
                 self.categories.append(np.asarray(column.cat.categories))
             else:
                 try:
@@ -232,6 +237,31 @@ class CategoricalFeatures:
             raise ValueError(f"The continuous features of X must be numbers: {exc}") from None
         out[:, self.columns] = codes
         return out
+
+    def decode(self, encoded):
+        """The inputs as given (the training rows' categories, not their codes) of
+        ``encoded`` inputs (n, d) of categories seen at fit: a DataFrame with the fit's
+        columns (a categorical feature in its pandas dtype where it had one) when fit
+        took one, else an array (of objects where a category is not a number). A clone
+        fitted on them learns the categories that fit learned on the same rows."""
+        encoded = np.asarray(encoded)
+        values = [encoded[:, j] for j in range(self.n_features)]
+        for j, categories in zip(self.columns, self.categories):
+            values[j] = categories[encoded[:, j].astype(np.int64)]
+        if self.names is None:
+            numbers = all(v.dtype.kind in "biuf" for v in values)
+            return np.column_stack([v if numbers else v.astype(object) for v in values])
+        import pandas as pd
+
+        frame = {}
+        for j, name in enumerate(self.names):
+            frame[name] = values[j]
+        for k, j in enumerate(self.columns):
+            if self.declared[k]:
+                dtype = pd.CategoricalDtype(self.categories[k], ordered=bool(self.ordered[j]))
+                frame[self.names[j]] = pd.Categorical.from_codes(
+                    encoded[:, j].astype(np.int64), dtype=dtype)
+        return pd.DataFrame(frame, columns=self.names)
 
     def reference_codes(self, codes, k):
         """The codes (n, d) with categorical feature ``self.columns[k]`` moved to the level

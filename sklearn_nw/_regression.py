@@ -449,8 +449,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         NotImplementedError
             Without ``cv``: with ``n_neighbors`` or an adaptive bandwidth, whose fits
             without a row are not computed from the fit with it (the k nearest or the
-            neighbor distances change). With ``cv``: with categorical features or
-            ``metric="precomputed"`` (the refits would need the data as given).
+            neighbor distances change). With ``cv``: with ``metric="precomputed"``
+            (the refits would need distances between the training rows).
         ValueError
             With several outputs, a confidence level outside (0, 1), or splits that do
             not hold every row out once.
@@ -542,15 +542,21 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         """The predictions at the queries X and their CV+ bounds (q, 2, n_levels) over
         the splits ``cv`` (see :meth:`predict_interval`): one clone fitted per split."""
         self._check_one_target()
-        if self._categorical is not None or self._precomputed():
+        if self._precomputed():
             raise NotImplementedError(
-                "predict_interval(cv=...) refits the estimator on the training rows as "
-                "stored, which categorical features (stored as codes) and "
-                "metric='precomputed' (distances) do not allow. Use cv=None (jackknife+), "
-                "or MAPIE's CrossConformalRegressor on the data as given.")
+                "predict_interval(cv=...) refits the estimator on the training rows, which "
+                "metric='precomputed' (distances between them) does not allow. Use "
+                "cv=None (jackknife+), or MAPIE's CrossConformalRegressor on the data as "
+                "given.")
         y_pred = self.predict(X)
-        X = self._validate_predict_data(X)  # as the clones are fitted: on X_fit_
-        X_fit, y, weight = self.X_fit_, self.y_fit_, self.sample_weight_
+        if self._categorical is None:
+            X = self._validate_predict_data(X)  # as the clones are fitted: on X_fit_
+            X_fit = self.X_fit_
+        else:  # the clones fitted on the rows as given (their categories), X as given
+            X_fit = self._categorical.decode(self.X_fit_)
+        y, weight = self.y_fit_, self.sample_weight_
+        rows_of = (lambda rows: X_fit.iloc[rows]) if hasattr(X_fit, "iloc") else (
+            lambda rows: X_fit[rows])
         n = len(y)
         split_of = np.full(n, -1)
         residuals = np.empty(n)
@@ -559,8 +565,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             if np.any(split_of[test] >= 0):
                 raise ValueError("predict_interval's cv holds a row out more than once: "
                                  "CV+ needs a partition of the rows, such as KFold's.")
-            model = clone(self).fit(X_fit[train], y[train], sample_weight=weight[train])
-            residuals[test] = np.abs(y[test] - model.predict(X_fit[test]))
+            model = clone(self).fit(rows_of(train), y[train], sample_weight=weight[train])
+            residuals[test] = np.abs(y[test] - model.predict(rows_of(test)))
             predictions.append(model.predict(X))
             split_of[test] = s
         if np.any(split_of < 0):

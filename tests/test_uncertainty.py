@@ -622,13 +622,62 @@ def test_cv_plus_refuses_splits_that_are_no_partition():
         NadarayaWatsonRegressor(bandwidth=0.3).fit(X, np.c_[y, y]).predict_interval(Q, cv=3)
 
 
-def test_cv_plus_refuses_categorical_features_and_distances():
+def _oracle_cv_plus_as_given(make, X, y, Q, levels, splits):
+    """:func:`_oracle_cv_plus` of inputs as the user gives them (a DataFrame's rows)."""
+    rows = (lambda a, r: a.iloc[r]) if hasattr(X, "iloc") else (lambda a, r: a[r])
+    F, R = np.empty((len(Q), len(y))), np.empty(len(y))
+    for train, test in splits:
+        model = make().fit(rows(X, train), y[train])
+        R[test] = np.abs(y[test] - model.predict(rows(X, test)))
+        F[:, test] = model.predict(Q)[:, None]
+    m = len(R)
+    out = np.empty((len(Q), 2, len(levels)))
+    for k, level in enumerate(levels):
+        lo, hi = _rank_low(level, m), _rank_high(level, m)
+        out[:, 0, k] = -np.inf if lo < 1 else np.sort(F - R, axis=1)[:, lo - 1]
+        out[:, 1, k] = np.inf if hi > m else np.sort(F + R, axis=1)[:, hi - 1]
+    return out
+
+
+@pytest.mark.parametrize("given", ["frame", "array"])
+def test_cv_plus_with_categorical_features_equals_refits_on_the_data_as_given(given):
+    # The clones are fitted on the training rows as given, not on their codes: a
+    # DataFrame's categorical dtypes (declared categories, one absent from the data, an
+    # ordered feature), or an array of strings with a mask, whose categories each split
+    # learns from its own rows (a category held by two rows only is missing from some
+    # splits' training parts, and from a query's).
     pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(2)
+    n = 60
+    x = rng.uniform(-1, 1, n)
+    colour = np.array(["red", "green", "blue"], dtype=object)[rng.integers(0, 3, n)]
+    colour[:2] = "violet"
+    size = rng.integers(0, 4, n)
+    y = np.sin(3 * x) + (colour == "red") + 0.3 * size + 0.2 * rng.normal(size=n)
+    if given == "frame":
+        X = pd.DataFrame({
+            "x": x,
+            "colour": pd.Categorical(colour, categories=["blue", "green", "red", "violet",
+                                                         "white"]),
+            "size": pd.Categorical(size, categories=[0, 1, 2, 3], ordered=True)})
+        Q = X.iloc[[0, 5, 9, 30]]
+        make = lambda: NadarayaWatsonRegressor(bandwidth="loo")
+    else:
+        X = np.column_stack([x, colour, size]).astype(object)
+        Q = X[[0, 5, 9, 30]]
+        make = lambda: NadarayaWatsonRegressor(bandwidth="loo",
+                                               categorical_features=[False, True, True])
+    levels = [0.5, 0.9]
+    model = make().fit(X, y)
+    splits = list(KFold(5, shuffle=True, random_state=0).split(np.arange(n)))
+    y_pred, intervals = model.predict_interval(Q, confidence_level=levels, cv=splits)
+    np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
+    expected = _oracle_cv_plus_as_given(make, X, y, Q, levels, splits)
+    np.testing.assert_allclose(intervals, expected, rtol=1e-9, atol=1e-9)
+
+
+def test_cv_plus_refuses_distances():
     X, y, Q, _ = _data(n=30, d=1)
-    frame = pd.DataFrame({"x": X[:, 0], "c": pd.Categorical(np.arange(30) % 3)})
-    model = NadarayaWatsonRegressor(bandwidth=[0.3, 0.5]).fit(frame, y)
-    with pytest.raises(NotImplementedError, match="categorical features"):
-        model.predict_interval(frame.iloc[:3], cv=3)
     D = np.abs(X - X.T)
     model = NadarayaWatsonRegressor(bandwidth=0.3, metric="precomputed").fit(D, y)
     with pytest.raises(NotImplementedError, match="precomputed"):
