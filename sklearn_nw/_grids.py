@@ -206,22 +206,29 @@ class LeaveOneOutGrid:
                             n_workers(device), "for local polynomials")
         out = torch.empty(G, L, values.shape[1], dtype=torch.float64)
 
-        def points(h):  # (L, r) the inputs in the metric h
-            return torch.as_tensor(loo.X / h, device=device)
-
-        first = points(grid[0]) if proportional else None
+        # The inputs in the metric of the first grid point, in groups of columns whose
+        # bandwidths are proportional over the grid (one group when the grid points are
+        # multiples of the first; with categorical features, the continuous features and
+        # each categorical one's columns): a block's squared distances per group serve
+        # every grid point, as their sum with the group's squared multiples.
+        members, group_multiples = _proportional_columns(grid)  # [(c,)], (G, K)
+        first = torch.as_tensor(loo.X / grid[0], device=device)  # (L, r)
+        parts = [first[:, columns] for columns in members]
+        inverse_sq = torch.as_tensor(group_multiples ** -2.0, device=device)  # (G, K)
 
         def run(block, _):  # the blocks are disjoint: each writes its own
             rows, grid_rows = block
             if proportional:
-                attention = _attention_rows(_distances(first, rows), rows, W, self_log_w,
+                D = _distances(first, rows)
+                attention = _attention_rows(D * D, rows, W, self_log_w,
                                             multiples[grid_rows], kernel,
                                             group)  # (g, b, L)
             else:
+                D_sq = torch.stack([_distances(part, rows) ** 2 for part in parts])  # (K, b, L)
                 attention = torch.cat([
-                    _attention_rows(_distances(points(h), rows), rows, W, self_log_w,
-                                    [1.0], kernel, group)
-                    for h in grid[grid_rows]])  # (g, b, L)
+                    _attention_rows(torch.tensordot(inverse_sq[g], D_sq, 1), rows, W,
+                                    self_log_w, [1.0], kernel, group)
+                    for g in range(G)[grid_rows]])  # (g, b, L)
             nadaraya_watson = attention @ values  # (g, b, t)
             local, singular = local_fit_many(coords[rows], coords, attention, values,
                                              self.degree, self.bounded)  # (g, b, t)
@@ -303,7 +310,7 @@ class LeaveOneOutGrid:
             keys = slice(lo, hi)
             own = slice(rows.start - lo, rows.stop - lo)  # the rows among the keys
             D = _distances(points[keys], own)  # (b, w)
-            attention = _attention_rows(D, own, W[keys], self_log_w[keys],
+            attention = _attention_rows(D * D, own, W[keys], self_log_w[keys],
                                         multiples[grid_rows], kernel)  # (g, b, w)
             if not self.degree:
                 fits = (attention @ values[keys]).cpu()  # (g, b, t)
@@ -463,6 +470,23 @@ def _narrow_windows(loo, kernel, grid):
     return narrow
 
 
+def _proportional_columns(grid):
+    """The columns of a grid of bandwidth vectors (G, r) in groups whose bandwidths keep
+    their ratios over the grid: the groups' columns [(c,)] and each grid point's multiple
+    of the first's bandwidths in each group (G, K)."""
+    ratios = grid / grid[0]  # (G, r)
+    members, multiples = [], []
+    for c in range(grid.shape[1]):
+        for columns, multiple in zip(members, multiples):
+            if np.allclose(ratios[:, c], multiple, rtol=1e-12, atol=0.0):
+                columns.append(c)
+                break
+        else:
+            members.append([c])
+            multiples.append(ratios[:, c])
+    return [np.array(columns) for columns in members], np.column_stack(multiples)
+
+
 def _nearest_other(x, positive):
     """Distance (L,) of each sorted input ``x`` (L,) to its nearest other input of
     positive weight (inf where there is none)."""
@@ -492,33 +516,33 @@ def _distances(points, rows):
     return torch.cdist(points[rows], points, compute_mode="donot_use_mm_for_euclid_dist")
 
 
-def _attention_rows(D, rows, W, self_log_w, h, kernel, group=None):
+def _attention_rows(D_sq, rows, W, self_log_w, h, kernel, group=None):
     """Exact leave-one-out attention (g, b, L) of the keys ``rows`` (a slice of b) on
     every key, each keeping the log weight ``self_log_w`` (L,) on itself, under fixed
-    bandwidths ``h`` (g,) in units of their distances ``D`` (b, L):
+    bandwidths ``h`` (g,) in units of their distances, given squared ``D_sq`` (b, L):
     :meth:`~sklearn_nw._adaptive.LeaveOneOutNeighbors.fixed_attention` on a block of
     rows. With ``group`` (L,) the keys' groups, a row's group leaves with it. A row of
     no kernel mass (a compact kernel) attends to its nearest other key(s) (of other
     groups), every tie, by weight."""
-    h = torch.as_tensor(np.asarray(h, dtype=np.float64), dtype=D.dtype, device=D.device)
+    h = torch.as_tensor(np.asarray(h, dtype=np.float64), dtype=D_sq.dtype,
+                        device=D_sq.device)
     # Laid out query by query, (b, g, L) in memory: the local fits' batched products
     # take each query's attentions as one matrix.
     h_sq = (h * h)[None, :, None]  # (1, g, 1)
-    D_sq = (D * D)[:, None]  # (b, 1, L)
     if kernel.quadratic_coef is not None:  # the Gaussian family: one pass
-        logits = D_sq * (-kernel.quadratic_coef / h_sq)  # (b, g, L)
+        logits = D_sq[:, None] * (-kernel.quadratic_coef / h_sq)  # (b, g, L)
     else:
-        logits = kernel.log_profile_sq(D_sq / h_sq)  # (b, g, L)
+        logits = kernel.log_profile_sq(D_sq[:, None] / h_sq)  # (b, g, L)
     log_w = torch.log(W)  # (L,)
     logits += log_w
-    own = torch.arange(rows.start, rows.stop, device=D.device)  # (b,) each row's own input
+    own = torch.arange(rows.start, rows.stop, device=D_sq.device)  # (b,) each row's own input
     logits[:, :, W <= 0] = -math.inf
     set_self_(logits.transpose(0, 1), own, self_logits(kernel, self_log_w, own))
     leave_group_out_(logits.transpose(0, 1), group, own)
     attention = torch.softmax(logits, dim=2)  # (b, g, L); a row of no mass is NaN
     empty = torch.isnan(attention[:, :, 0]) | torch.isnan(attention[:, :, -1])  # (b, g)
     if bool(empty.any()):
-        nearest, _ = nearest_keys(D, other_keys(W > 0, own, group))  # (b, L)
+        nearest, _ = nearest_keys(D_sq, other_keys(W > 0, own, group))  # (b, L)
         fallback = torch.softmax(torch.where(nearest, log_w, -math.inf), dim=1)  # (b, L)
         attention = torch.where(empty[:, :, None], fallback[:, None], attention)
     return attention.transpose(0, 1)  # (g, b, L)

@@ -602,3 +602,26 @@ def test_one_feature_nadaraya_watson_grid_by_windows_equals_direct_sums(kernel, 
             K[empty] = np.where(D[empty] == D[empty].min(1, keepdims=True), W, 0.0)
         expected = K @ V / K.sum(1, keepdims=True)
         assert_allclose(pooled[g], expected, rtol=1e-11, atol=1e-12, err_msg=f"h={h}")
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_local_grid_of_bandwidths_in_no_proportion_equals_each_bandwidth_alone(kernel):
+    # A grid whose points are not multiples of one vector (the categorical features'
+    # grids) shares each block's squared distances per group of columns whose bandwidths
+    # keep their ratios (here columns 0 and 1, and 2 alone): each grid point as a grid of
+    # its own (one bandwidth: multiples of itself) is the reference.
+    from sklearn_nw._grids import LeaveOneOutGrid, _proportional_columns
+
+    X, y, rng = _data(n=70, d=3, seed=6)
+    w = rng.uniform(0.5, 2.0, len(X))
+    loo = leave_one_out_set(X, y[:, None], w, leave_out="input")
+    grid = np.array([[0.3, 0.6, 0.5], [0.45, 0.9, 0.4], [0.6, 1.2, 1.1], [0.9, 1.8, 0.7]])
+    members, multiples = _proportional_columns(grid)
+    assert [m.tolist() for m in members] == [[0, 1], [2]]
+    k, cpu = get_kernel(kernel), torch.device("cpu")
+    pooled = LeaveOneOutGrid(grid, degree=1)._local_pool(
+        loo, k, np.dtype(np.float64), cpu, 1024, moments=False)
+    for g, h in enumerate(grid):
+        alone = LeaveOneOutGrid(h[None], degree=1)._local_pool(
+            loo, k, np.dtype(np.float64), cpu, 1024, moments=False)
+        assert_allclose(pooled[g], alone[0], rtol=1e-11, atol=1e-12)
