@@ -225,10 +225,9 @@ class LeaveOneOutGrid:
                                             group)  # (g, b, L)
             else:
                 D_sq = torch.stack([_distances(part, rows) ** 2 for part in parts])  # (K, b, L)
-                attention = torch.cat([
-                    _attention_rows(torch.tensordot(inverse_sq[g], D_sq, 1), rows, W,
-                                    self_log_w, [1.0], kernel, group)
-                    for g in range(G)[grid_rows]])  # (g, b, L)
+                each = torch.einsum("gk,kbl->bgl", inverse_sq[grid_rows], D_sq)  # (b, g, L)
+                attention = _attention_rows(each, rows, W, self_log_w,
+                                            np.ones(each.shape[1]), kernel, group)  # (g, b, L)
             nadaraya_watson = attention @ values  # (g, b, t)
             local, singular = local_fit_many(coords[rows], coords, attention, values,
                                              self.degree, self.bounded)  # (g, b, t)
@@ -519,7 +518,8 @@ def _distances(points, rows):
 def _attention_rows(D_sq, rows, W, self_log_w, h, kernel, group=None):
     """Exact leave-one-out attention (g, b, L) of the keys ``rows`` (a slice of b) on
     every key, each keeping the log weight ``self_log_w`` (L,) on itself, under fixed
-    bandwidths ``h`` (g,) in units of their distances, given squared ``D_sq`` (b, L):
+    bandwidths ``h`` (g,) in units of their distances, given squared ``D_sq`` (b, L), or
+    (b, g, L) each grid point's own:
     :meth:`~sklearn_nw._adaptive.LeaveOneOutNeighbors.fixed_attention` on a block of
     rows. With ``group`` (L,) the keys' groups, a row's group leaves with it. A row of
     no kernel mass (a compact kernel) attends to its nearest other key(s) (of other
@@ -529,10 +529,12 @@ def _attention_rows(D_sq, rows, W, self_log_w, h, kernel, group=None):
     # Laid out query by query, (b, g, L) in memory: the local fits' batched products
     # take each query's attentions as one matrix.
     h_sq = (h * h)[None, :, None]  # (1, g, 1)
+    per_point = D_sq.dim() == 3
+    shared = D_sq if per_point else D_sq[:, None]  # (b, g or 1, L)
     if kernel.quadratic_coef is not None:  # the Gaussian family: one pass
-        logits = D_sq[:, None] * (-kernel.quadratic_coef / h_sq)  # (b, g, L)
+        logits = shared * (-kernel.quadratic_coef / h_sq)  # (b, g, L)
     else:
-        logits = kernel.log_profile_sq(D_sq[:, None] / h_sq)  # (b, g, L)
+        logits = kernel.log_profile_sq(shared / h_sq)  # (b, g, L)
     log_w = torch.log(W)  # (L,)
     logits += log_w
     own = torch.arange(rows.start, rows.stop, device=D_sq.device)  # (b,) each row's own input
@@ -542,9 +544,12 @@ def _attention_rows(D_sq, rows, W, self_log_w, h, kernel, group=None):
     attention = torch.softmax(logits, dim=2)  # (b, g, L); a row of no mass is NaN
     empty = torch.isnan(attention[:, :, 0]) | torch.isnan(attention[:, :, -1])  # (b, g)
     if bool(empty.any()):
-        nearest, _ = nearest_keys(D_sq, other_keys(W > 0, own, group))  # (b, L)
-        fallback = torch.softmax(torch.where(nearest, log_w, -math.inf), dim=1)  # (b, L)
-        attention = torch.where(empty[:, :, None], fallback[:, None], attention)
+        eligible = other_keys(W > 0, own, group)  # (b, L)
+        fallback = torch.stack([
+            torch.softmax(torch.where(nearest_keys(d_sq, eligible)[0], log_w, -math.inf),
+                          dim=1)
+            for d_sq in (D_sq.unbind(1) if per_point else [D_sq])], 1)  # (b, g or 1, L)
+        attention = torch.where(empty[:, :, None], fallback, attention)
     return attention.transpose(0, 1)  # (g, b, L)
 
 

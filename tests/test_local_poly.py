@@ -615,13 +615,21 @@ def test_local_grid_of_bandwidths_in_no_proportion_equals_each_bandwidth_alone(k
     X, y, rng = _data(n=70, d=3, seed=6)
     w = rng.uniform(0.5, 2.0, len(X))
     loo = leave_one_out_set(X, y[:, None], w, leave_out="input")
-    grid = np.array([[0.3, 0.6, 0.5], [0.45, 0.9, 0.4], [0.6, 1.2, 1.1], [0.9, 1.8, 0.7]])
+    grid = np.array([[0.1, 0.2, 0.1], [0.3, 0.6, 0.5], [0.45, 0.9, 0.4], [0.6, 1.2, 1.1],
+                     [0.9, 1.8, 0.7]])
     members, multiples = _proportional_columns(grid)
     assert [m.tolist() for m in members] == [[0, 1], [2]]
+    # At the first grid point some inputs have no other within a compact kernel's reach
+    # (they attend to their nearest inputs, in that grid point's metric).
+    scaled = loo.X / grid[0]
+    D = np.sqrt(((scaled[:, None] - scaled[None]) ** 2).sum(-1))
+    np.fill_diagonal(D, np.inf)
+    assert (D.min(1) >= 1).any()
     k, cpu = get_kernel(kernel), torch.device("cpu")
     pooled = LeaveOneOutGrid(grid, degree=1)._local_pool(
         loo, k, np.dtype(np.float64), cpu, 1024, moments=False)
     for g, h in enumerate(grid):
         alone = LeaveOneOutGrid(h[None], degree=1)._local_pool(
             loo, k, np.dtype(np.float64), cpu, 1024, moments=False)
-        assert_allclose(pooled[g], alone[0], rtol=1e-11, atol=1e-12)
+        # (Local fits at the smallest bandwidths amplify the distances' last bits.)
+        assert_allclose(pooled[g], alone[0], rtol=1e-9, atol=1e-11)
