@@ -265,9 +265,8 @@ class BandwidthGridSearch:
         """Scores and results of the adaptive bandwidths of one kind: every k of
         ``_ADAPTIVE_NEIGHBORS`` (up to what the data hold) with every c of
         ``_ADAPTIVE_SCALES`` (for local polynomials c = 1), in the metric of the reference
-        bandwidth; a best point at the largest k adds the next k (with the best c and
-        its neighbors in c), one at either end of c the next c (with the best k and its
-        neighbors in k)."""
+        bandwidth; a best point at the largest k adds the next k (with every c), one at
+        either end of c the next c (with the best k and its neighbors in k)."""
         base = training.reference()
         k_max = _max_neighbors(training)
         ks = [k for k in _ADAPTIVE_NEIGHBORS if k <= k_max] or [k_max]
@@ -299,11 +298,8 @@ class BandwidthGridSearch:
                 i = ks.index(best.n_neighbors)
                 new += [Adaptive(kind, k, c) for k in ks[max(0, i - 1) : i + 2]]
             if best.n_neighbors == ks[-1] and 2 * ks[-1] <= k_max:
-                # The next k with the best c and the cs next to it (as a c past the end
-                # comes with the ks next to the best).
                 ks.append(2 * ks[-1])
-                j = scales.index(best.scale)
-                new += [Adaptive(kind, ks[-1], c) for c in scales[max(0, j - 1) : j + 2]]
+                new += [Adaptive(kind, ks[-1], c) for c in scales]
             new = [a for a in dict.fromkeys(new) if a not in candidates]
             if not new:
                 break
