@@ -564,6 +564,18 @@ def test_sparse_jackknife_plus_equals_the_dense_one(seed):
             jackknife_plus(fits, residuals, alphas), rtol=1e-13, atol=1e-13)
 
 
+def _cv_plus_bounds(F, R, levels):
+    """The CV+ bounds (q, 2, n_levels) of fits F (q, m) and residuals R (m,): the k-th
+    smallest (1-based) of F - R and F + R."""
+    m = len(R)
+    out = np.empty((len(F), 2, len(levels)))
+    for k, level in enumerate(levels):
+        lo, hi = _rank_low(level, m), _rank_high(level, m)
+        out[:, 0, k] = -np.inf if lo < 1 else np.sort(F - R, axis=1)[:, lo - 1]
+        out[:, 1, k] = np.inf if hi > m else np.sort(F + R, axis=1)[:, hi - 1]
+    return out
+
+
 def _oracle_cv_plus(make, X, y, Q, w, levels, splits):
     """CV+ by its definition: a refit per split, each row's residual and fits at the
     queries from the split holding it out, the k-th smallest (1-based) bounds over the
@@ -575,14 +587,7 @@ def _oracle_cv_plus(make, X, y, Q, w, levels, splits):
             model = make().fit(X[train], y[train], sample_weight=w[train])
             R[test] = np.abs(y[test] - model.predict(X[test]))
             F[:, test] = model.predict(Q)[:, None]
-    F, R = F[:, w > 0], R[w > 0]
-    m = len(R)
-    out = np.empty((len(Q), 2, len(levels)))
-    for k, level in enumerate(levels):
-        lo, hi = _rank_low(level, m), _rank_high(level, m)
-        out[:, 0, k] = -np.inf if lo < 1 else np.sort(F - R, axis=1)[:, lo - 1]
-        out[:, 1, k] = np.inf if hi > m else np.sort(F + R, axis=1)[:, hi - 1]
-    return out
+    return _cv_plus_bounds(F[:, w > 0], R[w > 0], levels)
 
 
 @pytest.mark.parametrize("make", [
@@ -630,13 +635,7 @@ def _oracle_cv_plus_as_given(make, X, y, Q, levels, splits):
         model = make().fit(rows(X, train), y[train])
         R[test] = np.abs(y[test] - model.predict(rows(X, test)))
         F[:, test] = model.predict(Q)[:, None]
-    m = len(R)
-    out = np.empty((len(Q), 2, len(levels)))
-    for k, level in enumerate(levels):
-        lo, hi = _rank_low(level, m), _rank_high(level, m)
-        out[:, 0, k] = -np.inf if lo < 1 else np.sort(F - R, axis=1)[:, lo - 1]
-        out[:, 1, k] = np.inf if hi > m else np.sort(F + R, axis=1)[:, hi - 1]
-    return out
+    return _cv_plus_bounds(F, R, levels)
 
 
 @pytest.mark.parametrize("given", ["frame", "array"])
