@@ -370,8 +370,9 @@ class LeaveOneOutNeighbors:
             return self._block_into(plan, a, min(a + step, L), kernel, values, with_ones,
                                     result, workspace)
 
-        n_fallback = sum(on_workers(range(0, L, step), block, D.device,
-                                    init=lambda: D.new_empty((step, L))))
+        n_fallback = sum(on_workers(
+            range(0, L, step), block, D.device,
+            init=(lambda: D.new_empty((step, L))) if plan.bits is not None else None))
         return result, n_fallback
 
     def _plan(self, h, sample_point, kernel, pooling):
