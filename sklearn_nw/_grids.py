@@ -190,8 +190,12 @@ class LeaveOneOutGrid:
         if moments and moment_passes(kernel, self.degree, self.bounded, grid[0]):
             return self._moment_pool(loo, kernel, dtype, device, working_memory)
         G, L = len(grid), len(loo.weight)
-        multiples = grid[:, 0] / grid[0, 0]  # (G,)
-        proportional = np.allclose(grid, multiples[:, None] * grid[0], rtol=1e-12, atol=0)
+        # The columns in groups whose bandwidths are proportional over the grid: one
+        # group when the grid points are multiples of the first; with categorical
+        # features, the continuous features and each categorical one's columns.
+        members, group_multiples = _proportional_columns(grid)  # [(c,)], (G, K)
+        proportional = len(members) == 1
+        multiples = group_multiples[:, 0]  # (G,) of the first group
         # One feature: each row attends to the sorted inputs within reach (a group's
         # keys need not be contiguous there: groups take the dense blocks).
         if (loo.X.shape[1] == 1 and loo.group is None
@@ -206,12 +210,9 @@ class LeaveOneOutGrid:
                             n_workers(device), "for local polynomials")
         out = torch.empty(G, L, values.shape[1], dtype=torch.float64)
 
-        # The inputs in the metric of the first grid point, in groups of columns whose
-        # bandwidths are proportional over the grid (one group when the grid points are
-        # multiples of the first; with categorical features, the continuous features and
-        # each categorical one's columns): a block's squared distances per group serve
-        # every grid point, as their sum with the group's squared multiples.
-        members, group_multiples = _proportional_columns(grid)  # [(c,)], (G, K)
+        # The inputs in the metric of the first grid point: a block's squared distances
+        # per group of columns serve every grid point, as their sum with the group's
+        # squared multiples.
         first = torch.as_tensor(loo.X / grid[0], device=device)  # (L, r)
         parts = [first[:, columns] for columns in members]
         inverse_sq = torch.as_tensor(group_multiples ** -2.0, device=device)  # (G, K)
@@ -271,18 +272,14 @@ class LeaveOneOutGrid:
         point, w the window's inputs, instead of O(L^2)."""
         grid = np.asarray(self.grid if grid is None else grid, dtype=np.float64)[:, 0]  # (G,)
         G, L = len(grid), len(loo.weight)
-        order = np.argsort(loo.X[:, 0], kind="stable")  # (L,)
-        x = loo.X[order, 0] / grid[0]  # (L,) sorted, in units of the first grid point
-        weight = loo.weight[order]  # (L,)
+        order, x, weight, nearest, spread = _sorted_inputs(loo)
+        x, nearest = x / grid[0], nearest / grid[0]  # in units of the first grid point
         W = torch.as_tensor(weight, device=device)  # (L,)
         self_log_w = torch.as_tensor(loo.self_log_weight[order], device=device)  # (L,)
         values = torch.as_tensor(loo.values[order], dtype=torch.float64,
                                  device=device)  # (L, t)
         coords = _centered(loo, grid[:1], device)[torch.as_tensor(order, device=device)]
         points = torch.as_tensor(x[:, None], device=device)  # (L, 1)
-        nearest = _nearest_other(x, weight > 0)  # (L,)
-        log_w = np.log(weight[weight > 0])
-        spread = float(log_w.max() - log_w.min())
         multiples = grid / grid[0]  # (G,)
         out = torch.empty(G, L, values.shape[1], dtype=torch.float64)
         blocks = []
@@ -455,11 +452,7 @@ def _narrow_windows(loo, kernel, grid):
     :meth:`LeaveOneOutGrid._window_pool` serves them for less than the dense pass."""
     if window_radius(kernel, 1.0, 0.0, 0.0) is None or len(loo.weight) < 4 * _WINDOW_MIN:
         return np.zeros(len(grid), dtype=bool)
-    x = np.sort(loo.X[:, 0], kind="stable")
-    weight = loo.weight[np.argsort(loo.X[:, 0], kind="stable")]
-    nearest = _nearest_other(x, weight > 0)  # (L,)
-    log_w = np.log(weight[weight > 0])
-    spread = float(log_w.max() - log_w.min())
+    _, x, _, nearest, spread = _sorted_inputs(loo)
     narrow = np.zeros(len(grid), dtype=bool)
     for g, h in enumerate(grid[:, 0]):
         reach = window_radius(kernel, h, nearest, spread)  # (L,)
@@ -467,6 +460,16 @@ def _narrow_windows(loo, kernel, grid):
                  - np.searchsorted(x, x - reach, "left")).max()
         narrow[g] = 4 * width <= len(x)
     return narrow
+
+
+def _sorted_inputs(loo):
+    """The distinct inputs of one feature sorted (:func:`window_radius`' terms): their
+    order (L,), values (L,) and weights (L,), each one's distance to its nearest other of
+    positive weight (L,), and the spread of the positive log weights."""
+    order = np.argsort(loo.X[:, 0], kind="stable")  # (L,)
+    x, weight = loo.X[order, 0], loo.weight[order]
+    log_w = np.log(weight[weight > 0])
+    return order, x, weight, _nearest_other(x, weight > 0), float(log_w.max() - log_w.min())
 
 
 def _proportional_columns(grid):
