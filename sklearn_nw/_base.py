@@ -32,7 +32,7 @@ from sklearn.utils.validation import (
 )
 
 from ._adaptive import Adaptive
-from ._categorical import CategoricalFeatures, categorical_columns, is_frame
+from ._categorical import find_categorical
 from ._keys import FittedKeys
 from ._losses import LOG_LOSS, SQUARED_ERROR
 from ._preconditions import resolve_device
@@ -224,16 +224,13 @@ class NadarayaWatsonBase(BaseEstimator):
         categories and return ``X`` with them encoded as codes (``is_categorical_``: None
         when there are none, as HistGradientBoosting's)."""
         self._categorical = self.is_categorical_ = None
-        spec = self.categorical_features
-        if spec is None or (isinstance(spec, str) and not is_frame(X)) or self._precomputed():
+        if self._precomputed():
             return X
-        n_features = X.shape[1] if hasattr(X, "shape") else np.asarray(X, dtype=object).shape[1]
-        categorical, ordered = categorical_columns(X, spec, n_features)
-        if not categorical.any():
+        self._categorical = find_categorical(X, self.categorical_features,
+                                             self.categorical_kernel)
+        if self._categorical is None:
             return X
-        self._categorical = CategoricalFeatures(X, categorical, ordered,
-                                                self.categorical_kernel)
-        self.is_categorical_ = categorical
+        self.is_categorical_ = self._categorical.categorical
         return self._categorical.fit_encode(X)
 
     def _check_categorical_combinations(self):

@@ -94,8 +94,47 @@ def categorical_columns(X, categorical_features, n_features):
     return categorical, ordered
 
 
+def find_categorical(X, categorical_features, categorical_kernel):
+    """The :class:`CategoricalFeatures` of training inputs ``X`` as given (an array, a
+    pandas or dask DataFrame, a dask array), or None where none is categorical
+    (``categorical_features`` None, or ``"from_dtype"`` on anything but a DataFrame)."""
+    spec = categorical_features
+    if spec is None or (isinstance(spec, str) and not is_frame(X)):
+        return None
+    shape = X.shape if hasattr(X, "shape") else np.asarray(X, dtype=object).shape
+    if len(shape) != 2:
+        return None  # the estimator's validation names what is wrong
+    categorical, ordered = categorical_columns(X, spec, shape[1])
+    if not categorical.any():
+        return None
+    return CategoricalFeatures(X, categorical, ordered, categorical_kernel)
+
+
 def _column(X, j):
-    return X.iloc[:, j] if is_frame(X) else np.asarray(X)[:, j]
+    if is_frame(X):
+        return X.iloc[:, j]
+    return X[:, j] if _is_lazy(X) else np.asarray(X)[:, j]
+
+
+def _is_lazy(a):
+    """Whether ``a`` is a dask collection (an array, DataFrame or Series): computed on its
+    cluster, not gathered."""
+    return hasattr(a, "dask") and hasattr(a, "compute")
+
+
+def _distinct(column):
+    """The distinct values of a dask column, computed on its cluster (few where the
+    feature is categorical): a pandas Series in the column's dtype (a categorical dtype
+    with its categories made known), or a numpy array."""
+    if hasattr(column, "drop_duplicates"):
+        if _is_category(column.dtype) and not column.cat.known:
+            column = column.cat.as_known()
+        # Each partition's, gathered (no shuffle), then over the partitions.
+        return column.map_partitions(type(column._meta).drop_duplicates).compute(
+            ).drop_duplicates()
+    import dask.array as da
+
+    return da.unique(column).compute()
 
 
 def _lookup(column, categories):
@@ -169,8 +208,10 @@ class CategoricalFeatures:
         self.names = list(X.columns) if is_frame(X) else None
         for j in self.columns:
             column = _column(X, j)
-            self._check_missing(column, j)
             self.declared.append(_is_category(getattr(column, "dtype", None)))
+            if _is_lazy(column):  # a dask column: its distinct values stand for it
+                column = _distinct(column)
+            self._check_missing(column, j)
             if self.declared[-1]:
                 self.categories.append(np.asarray(column.cat.categories))
             else:
@@ -320,6 +361,24 @@ class CategoricalFeatures:
                 width = c if kernel.ordered else c + 1
                 parts.append((code[:, None] == np.arange(width)) * self._one_hot)
         return np.concatenate(parts, axis=1).astype(codes.dtype, copy=False)
+
+    def unembed(self, embedded):
+        """The encoded inputs (n, d) float64 of inputs ``embedded`` (n, d_emb) by
+        :meth:`embed`: its inverse (an unordered category's code from its one-hot
+        column, an ordered one's from its thermometer columns)."""
+        embedded = np.asarray(embedded)
+        codes = np.empty((len(embedded), self.n_features))
+        codes[:, self.continuous] = embedded[:, :self.n_continuous]
+        start = self.n_continuous
+        for j, kernel, categories in zip(self.columns, self.kernels, self.categories):
+            c = len(categories)
+            if kernel.ordered:
+                codes[:, j] = np.count_nonzero(embedded[:, start:start + c - 1], axis=1)
+                start += c - 1 + (c if kernel.mismatch_factor != 1.0 else 0)
+            else:
+                codes[:, j] = np.argmax(embedded[:, start:start + c + 1], axis=1)
+                start += c + 1
+        return codes
 
     def expand(self, h):
         """The bandwidth of every embedded column (d_emb,) from one parameter per feature

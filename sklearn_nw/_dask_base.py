@@ -21,10 +21,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d, validate_data
 
 from ._base import check_pooled
+from ._categorical import find_categorical, is_frame
 from ._dask_loo import ShardedTraining, build_shards
 from ._dask_tasks import (
     ShardSettings,
     check_queries,
+    encoded_rows,
     fallback_count,
     first_moments,
     merge_pairwise,
@@ -77,6 +79,30 @@ def as_rows(a, name, chunks=None, n_blocks=1):
     return da.from_array(a, chunks=(chunks,) + a.shape[1:])
 
 
+def columns_of(X):
+    """What scikit-learn's checks of the feature names and their count read of X: a dask
+    DataFrame's empty pandas stand-in (its ``_meta``: the columns and dtypes, which
+    scikit-learn reads of a pandas DataFrame only), else X itself."""
+    return X._meta if is_frame(X) and hasattr(X, "_meta") else X
+
+
+def row_blocks(X, n_blocks):
+    """The row blocks of inputs ``X`` as given, each (block, its number of rows): a dask
+    DataFrame's partitions or a dask array's row blocks (delayed), an array or pandas
+    DataFrame in memory split into ``n_blocks``."""
+    if is_frame(X) and hasattr(X, "to_delayed"):  # a dask DataFrame
+        lengths = X.map_partitions(len).compute()
+        return list(zip(X.to_delayed(), lengths))
+    if isinstance(X, da.Array):
+        X = as_rows(X, "X")
+        return list(zip(X.to_delayed().ravel(), X.chunks[0]))
+    rows = X if is_frame(X) else np.asarray(X)
+    step = max(1, -(-len(rows) // max(1, n_blocks)))
+    take = rows.iloc.__getitem__ if is_frame(X) else rows.__getitem__
+    return [(take(slice(a, a + step)), len(take(slice(a, a + step))))
+            for a in range(0, max(len(rows), 1), step)]
+
+
 class Moments(NamedTuple):
     """What one pass over the training blocks reduces (:func:`reduce_moments`)."""
 
@@ -122,7 +148,10 @@ class ShardedNadarayaWatson(BaseEstimator):
     queries against every shard."""
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
-                 algorithm="auto", compute="auto", metric="euclidean", device="cpu"):
+                 algorithm="auto", compute="auto", metric="euclidean", device="cpu",
+                 categorical_features="from_dtype", categorical_kernel="li_racine"):
+        self.categorical_features = categorical_features
+        self.categorical_kernel = categorical_kernel
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
@@ -139,8 +168,16 @@ class ShardedNadarayaWatson(BaseEstimator):
         client = get_client()
         # feature_names_in_ (and n_features_in_) from a pandas or dask DataFrame, as the
         # local estimators' validate_data sets them; the arrays are checked on the workers.
-        validate_data(self, X, reset=True, skip_check_array=True)
-        X = as_rows(X, "X", n_blocks=n_threads(client))
+        validate_data(self, columns_of(X), reset=True, skip_check_array=True)
+        self._categorical = find_categorical(X, self.categorical_features,
+                                             self.categorical_kernel)
+        self.is_categorical_ = None if self._categorical is None else (
+            self._categorical.categorical)
+        if self._categorical is None:
+            X = as_rows(X, "X", n_blocks=n_threads(client))
+        else:
+            self._categorical.use_kernel(get_kernel(self.kernel, dtype=np.float64))
+            X = self._embedded_rows(X, client, fit=True)
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D (n_samples, n_features); got {X.ndim}-D.")
         check_some_rows(X, self)
@@ -163,7 +200,11 @@ class ShardedNadarayaWatson(BaseEstimator):
         if classifier:
             self.classes_ = moments.classes
         self.kernel_ = get_kernel(self.kernel, dtype=dtype)
-        self.n_features_in_ = X.shape[1]
+        sigma = moments.sigma
+        if self._categorical is not None:  # the continuous features' spreads, per feature
+            sigma = np.zeros(self._categorical.n_features)
+            sigma[self._categorical.continuous] = moments.sigma[:self._categorical.n_continuous]
+        self.n_features_in_ = len(sigma)
         self.n_samples_fit_ = X.shape[0]
         scale = moments.scale
         spec = ShardSettings(self.kernel_, None, moments.center, np.dtype(dtype), moments.classes,
@@ -171,19 +212,23 @@ class ShardedNadarayaWatson(BaseEstimator):
                     not classifier and y.ndim == 1, get_config()["working_memory"])
         # The bandwidth's strategy, as the local estimators resolve it, run on the
         # training set sharded over the cluster.
-        training = ShardedTraining(client, blocks, spec, moments.sigma, moments.weight,
-                                   classifier, X.shape[0], type(self).__name__)
+        training = ShardedTraining(client, blocks, spec, sigma, moments.weight,
+                                   classifier, X.shape[0], type(self).__name__,
+                                   categorical=self._categorical)
         strategy = search if search is not None else as_strategy(self.bandwidth)
         for stale in ("projection_", "n_iter_", "loss_curve_"):
             self.__dict__.pop(stale, None)
         choice = strategy.select(training)
-        spec = spec._replace(
-            metric=choice.bandwidth if choice.projection is None else choice.projection)
+        spec = spec._replace(metric=training.metric(choice.bandwidth)
+                             if choice.projection is None else choice.projection)
         if training.shards is None:
             self._shards = build_shards(client, blocks, spec, classifier)
         else:  # the grid's shards, at the chosen bandwidth
             self._shards = [client.submit(with_metric, f, spec) for f in training.shards]
         self.bandwidth_ = choice.bandwidth
+        if self._categorical is not None:  # lambda at the categorical features
+            self.bandwidth_ = (self._categorical.public(choice.bandwidth)
+                               if choice.shown is None else choice.shown)
         if choice.projection is not None:
             self.projection_ = choice.projection
         for name, value in (choice.report or {}).items():
@@ -191,6 +236,24 @@ class ShardedNadarayaWatson(BaseEstimator):
         self._spec = spec
         self.n_shards_ = len(self._shards)
         return self
+
+    def _embedded_rows(self, X, client, fit=False):
+        """Inputs X with categorical features as the shards hold them: each row block
+        encoded (:meth:`~sklearn_nw._categorical.CategoricalFeatures.encode`, checked as
+        the local estimators check X) and embedded, on the workers, float64 (a dask
+        array). At fit, the categories seen are counted there too."""
+        categorical = self._categorical
+        d, d_embedded = categorical.n_features, len(categorical.source)
+        blocks = row_blocks(X, n_threads(client))
+        codes = da.concatenate([
+            da.from_delayed(dask.delayed(encoded_rows)(block, categorical, d),
+                            shape=(n_rows, d), dtype=np.float64)
+            for block, n_rows in blocks])
+        if fit:
+            categorical.n_levels = [len(u) for u in dask.compute(
+                *[da.unique(codes[:, j]) for j in categorical.columns])]
+        return codes.map_blocks(categorical.embed, dtype=np.float64,
+                                chunks=(codes.chunks[0], (d_embedded,)))
 
     def _rows_like(self, a, name, X):
         a = as_rows(a, name)  # numpy arrays as one block, split along X's blocks below
@@ -218,17 +281,17 @@ class ShardedNadarayaWatson(BaseEstimator):
         which needs the partial sums computed: they are kept on the cluster)."""
         client = self._check_live()
         given = X
-        X = as_rows(X, "X", n_blocks=n_threads(client))
+        X = (as_rows(X, "X", n_blocks=n_threads(client)) if self._categorical is None
+             else self._embedded_rows(X, client))
         if X.ndim != 2:
             raise ValueError(f"X must be 2-D (n_queries, n_features); got {X.ndim}-D.")
         # The feature names and count checked as the local estimators check them.
-        validate_data(self, given, reset=False, skip_check_array=True)
+        validate_data(self, columns_of(given), reset=False, skip_check_array=True)
         check_some_rows(X, self)
         spec = self._spec
         finals, shapes = [], []
         for block, n_rows in zip(X.to_delayed().ravel(), X.chunks[0]):
-            q = client.compute(dask.delayed(check_queries)(block, self.n_features_in_,
-                                                             spec.dtype))
+            q = client.compute(dask.delayed(check_queries)(block, X.shape[1], spec.dtype))
             parts = [client.submit(shard_part, shard, q, spec, leave_out_equal)
                      for shard in self._shards]
             finals.append(merge_pairwise(client, parts, merge))
@@ -263,7 +326,9 @@ class ShardedNadarayaWatson(BaseEstimator):
         X = np.concatenate([s.key_set.X for s in shards])
         y = np.concatenate([s.y for s in shards])
         w = np.concatenate([s.key_set.sample_weight for s in shards])
-        if hasattr(self, "feature_names_in_"):
+        if self._categorical is not None:  # the rows as given: their categories
+            X = self._categorical.decode(self._categorical.unembed(X))
+        elif hasattr(self, "feature_names_in_"):
             import pandas as pd  # the names came with a (pandas or dask) DataFrame
 
             X = pd.DataFrame(X, columns=self.feature_names_in_)
@@ -302,10 +367,9 @@ SERVED_OPTIONS = {"algorithm": {"auto", "brute"}, "compute": {"auto", "eager"},
                    "metric": {"euclidean"}}
 
 
-# The local estimators' parameters the shards do not take: categorical features (the
-# shards hold numbers only) and the regressor's standard errors (no return_std on shards).
-LOCAL_ONLY = {"categorical_features", "categorical_kernel", "residual_variance",
-              "residual_neighbors"}
+# The local estimators' parameters the shards do not take: the regressor's standard
+# errors (no return_std on shards).
+LOCAL_ONLY = {"residual_variance", "residual_neighbors"}
 
 
 def constraints_on_shards(local_class):

@@ -43,8 +43,7 @@ from ._dask_tasks import (
 )
 from ._losses import get_loss
 from ._preconditions import check_two_inputs
-from ._scale import rule_of_thumb
-from ._selection import Choice, nearest_multiple
+from ._selection import Choice, mixed_rule_of_thumb, nearest_multiple
 from ._shards import merge
 from .kernels import get_kernel
 
@@ -68,23 +67,28 @@ class ShardedTraining:
     n_samples : int
     name : str
         The estimator, named in errors.
+    categorical : CategoricalFeatures, default=None
+        The categorical features (:mod:`sklearn_nw._categorical`): the blocks hold the
+        inputs embedded, the strategies' parameters are one per feature (``sigma``'s),
+        each turned into the bandwidths of the embedded columns (:meth:`metric`).
     """
 
     degree = 0  # Nadaraya-Watson: the Dask estimators fit no local polynomials
     bounded = False
     precomputed = False
     n_neighbors = None
-    categorical = None  # the shards hold numbers only
     groups = None  # leave-one-group-out is not sharded: the Dask estimators' fit takes none
 
     def rule_of_thumb(self, rule):
         """The bandwidths of a rule of thumb, from the reduced spread."""
-        return rule_of_thumb(rule, self.sigma, self.weight)
+        return mixed_rule_of_thumb(rule, self.sigma, self.weight, self.categorical)
 
-    def __init__(self, client, blocks, spec, sigma, weight, classifier, n_samples, name):
+    def __init__(self, client, blocks, spec, sigma, weight, classifier, n_samples, name,
+                 categorical=None):
         self.client, self.blocks, self.spec = client, blocks, spec
         self.sigma, self.weight = sigma, weight
         self.classifier, self.n_samples, self.name = classifier, n_samples, name
+        self.categorical = categorical
         self.loss = "log_loss" if classifier else "squared_error"
         self.shards = None  # built for the grid, at the reference bandwidth (:meth:`_shards`)
         self._reference = None
@@ -96,6 +100,18 @@ class ShardedTraining:
     def spread(self):
         return self.sigma, self.weight
 
+    def _replace(self, degree):
+        """Itself: the Training API's copy at another degree, here always 0."""
+        if degree:
+            raise ValueError("sklearn_nw.dask fits no local polynomials (degree=0).")
+        return self
+
+    def metric(self, h):
+        """The bandwidths of the blocks' columns (numpy) of the strategies' parameters
+        ``h`` (d,): the embedded columns' with categorical features."""
+        h = np.asarray(h, dtype=np.float64)
+        return h if self.categorical is None else self.categorical.expand(h)
+
     def reference(self):
         """Scott's rule over the distinct inputs of positive weight (counted by a tree of
         unions on the cluster)."""
@@ -106,11 +122,14 @@ class ShardedTraining:
             distinct = self._distinct = merge_pairwise(client, blocks, merge_distinct)
             n_distinct = self._n_distinct = client.submit(len, distinct).result()
             check_two_inputs(n_distinct, self.n_samples, self.name)
-            self._reference = rule_of_thumb("scott", self.sigma, n_distinct)
+            self._reference = mixed_rule_of_thumb("scott", self.sigma, n_distinct,
+                                                  self.categorical)
         return self._reference
 
     def nearest_multiple(self, reference):
         """:meth:`~sklearn_nw._selection.Training.nearest_multiple`, on the cluster."""
+        if self.categorical is not None:
+            return None
         self.reference()
         return self.client.submit(nearest_multiple, self._distinct, reference).result()
 
@@ -142,12 +161,14 @@ class ShardedTraining:
                                                                 self.classifier)
                                     for xb, yb, wb in self.blocks])
         objective = ShardedObjective(client, locations, spec._replace(kernel=kernel),
-                                     self.loss, n_shards=len(self.blocks))
+                                     self.loss, n_shards=len(self.blocks),
+                                     categorical=self.categorical)
         check_two_inputs(objective.n_inputs, self.n_samples,
                          f"{self.name} with bandwidth='loo'")
         result = learner.learn_on(objective, kernel, full_batch=True,
-                                  h_start=rule_of_thumb("scott", self.sigma,
-                                                        objective.n_inputs))
+                                  h_start=mixed_rule_of_thumb("scott", self.sigma,
+                                                              objective.n_inputs,
+                                                              self.categorical))
         curve = np.asarray(result.loss_curve, dtype=np.float64)
         if not self.classifier:  # the rows' loss in the targets' unit
             curve = spec.scale**2 * (curve + objective.spread)
@@ -173,7 +194,8 @@ class ShardedTraining:
         """The training blocks' shards, built once, at the reference bandwidth."""
         if self.shards is None:
             self.shards = build_shards(self.client, self.blocks,
-                                       self.spec._replace(metric=self.reference()),
+                                       self.spec._replace(metric=self.metric(
+                                           self.reference())),
                                        self.classifier)
         return self.shards
 
@@ -183,7 +205,7 @@ class ShardedTraining:
         inputs = [client.submit(training_inputs, shard) for shard in shards]
         sums = []
         for h in grid:
-            point = spec._replace(metric=np.asarray(h, dtype=np.float64))
+            point = spec._replace(metric=self.metric(h))
             sums.append([client.submit(leave_one_out_block, merge_pairwise(client, [
                 client.submit(shard_part, shard, q, point, True) for shard in shards],
                 merge), own, loss) for q, own in zip(inputs, shards)])
@@ -223,10 +245,18 @@ class ShardedObjective:
         The kernel (float64), the center and the working memory.
     loss : str
         "squared_error" or "log_loss".
+    n_shards : int
+        How many shards the distinct inputs are split into.
+    categorical : CategoricalFeatures, default=None
+        The categorical features: the parameters (one per feature) are expanded to the
+        bandwidths of the embedded columns (``expand``), differentiably; ``odds`` marks
+        the parameters that are a categorical feature's odds.
     """
 
-    def __init__(self, client, blocks, spec, loss, n_shards):
+    def __init__(self, client, blocks, spec, loss, n_shards, categorical=None):
         self.client, self.spec, self.loss_name = client, spec, loss
+        self.expand = None if categorical is None else categorical.expand
+        self.odds = None if categorical is None else categorical.categorical
         self.loss_function = get_loss(loss)
         locations = merge_pairwise(client, blocks, merge_locations)
         n, sum_sq = client.submit(location_count, locations).result()
@@ -253,8 +283,11 @@ class ShardedObjective:
         return len(self.weight)
 
     def _parts(self, metric):
-        """Futures of the merged partial sums at each block of inputs."""
+        """Futures of the merged partial sums at each block of inputs, at the parameters
+        ``metric`` (d,) (numpy)."""
         client = self.client
+        if self.expand is not None:
+            metric = self.expand(metric)
         return [merge_pairwise(client, [client.submit(location_part, keys, queries, metric,
                                                       self.spec) for keys in self.shards],
                                merge) for queries in self.shards]
@@ -283,6 +316,9 @@ class ShardedObjective:
             raise ValueError("The sharded leave-one-out objective is full batch only.")
         h = metric.detach().cpu().numpy().astype(np.float64)
         parts = self._parts(h)
+        if self.expand is not None:  # the gradient flows back through the expansion
+            metric = self.expand(metric)
+            h = metric.detach().cpu().numpy().astype(np.float64)
         total = float(self.weight.sum())
         terms = [self.client.submit(location_terms, part, block, self.loss_name, total)
                  for part, block in zip(parts, self.shards)]

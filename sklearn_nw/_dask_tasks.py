@@ -149,6 +149,17 @@ def leave_one_out_block(part, shard, loss):
     return leave_one_out_sum(part.out, ks.values, ks.sample_weight, loss)
 
 
+def encoded_rows(X, categorical, n_features):
+    """A block of inputs as given with its categorical features as codes (float64,
+    :meth:`~sklearn_nw._categorical.CategoricalFeatures.encode`), checked as the local
+    estimators check X (numbers, finite, ``n_features`` columns)."""
+    if len(X.shape) == 2 and X.shape[1] != n_features:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but the estimator is expecting {n_features} "
+            "features as input.")
+    return check_array(categorical.encode(X), dtype=np.float64, ensure_min_samples=0)
+
+
 def check_queries(Q, n_features, dtype):
     Q = check_array(Q, dtype=[np.float64, np.float32], ensure_min_samples=0)
     if Q.shape[1] != n_features:

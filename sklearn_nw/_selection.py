@@ -111,14 +111,7 @@ class Training(NamedTuple):
         rule over the continuous ones and Li and Racine's rate for the categories
         (:meth:`~sklearn_nw._categorical.CategoricalFeatures.reference`)."""
         sigma, weight = self.spread()
-        n = weight if n is None else n
-        if self.categorical is None:
-            return rule_of_thumb(rule, sigma, n)
-        h = np.ones(len(sigma))
-        continuous = self.categorical.continuous
-        if len(continuous):
-            h[continuous] = rule_of_thumb(rule, sigma[continuous], n)
-        return self.categorical.reference(h, n)
+        return mixed_rule_of_thumb(rule, sigma, weight if n is None else n, self.categorical)
 
     def learn_bandwidth(self, learner):
         """The :class:`Choice` of ``learner`` (a :class:`~sklearn_nw.LeaveOneOutBandwidth`)
@@ -185,6 +178,20 @@ class Training(NamedTuple):
         # The keys, embedded; local polynomials in their continuous features.
         return loo._replace(X=self.categorical.embed(loo.X),
                             polynomial_columns=self.categorical.n_continuous)
+
+
+def mixed_rule_of_thumb(rule, sigma, n, categorical):
+    """The parameters (d,) of a rule of thumb for features of spreads ``sigma`` (d,) and
+    sample size ``n``: with ``categorical`` features (a
+    :class:`~sklearn_nw._categorical.CategoricalFeatures`), the rule over the continuous
+    ones and Li and Racine's rate for the categories."""
+    if categorical is None:
+        return rule_of_thumb(rule, sigma, n)
+    h = np.ones(len(sigma))
+    continuous = categorical.continuous
+    if len(continuous):
+        h[continuous] = rule_of_thumb(rule, sigma[continuous], n)
+    return categorical.reference(h, n)
 
 
 class Choice(NamedTuple):

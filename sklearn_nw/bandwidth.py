@@ -338,11 +338,6 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 f"Use NadarayaWatsonRegressorCV("
                 f"degree={degree}) (an exact grid), or degree=0."
             )
-        if expand is not None and self.form == "full":
-            raise ValueError(
-                "LeaveOneOutBandwidth(form='full') learns a linear metric of numbers, not "
-                "of categories: with categorical features use form='diagonal' or "
-                "'isotropic'.")
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
                               degree=degree, bounded=bounded, expand=expand,
                               polynomial_columns=loo.polynomial_columns, odds=odds,
@@ -356,6 +351,11 @@ class LeaveOneOutBandwidth(BaseEstimator):
         objective of keys sharded over a cluster, :mod:`sklearn_nw.dask`), full batch
         unless it also has the ``x`` of the minibatch descent's neighbor search."""
         self._validate_params()
+        if getattr(objective, "expand", None) is not None and self.form == "full":
+            raise ValueError(
+                "LeaveOneOutBandwidth(form='full') learns a linear metric of numbers, not "
+                "of categories: with categorical features use form='diagonal' or "
+                "'isotropic'.")
         log_w = objective.log_w
         d = len(h_start)
         w = log_w.exp()

@@ -39,6 +39,7 @@ from ._dask_base import (
     constraints_on_shards,
     grid_search,
 )
+from ._docs import fill_doc
 from ._regression import NadarayaWatsonRegressor as _LocalRegressor
 
 __all__ = [
@@ -49,6 +50,19 @@ __all__ = [
 ]
 
 
+# The categorical features' entries of the four estimators' docstrings (fill_doc).
+_CATEGORICAL_DOC = """\
+    categorical_features : "from_dtype", array-like of bool, int or str, or None, \
+            default="from_dtype"
+        As in the local estimator: a pandas or dask DataFrame's ``category`` columns
+        (categories a dask column does not declare are computed on the cluster), a mask,
+        indices or names. The blocks are encoded and embedded on the workers; Gaussian
+        kernel only.
+    categorical_kernel : {"li_racine", "aitchison_aitken"}, default="li_racine"
+"""
+
+
+@fill_doc(categorical=_CATEGORICAL_DOC.rstrip())
 class NadarayaWatsonRegressor(RegressorMixin, ShardedNadarayaWatson):
     """Nadaraya-Watson regression with its keys sharded over a dask cluster.
 
@@ -71,6 +85,7 @@ class NadarayaWatsonRegressor(RegressorMixin, ShardedNadarayaWatson):
     compute : {"auto", "eager"}, default="auto"
     metric : {"euclidean"}, default="euclidean"
     device : str, default="cpu"
+%(categorical)s
     degree : {0}, default=0
     bounded : bool, default=False
         The local polynomials' bound: no effect here (``degree`` is 0).
@@ -79,6 +94,9 @@ class NadarayaWatsonRegressor(RegressorMixin, ShardedNadarayaWatson):
     ----------
     kernel_ : Kernel
     bandwidth_ : ndarray of shape (n_features,)
+    is_categorical_ : ndarray of bool of shape (n_features,) or None
+        The categorical features, None without any; ``bandwidth_`` holds their smoothing
+        ``lambda``.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when X was a pandas or dask DataFrame with string column names: they, and
@@ -111,9 +129,12 @@ class NadarayaWatsonRegressor(RegressorMixin, ShardedNadarayaWatson):
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
                  algorithm="auto", compute="auto", metric="euclidean", device="cpu",
+                 categorical_features="from_dtype", categorical_kernel="li_racine",
                  degree=0, bounded=False):
         super().__init__(kernel, bandwidth, n_neighbors=n_neighbors, algorithm=algorithm,
-                         compute=compute, metric=metric, device=device)
+                         compute=compute, metric=metric, device=device,
+                         categorical_features=categorical_features,
+                         categorical_kernel=categorical_kernel)
         self.degree = degree
         self.bounded = bounded
 
@@ -151,6 +172,7 @@ class NadarayaWatsonRegressor(RegressorMixin, ShardedNadarayaWatson):
         return self._pool(X)
 
 
+@fill_doc(categorical=_CATEGORICAL_DOC.rstrip())
 class NadarayaWatsonClassifier(ClassifierMixin, ShardedNadarayaWatson):
     """Nadaraya-Watson classification with its keys sharded over a dask cluster.
 
@@ -171,12 +193,16 @@ class NadarayaWatsonClassifier(ClassifierMixin, ShardedNadarayaWatson):
     compute : {"auto", "eager"}, default="auto"
     metric : {"euclidean"}, default="euclidean"
     device : str, default="cpu"
+%(categorical)s
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
     kernel_ : Kernel
     bandwidth_ : ndarray of shape (n_features,)
+    is_categorical_ : ndarray of bool of shape (n_features,) or None
+        The categorical features, None without any; ``bandwidth_`` holds their smoothing
+        ``lambda``.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Only when X was a pandas or dask DataFrame with string column names: they, and
@@ -241,6 +267,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, ShardedNadarayaWatson):
                                 dtype=classes.dtype)
 
 
+@fill_doc(categorical=_CATEGORICAL_DOC.rstrip())
 class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     """Nadaraya-Watson regression over a dask cluster, the bandwidth chosen by the exact
     leave-one-out grid.
@@ -268,6 +295,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     algorithm : {"auto", "brute"}, default="auto"
     compute : {"auto", "eager"}, default="auto"
     device : str, default="cpu"
+%(categorical)s
     degree : {"auto", 0}, default="auto"
         Nadaraya-Watson ("auto" is 0 here).
     bounded : bool, default=True
@@ -284,6 +312,9 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     Attributes
     ----------
     bandwidth_ : ndarray of shape (n_features,)
+    is_categorical_ : ndarray of bool of shape (n_features,) or None
+        The categorical features, None without any; ``bandwidth_`` holds their smoothing
+        ``lambda``.
     cv_results_ : dict of ndarrays
         ``mean_test_score`` (the negative leave-one-out mean squared error),
         ``rank_test_score`` (non-finite scores last), ``param_bandwidth`` and ``params``
@@ -309,8 +340,11 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
                  cv=None, scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", degree="auto", bounded=True, selection="min",
-                 leave_out="row"):
+                 device="cpu", categorical_features="from_dtype",
+                 categorical_kernel="li_racine", degree="auto", bounded=True,
+                 selection="min", leave_out="row"):
+        self.categorical_features = categorical_features
+        self.categorical_kernel = categorical_kernel
         self.leave_out = leave_out
         self.bandwidths = bandwidths
         self.kernel = kernel
@@ -347,6 +381,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
                 "bandwidth_kinds": ["fixed"], "degree": 0}
 
 
+@fill_doc(categorical=_CATEGORICAL_DOC.rstrip())
 class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     """Nadaraya-Watson classification over a dask cluster, the bandwidth chosen by the
     exact leave-one-out grid.
@@ -370,6 +405,7 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     algorithm : {"auto", "brute"}, default="auto"
     compute : {"auto", "eager"}, default="auto"
     device : str, default="cpu"
+%(categorical)s
     selection : {"one_se", "min"}, default="one_se"
         Either keeps the best grid point (the leave-one-out log-loss has no per-sample
         scores), as in the local classifier.
@@ -382,6 +418,9 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     ----------
     classes_ : ndarray of shape (n_classes,)
     bandwidth_ : ndarray of shape (n_features,)
+    is_categorical_ : ndarray of bool of shape (n_features,) or None
+        The categorical features, None without any; ``bandwidth_`` holds their smoothing
+        ``lambda``.
     cv_results_ : dict of ndarrays
         ``mean_test_score`` (the negative leave-one-out log-loss), ``rank_test_score``
         (non-finite scores last), ``param_bandwidth`` and ``params`` of every grid point,
@@ -404,7 +443,10 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
 
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto",
                  cv=None, scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
-                 device="cpu", selection="one_se", leave_out="row"):
+                 device="cpu", categorical_features="from_dtype",
+                 categorical_kernel="li_racine", selection="one_se", leave_out="row"):
+        self.categorical_features = categorical_features
+        self.categorical_kernel = categorical_kernel
         self.leave_out = leave_out
         self.bandwidths = bandwidths
         self.kernel = kernel

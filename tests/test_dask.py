@@ -394,10 +394,7 @@ def test_same_parameters_as_the_local_estimators(ours, theirs):
         # The one exception, documented: the shards' grid has no per-sample losses for
         # the one-standard-error rule, the local regressor's default.
         assert (params.pop("selection"), local.pop("selection")) == ("min", "one_se")
-    # Not yet on shards, documented: categorical features (the shards hold numbers).
-    assert {k: local.pop(k) for k in ("categorical_features", "categorical_kernel")} == {
-        "categorical_features": "from_dtype", "categorical_kernel": "li_racine"}
-    # Nor the regressor's standard errors (predict(X, return_std=True)).
+    # Not on shards, documented: the regressor's standard errors (return_std=True).
     if "residual_variance" in local:
         assert {k: local.pop(k) for k in ("residual_variance", "residual_neighbors")} == {
             "residual_variance": "nn", "residual_neighbors": 3}
@@ -581,3 +578,122 @@ def test_leaving_rows_out_on_repeated_inputs_is_refused_and_otherwise_as_local(c
                                       degree=0, selection="min").fit(X, y)
     np.testing.assert_allclose(est.cv_results_["mean_test_score"],
                                local.cv_results_["mean_test_score"], rtol=1e-12)
+
+
+# -- issue 26: categorical features on shards, against the local estimators on the same
+# rows (the blocks encoded and embedded on the workers).
+
+
+def _mixed_table(n=150, seed=0):
+    """A pandas table: a number, an unordered category with a declared category no row
+    has, an ordered one, and a string column; queries with an unseen string and an
+    unordered category absent at fit (different from every key)."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(seed)
+    color = pd.Categorical(rng.choice(["red", "green", "blue"], n),
+                           categories=["red", "green", "blue", "violet"])
+    size = pd.Categorical(rng.choice(["S", "M", "L"], n), categories=["S", "M", "L"],
+                          ordered=True)
+    frame = pd.DataFrame({"x": rng.normal(size=n), "color": color, "size": size,
+                          "town": rng.choice(["Ayr", "Bath", "Cork"], n)})
+    y = (np.sin(2 * frame.x) + (frame.color == "red") + 0.5 * size.codes
+         + (frame.town == "Ayr") + 0.2 * rng.normal(size=n)).to_numpy()
+    w = rng.integers(0, 3, n).astype(np.float64)
+    queries = frame.iloc[:30].copy()
+    queries.loc[queries.index[:3], "color"] = "violet"
+    queries.loc[queries.index[3:6], "town"] = "Derry"
+    return frame, y, w, queries
+
+
+@pytest.mark.parametrize("ours, theirs, bandwidth, categorical_kernel", [
+    (nw_dask.NadarayaWatsonRegressor, NadarayaWatsonRegressor, [0.4, 0.3, 0.5, 0.2],
+     "aitchison_aitken"),
+    (nw_dask.NadarayaWatsonRegressor, NadarayaWatsonRegressor, "scott", "li_racine"),
+    (nw_dask.NadarayaWatsonRegressor, NadarayaWatsonRegressor, "loo", "aitchison_aitken"),
+    (nw_dask.NadarayaWatsonClassifier, NadarayaWatsonClassifier, "loo", "li_racine"),
+    (nw_dask.NadarayaWatsonRegressorCV, NadarayaWatsonRegressorCV, None, "li_racine"),
+    (nw_dask.NadarayaWatsonClassifierCV, NadarayaWatsonClassifierCV, None,
+     "aitchison_aitken"),
+])
+def test_categorical_features_equal_the_local_estimators(client, ours, theirs, bandwidth,
+                                                         categorical_kernel):
+    dd = pytest.importorskip("dask.dataframe")
+    frame, y, w, queries = _mixed_table()
+    classifier = "Classifier" in ours.__name__
+    if classifier:
+        y = np.array(["low", "mid", "high"])[np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))]
+    params = {"categorical_features": ["color", "size", "town"],
+              "categorical_kernel": categorical_kernel}
+    if "CV" in ours.__name__:  # the shards' grid: fixed bandwidths, Nadaraya-Watson
+        local_params = {**params, "bandwidth_kinds": ["fixed"], "selection": "min",
+                        **({} if classifier else {"degree": 0})}
+    else:
+        params["bandwidth"] = bandwidth
+        local_params = params
+    est = ours(**params).fit(dd.from_pandas(frame, npartitions=3), y, sample_weight=w)
+    local = theirs(**local_params).fit(frame, y, sample_weight=w)
+    np.testing.assert_array_equal(est.is_categorical_, local.is_categorical_)
+    np.testing.assert_array_equal(est.feature_names_in_, local.feature_names_in_)
+    np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
+    predict = "predict_proba" if classifier else "predict"
+    expected = getattr(local, predict)(queries)
+    for given in (queries, dd.from_pandas(queries, npartitions=2)):
+        np.testing.assert_allclose(getattr(est, predict)(given).compute(), expected,
+                                   rtol=0, atol=1e-9)
+    if "CV" in ours.__name__:
+        np.testing.assert_allclose(est.cv_results_["mean_test_score"],
+                                   local.cv_results_["mean_test_score"], rtol=1e-10)
+    back = est.to_local()
+    np.testing.assert_array_equal(back.is_categorical_, local.is_categorical_)
+    np.testing.assert_allclose(getattr(back, predict)(queries), expected, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("categorical_kernel", ["li_racine", "aitchison_aitken"])
+def test_categorical_features_of_arrays_equal_the_local_estimator(client,
+                                                                  categorical_kernel):
+    # Codes in a dask array named by a mask, in a numpy array by indices; categories
+    # never declared, learned from the rows on the cluster.
+    rng = np.random.default_rng(3)
+    X = np.column_stack([rng.normal(size=200), rng.integers(0, 4, 200),
+                         rng.normal(size=200), rng.choice([10.0, 20.0, 30.0], 200)])
+    y = X[:, 0] + (X[:, 1] == 2) + X[:, 3] / 10 + 0.1 * rng.normal(size=200)
+    Q = np.column_stack([rng.normal(size=40), rng.integers(0, 5, 40),  # 4: not seen at fit
+                         rng.normal(size=40), rng.choice([10.0, 20.0, 30.0], 40)])
+    mask = np.array([False, True, False, True])
+    for given, spec in ((da.from_array(X, chunks=70), mask), (X, [1, 3])):
+        est = nw_dask.NadarayaWatsonRegressor(
+            bandwidth="loo", categorical_features=spec,
+            categorical_kernel=categorical_kernel).fit(given, y)
+        local = NadarayaWatsonRegressor(bandwidth="loo", categorical_features=mask,
+                                        categorical_kernel=categorical_kernel).fit(X, y)
+        np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
+        np.testing.assert_allclose(est.predict(da.from_array(Q, chunks=15)).compute(),
+                                   local.predict(Q), rtol=0, atol=1e-9)
+
+
+def test_categorical_features_refused_as_by_the_local_estimator(client):
+    dd = pytest.importorskip("dask.dataframe")
+    frame, y, _, _ = _mixed_table()
+    given = dd.from_pandas(frame, npartitions=3)
+    # Not the Gaussian kernel; a missing category at fit and in the queries; an ordered
+    # category never seen at fit; a full learned metric.
+    missing = frame.copy()
+    missing.loc[missing.index[5], "color"] = None
+    unranked = frame.iloc[:5].copy()
+    unranked["size"] = unranked["size"].cat.set_categories(["S", "M", "L", "XL"])
+    unranked.loc[unranked.index[0], "size"] = "XL"
+    for params, X, queries in (({"kernel": "epanechnikov", "bandwidth": 1.0}, frame, None),
+                               ({}, missing, None), ({}, frame, missing.iloc[:10]),
+                               ({}, frame, unranked),
+                               ({"bandwidth": LeaveOneOutBandwidth(form="full")}, frame,
+                                None)):
+        params = {**params, "categorical_features": ["color", "size", "town"]}
+        local = NadarayaWatsonRegressor(**params)
+        est = nw_dask.NadarayaWatsonRegressor(**params)
+        with pytest.raises(ValueError) as theirs:
+            local.fit(X, y)
+            local.predict(queries)
+        with pytest.raises(ValueError, match=re.escape(str(theirs.value))):
+            est.fit(dd.from_pandas(X, npartitions=3), y)
+            est.predict(dd.from_pandas(queries, npartitions=2)).compute()
+    assert given.npartitions == 3
