@@ -171,6 +171,7 @@ class _LogitTerms(NamedTuple):
     factor: object  # the Gaussian family's factor on the squared distances; None
     self_log_ratio: object  # (L,) log(kept / weight) of a key's own copies; None
     in_nats: bool  # else in bits (log base 2)
+    unit: float = 1.0  # the logits' unit in nats (the extra logits' factor)
 
     def in_bits(self):
         """The same terms in bits: logits whose powers of 2 are the weights."""
@@ -181,7 +182,8 @@ class _LogitTerms(NamedTuple):
                    else (*self.changed[:2], bits(self.changed[2])))
         return self._replace(key_log_w=bits(self.key_log_w), changed=changed,
                              factor=bits(self.factor),
-                             self_log_ratio=bits(self.self_log_ratio), in_nats=False)
+                             self_log_ratio=bits(self.self_log_ratio), in_nats=False,
+                             unit=_LOG2_E)
 
 
 class LeaveOneOutNeighbors:
@@ -202,10 +204,15 @@ class LeaveOneOutNeighbors:
     self_weight : Tensor of shape (L,), default=None
         The weight a key keeps on itself when left out (``leave_out="row"``: its copies');
         None for none.
+    extra : Tensor of shape (L, L), default=None
+        Logits (nats) every pair adds whatever the bandwidth: the categorical features'
+        ``-c ||e_i - e_j||**2`` of their Gaussian factor
+        (:mod:`sklearn_nw._categorical`), ``D`` then the distances in the continuous
+        features alone (those the neighbors and the bandwidths are measured in).
     """
 
-    def __init__(self, D, W, max_neighbors=1, self_weight=None):
-        self.D, self.W = D, W
+    def __init__(self, D, W, max_neighbors=1, self_weight=None, extra=None):
+        self.D, self.W, self.extra = D, W, extra
         if self_weight is not None and not bool((self_weight > 0).any()):
             self_weight = None
         self.self_weight = self_weight
@@ -429,6 +436,8 @@ class LeaveOneOutNeighbors:
             rows, cols, h_left, pair_sq, pair_log_w = self._left_out_bandwidths(k, c)
             changed = (rows, cols, pair_log_w - r * torch.log(h_left)
                        + kernel.log_profile_sq(pair_sq / (h_left * h_left)))
+            if self.extra is not None:
+                changed = (rows, cols, changed[2] + self.extra[rows, cols])
         self_log_ratio = None
         if self.self_weight is not None:  # log(kept / W) (L,); 0/0 is a key of no weight
             self_log_ratio = torch.log(self.self_weight / self.W).nan_to_num_(nan=-math.inf)
@@ -451,6 +460,8 @@ class LeaveOneOutNeighbors:
             logits = kernel.log_profile_sq(
                 self.D_sq[a:b] / (terms.h_sq[a:b] if per_row else terms.h_sq))  # (b, L)
             logits += terms.key_log_w
+        if self.extra is not None:
+            logits.add_(self.extra[a:b], alpha=terms.unit)
         if terms.changed is not None:
             rows, cols, changed_logits = terms.changed  # sorted by row
             pick = slice(*torch.searchsorted(rows, rows.new_tensor([a, b])).tolist())
@@ -495,6 +506,8 @@ class LeaveOneOutNeighbors:
             own = torch.arange(len(rows), device=W.device)
             key_log_w = set_self_(key_log_w.clone(), rows,
                                   key_log_w[own, rows] + torch.log(kept / W[rows]))
+        if self.extra is not None:  # weighed as the kernel weighs them: with the factor
+            key_log_w = key_log_w + self.extra[rows]
         # inf / inf: both overflowed; ranked after every finite ratio, tied with each other.
         nearest, _ = nearest_keys(ratio.nan_to_num(nan=math.inf), eligible)
         return torch.softmax(torch.where(nearest, key_log_w, -math.inf), dim=1)  # (e, L)

@@ -209,7 +209,6 @@ class NadarayaWatsonBase(BaseEstimator):
         self.kernel_ = get_kernel(self.kernel, dtype=X.dtype)
         if self._categorical is not None:
             self._categorical.use_kernel(self.kernel_)
-            self._check_categorical_combinations()
         self.device_ = str(resolve_device(self.device))
         self.X_fit_ = X.copy() if sp.issparse(X) else np.array(X, copy=True)
         self.sample_weight_ = sample_weight
@@ -232,14 +231,6 @@ class NadarayaWatsonBase(BaseEstimator):
             return X
         self.is_categorical_ = self._categorical.categorical
         return self._categorical.fit_encode(X)
-
-    def _check_categorical_combinations(self):
-        """Refuse what categorical features do not go with yet."""
-        if isinstance(getattr(self, "bandwidth", None), AdaptiveBandwidth):
-            raise ValueError(
-                "Categorical features do not support an AdaptiveBandwidth yet (its "
-                "neighbor distances would be measured in every feature); use a fixed or "
-                "learned bandwidth.")
 
     def _training(self, values, *, classifier, degree=0, raw_X=None, groups=None):
         """The training data for a bandwidth strategy, with this estimator's functions."""

@@ -574,12 +574,22 @@ def _check_dense_leave_one_out(L, working_memory, what):
         instead=", or use cv=5")
 
 
-def _neighbors_of(scaled, W, device, max_neighbors=1, self_weight=None):
+def _neighbors_of(scaled, W, device, max_neighbors=1, self_weight=None, extra=None):
     """:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors` of leave-one-out's keys in the
-    scaled coordinates (L, r)."""
+    scaled coordinates (L, r), with the ``extra`` logits of every pair (L, L)."""
     points = torch.as_tensor(scaled, device=device)
     D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
-    return LeaveOneOutNeighbors(D, W, max_neighbors, self_weight)
+    return LeaveOneOutNeighbors(D, W, max_neighbors, self_weight, extra)
+
+
+def categorical_logits(kernel, categories, device):
+    """The logits (L, L) of the categorical features' Gaussian factor between inputs
+    whose embedded categorical columns, divided by their scales, are ``categories``
+    (L, e): ``-c ||e_i - e_j||**2``, ``c`` the kernel's quadratic coefficient
+    (:mod:`sklearn_nw._categorical`)."""
+    points = torch.as_tensor(categories, device=device)
+    D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
+    return D.square_().mul_(-kernel.quadratic_coef)
 
 
 def _centered(loo, metric, device):
@@ -638,6 +648,12 @@ def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
     return torch.cat(outs)
 
 
+def _continuous_columns(loo):
+    """The continuous coordinates of leave-one-out's keys, the leading columns: those
+    the adaptive bandwidths measure and scale (all but categorical features')."""
+    return loo.X.shape[1] if loo.polynomial_columns is None else loo.polynomial_columns
+
+
 class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
     """Adaptive bandwidths chosen from candidates by their exact leave-one-out loss or
     score: :class:`LeaveOneOutGrid` for :class:`AdaptiveBandwidth`.
@@ -671,18 +687,22 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
         self.candidates = candidates
         self.shared = {} if shared is None else shared
 
-    def _neighbors(self, loo, device, max_neighbors):
+    def _neighbors(self, loo, kernel, device, max_neighbors):
         """The distinct inputs' neighbors in the key set's search space (the metric
         divided by its largest bandwidth), from ``shared`` when found there for at least
-        ``max_neighbors``."""
+        ``max_neighbors``. With categorical features, in the continuous ones (the
+        leading ``loo.polynomial_columns``), the categories' factor as extra logits."""
         found = self.shared.get("neighbors")
         W = torch.as_tensor(loo.weight, device=device)
         kept = (None if loo.self_weight is None
                 else torch.as_tensor(loo.self_weight, device=device))
         if found is None:
-            base = self.grid[0]
-            found = (max_neighbors, _neighbors_of(loo.X / (base / base.max()), W, device,
-                                                  max_neighbors, kept))
+            base, r = self.grid[0], _continuous_columns(loo)
+            extra = (None if r == loo.X.shape[1] else
+                     categorical_logits(kernel, loo.X[:, r:] / base[r:], device))
+            base = base[:r]
+            found = (max_neighbors, _neighbors_of(loo.X[:, :r] / (base / base.max()), W,
+                                                  device, max_neighbors, kept, extra))
         elif found[0] < max_neighbors:  # more neighbors: the same distances
             found = (max_neighbors, found[1].reach(max_neighbors))
         self.shared["neighbors"] = found
@@ -696,9 +716,9 @@ class LeaveOneOutAdaptiveGrid(LeaveOneOutGrid):
                 "query's group. Use bandwidth_kinds=['fixed'], or a splitter such as "
                 "cv=LeaveOneGroupOut().")
         _check_dense_leave_one_out(len(loo.weight), working_memory, "of adaptive bandwidths")
-        neighbors = self._neighbors(loo, device,
+        neighbors = self._neighbors(loo, kernel, device,
                                     max(c.n_neighbors for c in self.candidates))
-        r = loo.X.shape[1]
+        r = _continuous_columns(loo)
         if not self.degree:
             # Blocks of rows on worker threads of one torch thread each (a few short
             # (L, L) operations per candidate are parallel regions whose barriers stall

@@ -116,12 +116,19 @@ class FittedKeys:
         return self.metric.shape[1] if self.metric.ndim == 2 else self.X.shape[1]
 
     @property
+    def continuous_coords(self):
+        """The leading coordinates that are continuous features' (all but categorical
+        features' embedded columns, :mod:`sklearn_nw._categorical`): those local
+        polynomials fit and adaptive bandwidths measure and scale."""
+        return self.n_coords if self.polynomial_columns is None else self.polynomial_columns
+
+    @property
     def n_local_terms(self):
         """The parameters of each query's local fit: 1 for Nadaraya-Watson (a local
         constant), else the terms of the local polynomial in its coordinates."""
         if not self.degree:
             return 1
-        r = self.n_coords if self.polynomial_columns is None else self.polynomial_columns
+        r = self.continuous_coords
         return 1 + r + (r * (r + 1) // 2 if self.degree >= 2 else 0)
 
     def subset(self, keep):
@@ -322,9 +329,10 @@ def _nadaraya_watson_route(keys, *, algorithm, n_neighbors, compute, precomputed
     if adaptive is None and n_neighbors is None:
         return _support_route(keys, algorithm=algorithm, compute=compute)
     rows, points = _indexed(keys)
+    if adaptive is not None:  # the neighbors of the continuous features
+        return AdaptiveRoute(keys, adaptive,
+                             TreeSearch(points[:, :keys.continuous_coords], algorithm), rows)
     index = TreeSearch(points, algorithm)
-    if adaptive is not None:
-        return AdaptiveRoute(keys, adaptive, index, rows)
     return KNearestRoute(keys, index, rows, n_neighbors)
 
 

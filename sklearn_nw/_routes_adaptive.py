@@ -2,7 +2,10 @@
 
 Each query's distance to its k-th nearest key comes from a tree or a brute force search
 (:class:`~sklearn_nw._search.TreeSearch`); then every key of positive weight, the distances
-divided by the query's bandwidth (balloon) or by each key's (sample-point).
+divided by the query's bandwidth (balloon) or by each key's (sample-point). With
+categorical features the neighbors, distances and bandwidths are the continuous
+features'; the categories' Gaussian factor multiplies the weights, whatever the
+bandwidth (:mod:`sklearn_nw._categorical`).
 """
 
 import numpy as np
@@ -12,6 +15,7 @@ from sklearn.utils import gen_batches
 
 from ._adaptive import LeaveOneOutNeighbors, kth_distances
 from ._engine_candidates import dense_pool
+from ._grids import categorical_logits
 from ._routes import Route, pooled_values, torch_dtype
 from ._search import exact_distances
 from ._workers import chunk_rows
@@ -26,7 +30,8 @@ class AdaptiveRoute(Route):
     adaptive : Adaptive
         The bandwidth's kind, k and c.
     index : TreeSearch
-        The keys of positive weight, ``index_rows``, in the search space.
+        The keys of positive weight, ``index_rows``, in the search space (its continuous
+        coordinates, ``keys.continuous_coords``).
     index_rows : ndarray of shape (n_indexed,)
     """
 
@@ -41,17 +46,21 @@ class AdaptiveRoute(Route):
                 f"units of sample weight; there are only {keys.sample_weight.sum():g} "
                 f"(n_samples={keys.X.shape[0]}). Lower n_neighbors."
             )
+        self.r = keys.continuous_coords
+        # The keys' categorical coordinates in the kernel's unit (divided by their scales).
+        self.categories = (None if self.r == keys.n_coords
+                           else keys.scaled(keys.X[index_rows])[:, self.r:])
         if adaptive.kind == "sample_point":
             self.key_bandwidth = adaptive.scale * kth_distances(
-                index, keys.sample_weight[index_rows], keys.search_space(keys.X),
+                index, keys.sample_weight[index_rows], keys.search_space(keys.X)[:, :self.r],
                 adaptive.n_neighbors, leave_out_location=True)  # (n,)
 
     def pool(self, keys, queries, settings):
         """Each query against every key of positive weight, the distances divided by the
         query's bandwidth ``c d_k(q)`` (balloon) or each key's (sample-point, whose
         weights carry ``h_i^(-r)``), in chunks of queries within ``working_memory``."""
-        adaptive = self.adaptive
-        search_queries = keys.search_space(queries)
+        adaptive, r = self.adaptive, self.r
+        search_queries = keys.search_space(queries)[:, :r]
         weight = keys.sample_weight[self.index_rows]  # (n',)
         tiny = np.finfo(np.float64).tiny
         if adaptive.kind == "balloon":
@@ -60,7 +69,7 @@ class AdaptiveRoute(Route):
         else:
             h = np.maximum(self.key_bandwidth[self.index_rows], tiny)  # (n',)
             # w_i h_i^(-r), relative to the smallest h (no overflow at many coordinates).
-            weight = weight * (h.min() / h) ** keys.n_coords
+            weight = weight * (h.min() / h) ** r
         n_keys = len(self.index_rows)
         tensor = lambda a: keys.tensor(a, settings.device)
         values, log_w = tensor(keys.values[self.index_rows]), tensor(np.log(weight))
@@ -72,6 +81,10 @@ class AdaptiveRoute(Route):
             dist = self.index.distances(search_queries[rows])  # (b, n')
             with np.errstate(over="ignore"):  # h = tiny: d_k = 0, only distance 0 counts
                 dist /= h[rows, None] if adaptive.kind == "balloon" else h
+            if r < keys.n_coords:  # with the categories' distances (in the kernel's unit)
+                dist = np.hypot(dist, exact_distances(
+                    torch.as_tensor(keys.scaled(queries[rows])[:, r:]),
+                    torch.as_tensor(self.categories)).numpy())
             part = dense_pool(tensor(dist), values, keys.kernel, log_w=log_w,
                               return_attention=settings.return_attention,
                               exact_zeros=keys.exact_zeros)
@@ -114,12 +127,14 @@ class AdaptiveRoute(Route):
                 f"{working_memory} MiB. Raise the limit with "
                 "sklearn.config_context(working_memory=...)."
             )
-        points = torch.as_tensor(keys.search_space(loo.X), device=device)  # (G, r)
+        r = self.r
+        points = torch.as_tensor(keys.search_space(loo.X)[:, :r], device=device)  # (G, r)
         D = exact_distances(points, points)  # (G, G)
+        extra = (None if r == keys.n_coords else
+                 categorical_logits(keys.kernel, keys.scaled(loo.X)[:, r:], device))
         neighbors = LeaveOneOutNeighbors(D, torch.as_tensor(loo.weight, device=device),
-                                         self.adaptive.n_neighbors)
-        attention, n_fallback = neighbors.attention(self.adaptive, keys.kernel,
-                                                    keys.n_coords)
+                                         self.adaptive.n_neighbors, extra=extra)
+        attention, n_fallback = neighbors.attention(self.adaptive, keys.kernel, r)
         attention = attention.to(torch_dtype(keys.dtype))
         if keys.kernel.is_compact:
             return sp.csr_array(attention.cpu().numpy()), n_fallback

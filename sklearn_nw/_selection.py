@@ -96,6 +96,17 @@ class Training(NamedTuple):
         n = len(distinct_inputs(self.X, self.sample_weight)[0])
         return self.rule_of_thumb("scott", n)
 
+    def locations(self):
+        """The training inputs (n, d) where adaptive bandwidths measure distances: their
+        continuous features (with categorical ones), else all of them."""
+        if self.categorical is None:
+            return self.X
+        if not len(self.categorical.continuous):
+            raise ValueError(
+                "An adaptive bandwidth measures distances in the continuous features, and "
+                "every feature is categorical here: use a fixed or learned bandwidth.")
+        return self.X[:, self.categorical.continuous]
+
     def nearest_multiple(self, reference):
         """The multiple of ``reference`` (d,) at which a bandwidth reaches the median
         distinct input's nearest other one: how far below the default grid its probes

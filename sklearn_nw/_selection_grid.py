@@ -203,12 +203,9 @@ class BandwidthGridSearch:
         ``"auto"`` all three with a default grid and exact leave-one-out up to
         ``_ADAPTIVE_AUTO_MAX_INPUTS`` distinct inputs whose dense matrices fit in
         ``working_memory``, else fixed bandwidths only."""
-        if training.categorical is not None:
+        if training.categorical is not None and not training.categorical.n_continuous:
             if self.kinds not in ("auto", ("fixed",)):
-                raise ValueError(
-                    "Adaptive bandwidths measure distances in the continuous features, "
-                    "which categorical features do not support yet: use "
-                    "bandwidth_kinds=['fixed'] (or 'auto') with categorical features.")
+                training.locations()  # raises: no continuous feature to measure
             return ("fixed",)
         if self.cv is None and training.groups is not None:
             # Leave-one-group-out is exact for fixed bandwidths only (LeaveOneOutGrid).
@@ -267,7 +264,10 @@ class BandwidthGridSearch:
         ``_ADAPTIVE_SCALES`` (for local polynomials c = 1), in the metric of the reference
         bandwidth; a best point at the largest k adds the next k (with every c), one at
         either end of c the next c (with the best k and its neighbors in k)."""
-        base = training.reference()
+        # The metric of the distances: with categorical features, the grid's center (the
+        # learned smoothing of the categories is kept by every candidate).
+        base = (training.reference() if training.categorical is None
+                else self._reference(training))
         k_max = _max_neighbors(training)
         ks = [k for k in _ADAPTIVE_NEIGHBORS if k <= k_max] or [k_max]
         # Local polynomials: k alone sets the smoothing (as locfit's nearest-neighbor
@@ -425,5 +425,6 @@ def _max_neighbors(training):
     """The largest k an adaptive bandwidth's exact leave-one-out allows: k units of
     weight at other locations than any input and any neighbor of it left out (under
     either ``leave_out``: a sample-point key's bandwidth never counts its own input)."""
-    weight = _adaptive_key_weights(training, "input")
+    _, inverse = distinct_inputs(training.locations())
+    weight = np.bincount(inverse, weights=training.sample_weight)
     return max(1, int(np.floor(weight.sum() - 2 * weight.max() + 1e-9)))

@@ -638,6 +638,6 @@ class AdaptiveBandwidth(BaseEstimator):
     def select(self, training):
         """The bandwidth strategy's choice (:mod:`sklearn_nw._selection`): this adaptive
         bandwidth resolved on ``training``, in the metric its ``base`` chooses."""
-        adaptive = self.resolve(training.X, training.sample_weight, training.kernel)
+        adaptive = self.resolve(training.locations(), training.sample_weight, training.kernel)
         choice = as_strategy(self.base, precomputed=training.precomputed).select(training)
         return choice._replace(adaptive=adaptive)

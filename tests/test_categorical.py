@@ -279,7 +279,7 @@ def test_the_user_data_is_not_modified():
 
 @pytest.mark.parametrize("params, match", [
     ({"kernel": "epanechnikov"}, "Gaussian kernel"),
-    ({"bandwidth": AdaptiveBandwidth()}, "AdaptiveBandwidth"),
+    ({"bandwidth": AdaptiveBandwidth()}, None),
     ({"bandwidth": 0.5}, "one value per feature"),
     ({"bandwidth": [0.4, 0.2, 1.5, 0.5, 0.6]}, r"lambda of the LiRacine kernel, in \[0, 1\]"),
     ({"bandwidth": [0.4, 0.2, 0.3, 0.5, 0.6], "categorical_kernel": "aitchison_aitken"},
@@ -332,5 +332,84 @@ def test_bad_categorical_input():
     reg = NadarayaWatsonRegressor(bandwidth=BANDWIDTH).fit(X, y)
     with pytest.raises(ValueError, match="Ordered feature 4 has values"):
         reg.predict(X.assign(o1=pd.Categorical([9] * 120, categories=[9], ordered=True)))
-    with pytest.raises(ValueError, match="bandwidth_kinds"):
-        NadarayaWatsonRegressorCV(bandwidth_kinds=["balloon"]).fit(X, y)
+
+
+# -- adaptive bandwidths: the continuous features' neighbors and bandwidths, the
+# categories' factor kept
+
+
+def _kth_distance(points, queries, w, k, other_locations=False):
+    """Per query, written out: the distance at which the nearest points (at another
+    location than the query, with ``other_locations``) hold k units of weight."""
+    out = []
+    for q in queries:
+        d = np.sqrt(((points - q) ** 2).sum(1))
+        order = np.argsort(d, kind="stable")
+        if other_locations:
+            order = order[d[order] > 0]
+        out.append(d[order][np.searchsorted(np.cumsum(w[order]), k * (1 - 1e-9))])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("categorical_kernel", ["li_racine", "aitchison_aitken"])
+@pytest.mark.parametrize("kind", ["balloon", "sample_point"])
+def test_adaptive_bandwidths_measure_the_continuous_features(kind, categorical_kernel):
+    X, numbers, y = _table(n=90, seed=5)
+    w = np.random.default_rng(7).uniform(0.5, 2.0, len(y))
+    Q, q_numbers = X.iloc[:25].copy(), numbers[:25].copy()
+    Q["u2"] = Q["u2"].cat.add_categories([7])  # a category not seen at fit
+    Q.loc[Q.index[:4], "u2"], q_numbers[:4, 3] = 7, 7
+    k, c = 6, 0.7
+    reg = NadarayaWatsonRegressor(
+        bandwidth=AdaptiveBandwidth(kind, n_neighbors=k, scale=c, base=BANDWIDTH),
+        categorical_kernel=categorical_kernel).fit(X, y, sample_weight=w)
+    # Written out: the Gaussian of the continuous features at the adaptive bandwidth
+    # (their own k-th neighbor distances, the categories not in them), times the
+    # categories' factor at their lambda (the continuous part of _product_kernel at an
+    # infinite bandwidth).
+    keys, queries = numbers[:, :2] / BANDWIDTH[:2], q_numbers[:, :2] / BANDWIDTH[:2]
+    d = np.sqrt(((queries[:, None] - keys[None]) ** 2).sum(-1))  # (m, n)
+    factor = _product_kernel(q_numbers, numbers, [1e150, 1e150, *BANDWIDTH[2:]],
+                             categorical_kernel)
+    if kind == "balloon":
+        h = c * _kth_distance(keys, queries, w, k)[:, None]
+        weights = w * np.exp(-0.5 * (d / h) ** 2)
+    else:
+        h = c * _kth_distance(keys, keys, w, k, other_locations=True)
+        weights = w * h**-2.0 * np.exp(-0.5 * (d / h) ** 2)  # r = 2 coordinates
+    weights *= factor
+    np.testing.assert_allclose(reg.predict(Q), weights @ y / weights.sum(1), rtol=1e-12)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_adaptive_leave_one_out_with_categorical_features_equals_refits(degree):
+    X, _, y = _table(n=40, seed=6)
+    w = np.random.default_rng(8).uniform(0.5, 2.0, len(y))
+    cv = NadarayaWatsonRegressorCV(bandwidth_kinds=["balloon", "sample_point"],
+                                   degree=degree, bounded=False).fit(X, y, sample_weight=w)
+    results = cv.cv_results_
+    for kind in ("balloon", "sample_point"):
+        # Its smallest and largest k, and the best.
+        candidates = np.flatnonzero(results["kind"] == kind)
+        ks = results["n_neighbors"][candidates]
+        for i in {candidates[np.argmin(ks)], candidates[np.argmax(ks)],
+                  candidates[np.argmax(results["mean_test_score"][candidates])]}:
+            bandwidth = AdaptiveBandwidth(
+                kind, n_neighbors=int(results["n_neighbors"][i]),
+                scale=float(results["scale"][i]),
+                base=np.asarray(results["param_bandwidth"][i], dtype=float))
+            np.testing.assert_allclose(
+                -results["mean_test_score"][i],
+                _refit_loss(X, y, w, bandwidth, "li_racine", degree), rtol=1e-8)
+    assert cv.bandwidth_kind_ in ("balloon", "sample_point")
+
+
+def test_adaptive_bandwidths_need_a_continuous_feature():
+    X, _, y = _table(n=40)
+    X = X[["u1", "u2", "o1"]]
+    for est in (NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth()),
+                NadarayaWatsonRegressorCV(bandwidth_kinds=["balloon"])):
+        with pytest.raises(ValueError, match="every feature is categorical"):
+            est.fit(X, y)
+    # The CV estimator's default families fall back to fixed bandwidths.
+    assert NadarayaWatsonRegressorCV().fit(X, y).bandwidth_kind_ == "fixed"
