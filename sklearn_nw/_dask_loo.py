@@ -27,6 +27,7 @@ from ._dask_tasks import (
     build_shard,
     distinct_inputs,
     leave_one_out_block,
+    leave_one_row_out_block,
     location_block,
     location_count,
     location_gradient,
@@ -38,6 +39,7 @@ from ._dask_tasks import (
     merge_locations,
     merge_pairwise,
     positive_rows,
+    same_input_sums,
     shard_part,
     training_inputs,
 )
@@ -92,6 +94,7 @@ class ShardedTraining:
         self.loss = "log_loss" if classifier else "squared_error"
         self.shards = None  # built for the grid, at the reference bandwidth (:meth:`_shards`)
         self._reference = None
+        self._n_rows = self._same = None  # rows of positive weight; _same_input's
 
     @property
     def n_features(self):
@@ -133,28 +136,42 @@ class ShardedTraining:
         self.reference()
         return self.client.submit(nearest_multiple, self._distinct, reference).result()
 
-    def _check_leave_out(self, leave_out):
-        """Refuse ``leave_out="row"`` where rows repeat an input: the shards pose
-        leave-one-out on the distinct inputs, where the two units are the same."""
+    def _rows_apart(self, leave_out):
+        """Whether leaving one out differs from leaving an input out: ``leave_out="row"``
+        where rows of positive weight repeat an input."""
         if leave_out != "row":
-            return
-        self.reference()
-        rows = sum(self.client.gather(self.client.compute(
-            [dask.delayed(positive_rows)(xb, wb) for xb, _, wb in self.blocks])))
-        if rows > self._n_distinct:
-            raise ValueError(
-                f"{self.name} leaves one row out (leave_out='row') on one machine only: "
-                f"{rows} training rows of positive weight share {self._n_distinct} "
-                "distinct inputs, and the shards pose leave-one-out on the distinct "
-                "inputs. Pass leave_out='input' (every row at an input leaves together), "
-                "or fit the local estimator."
-            )
+            return False
+        if self._n_rows is None:  # counted once per fit
+            self.reference()
+            self._n_rows = sum(self.client.gather(self.client.compute(
+                [dask.delayed(positive_rows)(xb, wb) for xb, _, wb in self.blocks])))
+        return self._n_rows > self._n_distinct
+
+    def _same_input(self, shards):
+        """Per shard, the futures of :func:`~sklearn_nw._dask_tasks.same_input_sums` of
+        its rows, from the distinct inputs' weights and sums reduced over the blocks
+        (once per fit)."""
+        if self._same is None:
+            client = self.client
+            locations = merge_pairwise(client, client.compute(
+                [dask.delayed(location_sums)(xb, yb, wb, self.spec, self.classifier)
+                 for xb, yb, wb in self.blocks]), merge_locations)
+            self._same = [client.submit(same_input_sums, shard, locations)
+                          for shard in shards]
+        return self._same
 
     def learn_bandwidth(self, learner):
         """The :class:`~sklearn_nw._selection.Choice` of ``learner`` (a
         :class:`~sklearn_nw.LeaveOneOutBandwidth`) by its descent on the leave-one-out
         loss of the distinct inputs, sharded over the cluster (full batch)."""
-        self._check_leave_out(learner.leave_out)
+        if self._rows_apart(learner.leave_out):
+            raise ValueError(
+                f"{self.name}'s learned bandwidth (bandwidth='loo') descends on the "
+                "leave-one-out loss of the distinct inputs, and leaves one row out "
+                "(leave_out='row') on one machine only: here rows repeat an input. Pass "
+                "LeaveOneOutBandwidth(leave_out='input') (every row at an input leaves "
+                "together), a CV estimator of sklearn_nw.dask (its grid leaves rows out), "
+                "or fit the local estimator.")
         client, spec = self.client, self.spec
         kernel = get_kernel(spec.kernel, dtype=np.float64)  # the descent is in float64
         locations = client.compute([dask.delayed(location_sums)(xb, yb, wb, spec,
@@ -180,14 +197,14 @@ class ShardedTraining:
         """The exact leave-one-out scores of the fixed bandwidths of ``grid`` (a
         :class:`~sklearn_nw._grids.LeaveOneOutGrid` of Nadaraya-Watson over every
         input): to rank them by, as reported (the local CV's), and None per sample."""
-        self._check_leave_out(leave_out)
         if scorer is not None or grid.degree or grid.n_neighbors is not None:
             raise ValueError(
                 "sklearn_nw.dask scores fixed bandwidths by their leave-one-out loss, "
                 "Nadaraya-Watson over every training point; use the local estimator for "
                 "a scoring, degree or n_neighbors."
             )
-        scores, reported = self._grid_scores(self._shards(), np.asarray(grid.grid))
+        scores, reported = self._grid_scores(self._shards(), np.asarray(grid.grid),
+                                             self._rows_apart(leave_out))
         return scores, reported, None
 
     def _shards(self):
@@ -199,16 +216,28 @@ class ShardedTraining:
                                        self.classifier)
         return self.shards
 
-    def _grid_scores(self, shards, grid):
-        """Scores to rank the grid points by, and as reported (the local CV's)."""
+    def _grid_scores(self, shards, grid, rows_apart=False):
+        """Scores to rank the grid points by, and as reported (the local CV's). Each
+        training row's prediction leaves out every key at its input, and with
+        ``rows_apart`` adds back the other rows there (leave one row out), from the
+        distinct inputs' weights and sums reduced over the blocks."""
         client, spec, loss = self.client, self.spec, self.loss
         inputs = [client.submit(training_inputs, shard) for shard in shards]
+        if rows_apart:
+            same = self._same_input(shards)
+            log_k0 = float(spec.kernel.log_profile_sq(torch.zeros(1, dtype=torch.float64))[0])
+
+        def block_loss(part, own, i):
+            if not rows_apart:
+                return client.submit(leave_one_out_block, part, own, loss)
+            return client.submit(leave_one_row_out_block, part, own, same[i], log_k0, loss)
+
         sums = []
         for h in grid:
             point = spec._replace(metric=self.metric(h))
-            sums.append([client.submit(leave_one_out_block, merge_pairwise(client, [
+            sums.append([block_loss(merge_pairwise(client, [
                 client.submit(shard_part, shard, q, point, True) for shard in shards],
-                merge), own, loss) for q, own in zip(inputs, shards)])
+                merge), own, i) for i, (q, own) in enumerate(zip(inputs, shards))])
         sums = client.gather(sums)  # G lists of each block's sum of w loss
         weight = sum(client.gather([client.submit(block_weight, f) for f in shards]))
         mean_loss = np.array([sum(point) for point in sums]) / weight  # (G,)

@@ -10,7 +10,13 @@ from sklearn.utils.validation import _check_sample_weight, check_array, check_no
 from . import _leave_one_out
 from ._engine_partial import PartialSums
 from ._keys import FittedKeys
-from ._shards import finish, leave_one_out_losses, leave_one_out_sum, leave_one_out_terms
+from ._shards import (
+    finish,
+    leave_one_out_losses,
+    leave_one_out_sum,
+    leave_one_out_terms,
+    merge,
+)
 from .kernels import Kernel
 
 
@@ -147,6 +153,38 @@ def leave_one_out_block(part, shard, loss):
     """A block of training rows' leave-one-out loss, summed with weights."""
     ks = shard.key_set
     return leave_one_out_sum(part.out, ks.values, ks.sample_weight, loss)
+
+
+def same_input_sums(shard, locations):
+    """For each row of a shard, the weight (n,) and the weighted sum of the values (n, t)
+    of the other rows at its input (:class:`Locations` of every row less its own): what
+    stays when the row leaves alone (``leave_out="row"``)."""
+    ks = shard.key_set
+    weight, values = ks.sample_weight, np.asarray(ks.values, dtype=np.float64)
+    L = len(locations.weight)
+    _, inverse = np.unique(np.concatenate([locations.X, ks.X]), axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    position = np.full(inverse.max() + 1, -1)
+    position[inverse[:L]] = np.arange(L)
+    found = position[inverse[L:]]  # the row's input among the locations; -1: none
+    at = np.maximum(found, 0)
+    total = np.where(found >= 0, locations.weight[at], 0.0)
+    sums = np.where(found[:, None] >= 0, locations.sums[at], 0.0)
+    return np.maximum(total - weight, 0.0), sums - weight[:, None] * values
+
+
+def leave_one_row_out_block(part, shard, same, log_k0, loss):
+    """A block of training rows' leave-one-row-out loss, summed with weights: ``part``
+    leaves out every key at each row's input, the rows there other than itself
+    (``same``, :func:`same_input_sums`) are added back at distance 0 (kernel weight
+    ``exp(log_k0)``)."""
+    ks = shard.key_set
+    weight, sums = same
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = PartialSums(np.where(weight[:, None] > 0, sums / weight[:, None], 0.0),
+                          log_k0 + np.log(weight), np.full(len(weight), np.inf),
+                          np.full(len(weight), -np.inf))
+    return leave_one_out_sum(merge(part, own).out, ks.values, ks.sample_weight, loss)
 
 
 def encoded_rows(X, categorical, n_features):

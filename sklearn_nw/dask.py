@@ -305,9 +305,9 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         rule, needs each distinct training input's leave-one-out loss, which the shards
         reduce to one number per block of rows.
     leave_out : {"row", "input"}, default="row"
-        As in the local estimator. The shards pose leave-one-out on the distinct
-        inputs, where the two are the same: ``"row"`` on rows that repeat an input
-        raises (pass ``"input"``, or fit the local estimator).
+        As in the local estimator. Each row's prediction leaves out every key at its
+        input on every shard; with ``"row"`` the other rows at that input are added
+        back from their weights and values, reduced over the blocks by input.
 
     Attributes
     ----------
@@ -410,9 +410,9 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
         Either keeps the best grid point (the leave-one-out log-loss has no per-sample
         scores), as in the local classifier.
     leave_out : {"row", "input"}, default="row"
-        As in the local estimator. The shards pose leave-one-out on the distinct
-        inputs, where the two are the same: ``"row"`` on rows that repeat an input
-        raises (pass ``"input"``, or fit the local estimator).
+        As in the local estimator. Each row's prediction leaves out every key at its
+        input on every shard; with ``"row"`` the other rows at that input are added
+        back from their weights and values, reduced over the blocks by input.
 
     Attributes
     ----------

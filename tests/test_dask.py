@@ -564,12 +564,25 @@ def test_cv_results_as_local_and_a_data_frame(client):
     assert est.best_params_.keys() == est.cv_results_["params"][est.best_index_].keys()
 
 
-def test_leaving_rows_out_on_repeated_inputs_is_refused_and_otherwise_as_local(client):
-    # The shards pose leave-one-out on the distinct inputs: the default row unit is the
-    # same model where no input repeats, and refused with a clear error where one does.
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_leaving_rows_out_on_repeated_inputs_equals_local(client, kernel):
+    # Rows repeat inputs (with other targets, weights, zero weights, across blocks): the
+    # grid leaves one row out as the local one does, each unit's score equal; the
+    # sharded descent (distinct inputs) refuses the row unit with a clear error.
     X, y, w, _ = _data(n=120, d=2, seed=5)
-    with pytest.raises(ValueError, match="leave_out='input'"):
-        nw_dask.NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5]).fit(X, y, sample_weight=w)
+    labels = np.array(["a", "b", "c"])[(y[:, 0] > 0).astype(int) + (y[:, 1] > 1)]
+    for ours, theirs, target, params in (
+            (nw_dask.NadarayaWatsonRegressorCV, NadarayaWatsonRegressorCV, y,
+             {"degree": 0, "selection": "min"}),
+            (nw_dask.NadarayaWatsonClassifierCV, NadarayaWatsonClassifierCV, labels, {})):
+        for leave_out in ("row", "input"):
+            est = ours(kernel=kernel, leave_out=leave_out).fit(
+                da.from_array(X, chunks=35), target, sample_weight=w)
+            local = theirs(kernel=kernel, leave_out=leave_out, bandwidth_kinds=["fixed"],
+                           **params).fit(X, target, sample_weight=w)
+            np.testing.assert_allclose(est.cv_results_["mean_test_score"],
+                                       local.cv_results_["mean_test_score"], rtol=1e-10)
+            np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-12)
     with pytest.raises(ValueError, match="leave_out='input'"):
         nw_dask.NadarayaWatsonRegressor(bandwidth="loo").fit(X, y[:, 0])
     X = np.random.default_rng(0).normal(size=(120, 2))
