@@ -413,3 +413,18 @@ def test_adaptive_bandwidths_need_a_continuous_feature():
             est.fit(X, y)
     # The CV estimator's default families fall back to fixed bandwidths.
     assert NadarayaWatsonRegressorCV().fit(X, y).bandwidth_kind_ == "fixed"
+
+
+@pytest.mark.parametrize("kind", ["balloon", "sample_point"])
+def test_adaptive_attention_weights_equal_refits(kind):
+    # attention_weights_: each training point's attention without it, as a refit's.
+    X, _, y = _table(n=40, seed=5)
+    bandwidth = AdaptiveBandwidth(kind, n_neighbors=5, scale=0.7, base=BANDWIDTH)
+    attention = np.asarray(NadarayaWatsonRegressor(bandwidth=bandwidth).fit(X, y)
+                           .attention_weights_)
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        refit = NadarayaWatsonRegressor(bandwidth=bandwidth).fit(X[keep], y[keep])
+        _, row = refit.predict(X.iloc[[i]], return_attention=True)
+        np.testing.assert_allclose(attention[i], np.insert(np.asarray(row)[0], i, 0.0),
+                                   rtol=0, atol=1e-14)
