@@ -36,9 +36,13 @@ What it measures
    native >= one-hot on the mean over the tables; the CV estimator >= the tuned KNN -
    0.005 on >= 80% of the tables, never more than 0.02 below.
 
+3. ``fair_sizes``: around the table's fair, one fold's fit on fair's first n rows at each
+   n of ``--fair-sizes`` (default 750, 3,000 and all 6,366): the native CV estimator
+   against the tuned KNN (the fit-time target in its neighborhood).
+
 Usage: ``python benchmarks/bench_categorical.py [--sections S ...] [--sizes N ...]
-[--seeds S ...] [--n-fair N] [--tables T ...] [--out-dir DIR]``; writes
-bench_categorical.json and .md.
+[--seeds S ...] [--n-fair N] [--tables T ...] [--fair-sizes N ...] [--out-dir DIR]``;
+writes bench_categorical.json and .md.
 """
 
 import argparse
@@ -71,7 +75,9 @@ from sklearn_nw import (
     NadarayaWatsonRegressorCV,
 )
 
-SECTIONS = ("speed", "tables")
+SECTIONS = ("speed", "tables", "fair_sizes")
+# fair's first n rows around the table's 1,500 (6,366: all of them).
+FAIR_SIZES = (750, 3000, 6366)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 KINDS = ("li_racine", "aitchison_aitken")
 TABLES = ("grunfeld", "fair", "anes96", "modechoice")
@@ -272,6 +278,49 @@ def section_tables(args):
             "results": results, "targets": targets}
 
 
+def section_fair_sizes(args):
+    """The tables' fit-time target around its ``fair`` configuration: one fold (the first
+    of ``KFold(5, shuffle=True, random_state=0)``) of the native CV estimator and the
+    tuned KNN on fair's first n rows, each n of ``--fair-sizes``."""
+    rows = []
+    for n in args.fair_sizes:
+        X, y = _fair(n)
+        methods = _methods(X, False, args.knn_neighbors)
+        train, test = next(KFold(5, shuffle=True, random_state=0).split(X))
+        row = {"n": len(y), "n_train": len(train)}
+        for m in ("nw_native_li_racine", "knn_tuned_onehot"):
+            model = clone(methods[m])
+            with recording(set()):
+                timing = timed(partial(model.fit, X.iloc[train], y[train]))
+                row[m] = {"fit_s": timing.best,
+                          "score": float(model.score(X.iloc[test], y[test]))}
+        rows.append(row)
+    slow = [f"n = {r['n']} ({r['nw_native_li_racine']['fit_s']:.2f} s against "
+            f"{r['knn_tuned_onehot']['fit_s']:.2f} s)" for r in rows
+            if r["nw_native_li_racine"]["fit_s"] > r["knn_tuned_onehot"]["fit_s"]]
+    targets = [{"name": "CV estimator (native) fit within the tuned KNN's on fair's first n "
+                        "rows, every n (one fold; issue 26, item 3)",
+                "value": float(len(slow)), "goal": 0.0, "met": not slow,
+                "detail": "slower at " + ", ".join(slow) if slow
+                          else f"{len(rows)} sizes"}]
+    return {"config": {"fair_sizes": list(args.fair_sizes),
+                       "knn_neighbors": list(args.knn_neighbors)},
+            "results": rows, "targets": targets}
+
+
+def _fair_sizes_markdown(r):
+    lines = ["Around the table's fair (its first 1,500 rows): one fold's fit on fair's "
+             "first n rows (80 % of them), seconds, and the fold's test R^2.", "",
+             "| n | ours s | tuned KNN s | ours / KNN | R^2 ours | R^2 KNN |",
+             "|---|---|---|---|---|---|"]
+    for row in r["results"]:
+        ours, knn = row["nw_native_li_racine"], row["knn_tuned_onehot"]
+        lines.append(f"| {row['n']:,} | {ours['fit_s']:.2f} | {knn['fit_s']:.2f} | "
+                     f"{ours['fit_s'] / knn['fit_s']:.2f} | {ours['score']:.4f} | "
+                     f"{knn['score']:.4f} |")
+    return lines
+
+
 def _tables_markdown(r):
     methods = list(r["results"][0]["score"])
     lines = ["Mean test score (R^2 or accuracy) over 5 folds x seeds "
@@ -288,15 +337,18 @@ def _tables_markdown(r):
 
 
 def run_benchmark(sections=SECTIONS, sizes=(250, 500), seeds=(0, 1, 2, 3, 4), n_fair=1500,
-                  tables=TABLES, out_dir=RESULTS_DIR, knn_neighbors=KNN_NEIGHBORS):
+                  tables=TABLES, out_dir=RESULTS_DIR, knn_neighbors=KNN_NEIGHBORS,
+                  fair_sizes=FAIR_SIZES):
     """``knn_neighbors``: the tuned KNN's grid of ``n_neighbors`` (the smoke test's tiny run
     takes a shorter one)."""
     args = argparse.Namespace(sizes=tuple(sizes), seeds=tuple(seeds), n_fair=n_fair,
-                              tables=tuple(tables), knn_neighbors=tuple(knn_neighbors))
+                              tables=tuple(tables), knn_neighbors=tuple(knn_neighbors),
+                              fair_sizes=tuple(fair_sizes))
     report = {"machine": machine_info(), "sections": {},
               "load_average": {"start": load_average()}}
     runs = {"speed": (partial(section_speed, args), _speed_markdown),
-            "tables": (partial(section_tables, args), _tables_markdown)}
+            "tables": (partial(section_tables, args), _tables_markdown),
+            "fair_sizes": (partial(section_fair_sizes, args), _fair_sizes_markdown)}
     chunks = [machine_line(report["machine"]) + "\n",
               "Targets are reported, never enforced.\n"]
     print("".join(chunks), end="", flush=True)
@@ -311,10 +363,11 @@ def main(argv=None):
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--n-fair", type=int, default=1500)
     parser.add_argument("--tables", nargs="+", default=list(TABLES), choices=TABLES)
+    parser.add_argument("--fair-sizes", nargs="+", type=int, default=list(FAIR_SIZES))
     parser.add_argument("--out-dir", default=str(RESULTS_DIR))
     args = parser.parse_args(argv)
     run_benchmark(args.sections, args.sizes, args.seeds, args.n_fair, args.tables,
-                  args.out_dir)
+                  args.out_dir, fair_sizes=args.fair_sizes)
 
 
 if __name__ == "__main__":

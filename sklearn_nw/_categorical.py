@@ -329,6 +329,7 @@ class CategoricalFeatures:
                 f"with it is one Gaussian on the continuous features and the categories' "
                 f"codes); got kernel={kernel!r}. Use kernel='gaussian', or "
                 "categorical_features=None to treat every feature as a number.")
+        self.quadratic_coef = quadratic_coef
         self._one_hot = 1.0 / np.sqrt(2.0 * quadratic_coef)
         self._rank = 1.0 / np.sqrt(quadratic_coef)
         source = list(self.continuous)
@@ -361,6 +362,34 @@ class CategoricalFeatures:
                 width = c if kernel.ordered else c + 1
                 parts.append((code[:, None] == np.arange(width)) * self._one_hot)
         return np.concatenate(parts, axis=1).astype(codes.dtype, copy=False)
+
+    def feature_columns(self, k):
+        """The embedded columns (a slice) of categorical feature ``self.columns[k]``: its
+        thermometer or one-hot codes, and its fixed-scale one-hot codes where it has
+        them (:meth:`embed`'s order)."""
+        start = self.n_continuous
+        for i, (kernel, categories) in enumerate(zip(self.kernels, self.categories)):
+            c = len(categories)
+            width = ((c - 1 + (c if kernel.mismatch_factor != 1.0 else 0)) if kernel.ordered
+                     else c + 1)
+            if i == k:
+                return slice(start, start + width)
+            start += width
+        raise IndexError(k)
+
+    def category_log_factors(self, k, h):
+        """The log factors (S, c, c) of categorical feature ``self.columns[k]``'s kernel
+        between its c categories (seen at fit) at the parameters ``h`` (S, d) (only that
+        feature's entry is read): ``-coef ||e(a) - e(b)||**2`` over its embedded columns
+        divided by their scales, the Gaussian factor those columns put on a weight."""
+        j, columns = self.columns[k], self.feature_columns(k)
+        c = len(self.categories[k])
+        codes = np.zeros((c, self.n_features))
+        codes[:, j] = np.arange(c)
+        e = self.embed(codes)[:, columns]  # (c, e)
+        scales = self.expand(np.asarray(h, dtype=np.float64))[:, columns]  # (S, e)
+        diff = (e[:, None, :] - e[None, :, :])[None] / scales[:, None, None, :]
+        return -self.quadratic_coef * (diff**2).sum(-1)
 
     def unembed(self, embedded):
         """The encoded inputs (n, d) float64 of inputs ``embedded`` (n, d_emb) by

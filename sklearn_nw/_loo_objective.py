@@ -49,13 +49,18 @@ def coordinate_sweep(objective, h, loss, rows, factors=_SWEEP):
     distances = getattr(objective, "sweep_distances", lambda h, rows: None)(h, rows)
     odds = getattr(objective, "odds", None)
     for j in range(len(h)):
+        losses = None
         if odds is not None and odds[j]:  # a categorical feature: absolute odds
             candidates = np.repeat(h[None], len(_ODDS_SWEEP), axis=0)  # (S, d)
             candidates[:, j] = _ODDS_SWEEP
+            losses = getattr(objective, "odds_losses", lambda *args: None)(j, candidates,
+                                                                            rows)
         else:
             candidates = np.repeat(h[None], len(factors), axis=0)  # (S, d)
             candidates[:, j] *= factors
-        if distances is None:
+        if losses is not None:  # the odds' one pass
+            pass
+        elif distances is None:
             losses = objective.grid(candidates, rows)
         else:
             losses = objective.mean_loss(
@@ -156,17 +161,21 @@ class Objective:
     (full batch only: no neighbor lists)."""
 
     def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory, degree=0,
-                 bounded=False, expand=None, polynomial_columns=None, odds=None, group=None):
+                 bounded=False, categorical=None, polynomial_columns=None, group=None):
         self.x, self.v, self.log_w, self.self_log_w = x, v, log_w, self_log_w
         # (n,) the keys' groups, each leaving with its query (leave-one-group-out); None.
         self.group = group
+        # The categorical features (_categorical.CategoricalFeatures), x holding them
+        # embedded; None.
+        self.categorical = categorical
         # Bandwidths (..., d) -> those of x's columns (..., d_x): categorical features'
-        # scales spread over their embedded columns (_categorical.CategoricalFeatures).
-        self.expand = expand
+        # scales spread over their embedded columns.
+        self.expand = None if categorical is None else categorical.expand
         # The leading columns of x the local polynomials are in (None: all).
         self.polynomial_columns = polynomial_columns
         # (d,) bool: the parameters that are the odds of a categorical feature's weight.
-        self.odds = odds
+        self.odds = None if categorical is None else categorical.categorical
+        self._codes = None  # the keys' category codes (n, d), found on first use
         self.kernel, self.working_memory = kernel, working_memory
         self.loss_function = get_loss(loss)
         self.degree, self.bounded = degree, bounded
@@ -229,6 +238,44 @@ class Objective:
     def grid(self, hs, rows):
         """Leave-one-out losses (G,) of bandwidth vectors ``hs`` (G, d), in one pass."""
         return self.mean_loss(self.per_row(hs, rows), rows)
+
+    def odds_losses(self, j, hs, rows):
+        """The losses (S,) of ``hs`` (S, d), which differ only in the odds of categorical
+        feature ``j``, from one pass (None where it does not apply: local fits).
+
+        Feature j's factor depends on the categories of a query and a key alone, so the
+        attention with the feature left out pools, per category of the keys, their
+        values and weights (S_c, W_c); each candidate's prediction is then
+        ``sum_c f(c_q, c) S_c / sum_c f(c_q, c) W_c``, ``f`` its factors
+        (:meth:`~sklearn_nw._categorical.CategoricalFeatures.category_log_factors`):
+        one pass for every candidate instead of one each."""
+        categorical, x = self.categorical, self.x
+        if categorical is None or self._degree(x.shape[1]):
+            return None
+        if self._codes is None:
+            self._codes = torch.as_tensor(categorical.unembed(x.cpu().numpy()),
+                                          device=x.device).long()
+        k = int(np.flatnonzero(categorical.columns == j)[0])
+        columns, codes = categorical.feature_columns(k), self._codes[:, j]  # (n,)
+        n_categories = len(categorical.categories[k])
+        base = x.clone()
+        base[:, columns] = 0.0  # the feature left out: every key at the query's category
+        values = torch.cat([self.v, torch.ones_like(self.v[:, :1])], 1)  # (n, t + 1)
+        by_category = torch.nn.functional.one_hot(codes, n_categories).to(x.dtype)
+        metric = self.metric(torch.as_tensor(hs[:1], dtype=x.dtype, device=x.device))
+        pooled = loo_grid_pool(
+            base, (by_category[:, :, None] * values[:, None, :]).reshape(len(x), -1),
+            metric, self.kernel, self.log_w, self.self_log_w, rows=rows,
+            working_memory=self.working_memory, group=self.group)[0]  # (m, c (t + 1))
+        pooled = pooled.double().reshape(len(rows), n_categories, -1)  # (m, c, t + 1)
+        factors = torch.as_tensor(categorical.category_log_factors(k, hs), device=x.device)
+        factors = factors[:, codes[rows]].exp()  # (S, m, c): the query's category's rows
+        sums = torch.einsum("smc,mcu->smu", factors, pooled)  # (S, m, t + 1)
+        predictions = sums[..., :-1] / sums[..., -1:]
+        if not bool(torch.isfinite(predictions).all()):
+            return None  # a row without kernel mass: the full computation's fallback
+        return self.mean_loss(self.loss_function.per_row(predictions,
+                                                         self.v[rows].double()), rows)
 
     def mean_loss(self, per_row, rows):
         """Sample-weighted means (G,) of the losses (G, m) of ``rows``, as numpy."""

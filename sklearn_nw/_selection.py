@@ -133,8 +133,7 @@ class Training(NamedTuple):
             loo, self.kernel, loss=self.loss, h_start=self.reference(), dtype=self.dtype,
             device=self.device, working_memory=self.working_memory, degree=self.degree,
             bounded=self.bounded,
-            expand=None if self.categorical is None else self.categorical.expand,
-            odds=None if self.categorical is None else self.categorical.categorical,
+            categorical=self.categorical,
         )
         report = {"n_iter_": result.n_iter,
                   "loss_curve_": self.loss_over_rows(result.loss_curve, loo)}

@@ -274,7 +274,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
         return training.learn_bandwidth(self)
 
     def learn(self, loo, kernel, *, loss, h_start, dtype=np.float64, device="cpu",
-              working_memory=1024, degree=0, bounded=False, expand=None, odds=None):
+              working_memory=1024, degree=0, bounded=False, categorical=None):
         """Learn the bandwidth on a training set as leave-one-out sees it.
 
         Parameters
@@ -297,12 +297,11 @@ class LeaveOneOutBandwidth(BaseEstimator):
             polynomials of that degree (1 or 2, full batch only).
         bounded : bool, default=False
             Local fits bounded by their targets' range, as the regressor's ``bounded``.
-        expand : callable, default=None
-            The parameters (d,) -> the bandwidths of the columns of ``loo.X`` when they
-            differ: categorical features' over their embedded columns.
-        odds : ndarray of bool, shape (d,), default=None
-            The parameters that are a categorical feature's odds (tried over their whole
-            range by the start's coordinate sweep).
+        categorical : CategoricalFeatures, default=None
+            The categorical features (:mod:`sklearn_nw._categorical`): ``loo.X`` holds
+            them embedded, each parameter of theirs (the odds of a category's weight,
+            tried over its whole range by the start's coordinate sweep) spread over their
+            embedded columns.
 
         Returns
         -------
@@ -339,8 +338,8 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 f"degree={degree}) (an exact grid), or degree=0."
             )
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
-                              degree=degree, bounded=bounded, expand=expand,
-                              polynomial_columns=loo.polynomial_columns, odds=odds,
+                              degree=degree, bounded=bounded, categorical=categorical,
+                              polynomial_columns=loo.polynomial_columns,
                               group=group)
         return self.learn_on(objective, kernel, h_start=h_start, full_batch=full_batch)
 

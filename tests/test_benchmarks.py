@@ -835,7 +835,7 @@ def test_categorical_compares_with_statsmodels_and_the_one_hot_design(bench, tmp
     bench_categorical = importlib.import_module("bench_categorical")
     report, out_dir, printed = _quiet_run(bench_categorical, tmp_path, sizes=(40,),
                                           seeds=(0,), tables=("grunfeld",),
-                                          knn_neighbors=(1, 5))
+                                          knn_neighbors=(1, 5), fair_sizes=(60,))
     saved = json.loads((out_dir / "bench_categorical.json").read_text())
     assert saved == json.loads(json.dumps(report))
     speed = saved["sections"]["speed"]["results"][0]
@@ -849,10 +849,14 @@ def test_categorical_compares_with_statsmodels_and_the_one_hot_design(bench, tmp
     assert saved["sections"]["tables"]["config"]["knn_neighbors"] == [1, 5]
     assert set(table["score"]) == {"nw_native_li_racine", "nw_native_aitchison_aitken",
                                    "nw_onehot", "knn_tuned_onehot", "hgb_from_dtype"}
+    sizes = saved["sections"]["fair_sizes"]["results"]
+    assert [r["n"] for r in sizes] == [60] and sizes[0]["n_train"] == 48
+    assert sizes[0]["nw_native_li_racine"]["fit_s"] > 0
     assert all(t > 0 for t in table["fold_fit_s"].values())
-    assert len(saved["targets"]) == 4
-    assert "fit within the tuned KNN" in saved["targets"][-1]["name"]
-    assert "| grunfeld | 220 |" in printed
+    assert len(saved["targets"]) == 5
+    assert "fit within the tuned KNN" in saved["targets"][-2]["name"]
+    assert "fair's first n rows" in saved["targets"][-1]["name"]
+    assert "| grunfeld | 220 |" in printed and "| 60 |" in printed
 
 
 def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):

@@ -428,3 +428,31 @@ def test_adaptive_attention_weights_equal_refits(kind):
         _, row = refit.predict(X.iloc[[i]], return_attention=True)
         np.testing.assert_allclose(attention[i], np.insert(np.asarray(row)[0], i, 0.0),
                                    rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["li_racine", "aitchison_aitken"])
+@pytest.mark.parametrize("leave_out", ["row", "input"])
+def test_the_odds_sweep_in_one_pass_equals_each_candidate(kind, leave_out):
+    # The descent's sweep of a categorical feature's odds: every candidate from one pass
+    # (the attention without the feature, pooled per category) equals its own pass.
+    import torch
+
+    from sklearn_nw._loo_objective import _ODDS_SWEEP, Objective
+
+    X, _, y = _table(n=90, seed=3)
+    X, y = pd.concat([X, X.iloc[:20]]), np.concatenate([y, y[:20] + 0.5])  # repeated rows
+    w = np.random.default_rng(1).uniform(0.5, 2.0, len(y))
+    reg = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, categorical_kernel=kind)
+    reg.fit(X, y, sample_weight=w)
+    loo = reg._training(reg._values(), classifier=False).leave_one_out_set("a test",
+                                                                           leave_out)
+    objective = Objective(*(torch.as_tensor(np.asarray(a, dtype=np.float64)) for a in (
+        loo.X, loo.values, loo.log_weight, loo.self_log_weight)), reg.kernel_,
+        "squared_error", 1024, categorical=reg._categorical,
+        polynomial_columns=loo.polynomial_columns)
+    rows = torch.arange(len(loo.X))
+    for j in (2, 3, 4):
+        candidates = np.repeat(reg._scales[None], len(_ODDS_SWEEP), axis=0)
+        candidates[:, j] = _ODDS_SWEEP
+        np.testing.assert_allclose(objective.odds_losses(j, candidates, rows),
+                                   objective.grid(candidates, rows), rtol=1e-12)
