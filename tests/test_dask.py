@@ -710,3 +710,21 @@ def test_categorical_features_refused_as_by_the_local_estimator(client):
             est.fit(dd.from_pandas(X, npartitions=3), y)
             est.predict(dd.from_pandas(queries, npartitions=2)).compute()
     assert given.npartitions == 3
+
+
+def test_categories_a_dask_column_does_not_declare_are_computed(client):
+    # A dask category column whose categories are unknown (astype on the cluster): made
+    # known on the cluster, the fit equal to the local one on the same values.
+    dd = pytest.importorskip("dask.dataframe")
+    frame, y, w, queries = _mixed_table(n=90, seed=4)
+    given = dd.from_pandas(frame.astype({"town": str}), npartitions=3)
+    given["town"] = given["town"].astype("category")
+    assert not given["town"].cat.known
+    est = nw_dask.NadarayaWatsonRegressor(bandwidth=[0.4, 0.3, 0.5, 0.2]).fit(
+        given, y, sample_weight=w)
+    local = NadarayaWatsonRegressor(bandwidth=[0.4, 0.3, 0.5, 0.2]).fit(
+        frame.astype({"town": "category"}), y, sample_weight=w)
+    np.testing.assert_array_equal(est.is_categorical_, [False, True, True, True])
+    np.testing.assert_allclose(
+        est.predict(queries.astype({"town": "category"})).compute(),
+        local.predict(queries.astype({"town": "category"})), rtol=0, atol=1e-12)
