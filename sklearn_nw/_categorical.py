@@ -398,15 +398,11 @@ class CategoricalFeatures:
         embedded = np.asarray(embedded)
         codes = np.empty((len(embedded), self.n_features))
         codes[:, self.continuous] = embedded[:, :self.n_continuous]
-        start = self.n_continuous
-        for j, kernel, categories in zip(self.columns, self.kernels, self.categories):
-            c = len(categories)
-            if kernel.ordered:
-                codes[:, j] = np.count_nonzero(embedded[:, start:start + c - 1], axis=1)
-                start += c - 1 + (c if kernel.mismatch_factor != 1.0 else 0)
-            else:
-                codes[:, j] = np.argmax(embedded[:, start:start + c + 1], axis=1)
-                start += c + 1
+        for k, (j, kernel) in enumerate(zip(self.columns, self.kernels)):
+            block = embedded[:, self.feature_columns(k)]
+            c = len(self.categories[k])
+            codes[:, j] = (np.count_nonzero(block[:, :c - 1], axis=1) if kernel.ordered
+                           else np.argmax(block, axis=1))
         return codes
 
     def expand(self, h):

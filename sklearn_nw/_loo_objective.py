@@ -58,11 +58,9 @@ def coordinate_sweep(objective, h, loss, rows, factors=_SWEEP):
         else:
             candidates = np.repeat(h[None], len(factors), axis=0)  # (S, d)
             candidates[:, j] *= factors
-        if losses is not None:  # the odds' one pass
-            pass
-        elif distances is None:
+        if losses is None and distances is None:
             losses = objective.grid(candidates, rows)
-        else:
+        elif losses is None:
             losses = objective.mean_loss(
                 objective.loss_function.per_row(distances.pool(j, factors).double(),
                                                 objective.v[rows].double()), rows)
