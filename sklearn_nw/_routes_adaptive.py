@@ -73,8 +73,10 @@ class AdaptiveRoute(Route):
         n_keys = len(self.index_rows)
         tensor = lambda a: keys.tensor(a, settings.device)
         values, log_w = tensor(keys.values[self.index_rows]), tensor(np.log(weight))
-        # Per query a row of distances, logits and weights (and of the attention).
-        row_bytes = n_keys * keys.dtype.itemsize * (4 + settings.return_attention)
+        # Per query a row of distances, logits and weights (and of the attention, and
+        # of the categories' distances and their sum with the others').
+        row_bytes = n_keys * keys.dtype.itemsize * (
+            4 + settings.return_attention + 2 * (self.categories is not None))
         n_q = queries.shape[0]
         outs, attentions, n_fallback = [], [], 0
         for rows in gen_batches(n_q, chunk_rows(n_q, row_bytes, settings.working_memory)):
