@@ -96,6 +96,19 @@ class Training(NamedTuple):
         n = len(distinct_inputs(self.X, self.sample_weight)[0])
         return self.rule_of_thumb("scott", n)
 
+    def subsample(self, n_rows, above=None, seed=0):
+        """These rows, or ``n_rows`` of them drawn without replacement (``seed``), in
+        their order, where there are more than ``above`` (default ``n_rows``): the grid
+        center's descent on large sets."""
+        n = len(self.X)
+        if n <= (n_rows if above is None else max(above, n_rows)):
+            return self
+        keep = np.sort(np.random.default_rng(seed).choice(n, n_rows, replace=False))
+        return self._replace(
+            X=self.X[keep], y=self.y[keep], sample_weight=self.sample_weight[keep],
+            values=self.values[keep], raw_X=None,
+            groups=None if self.groups is None else self.groups[keep])
+
     def locations(self):
         """The training inputs (n, d) where adaptive bandwidths measure distances: their
         continuous features (with categorical ones), else all of them."""

@@ -25,6 +25,7 @@ from ._grids import (
 )
 from ._leave_one_out import distinct_inputs, distinct_rows
 from ._local_poly import n_terms
+from ._loo_descent import FULL_BATCH_MAX
 from ._selection import (
     MAX_EXTENSIONS,
     Family,
@@ -56,6 +57,13 @@ _ADAPTIVE_SCALES = (0.25, 0.5, 1.0)
 # series, small tables: their candidates outnumber the fixed grid's).
 _ADAPTIVE_AUTO_MAX_INPUTS = 4096
 _ADAPTIVE_LOCAL_MAX_WORK = 5e6
+# Above FULL_BATCH_MAX rows, the descent that centers the grid of categorical features
+# runs full batch on this many of them (drawn at random, seed 0) instead of on
+# minibatches of every row; the grid searches on from it on every row. Measured (ad hoc,
+# fair's 6,366 rows, 5 shuffled folds at seed 1): test R^2 0.0701 against 0.0600, a
+# fold's fit 3.28 s against 6.57 s; on its first 3,000 rows (full batch either way) a
+# subsample gained nothing (0.0862 against 0.0875), so smaller sets keep every row.
+_CENTER_ROWS = 2048
 # The descent that centers the grid of categorical features stops when an iteration
 # gains less than this relative: the grid's multiples search on from the center. Measured
 # (bench_categorical's four tables, 5 seeds x 5 folds, against the descent's default
@@ -254,8 +262,9 @@ class BandwidthGridSearch:
                 # A center for the grid, which searches on from it: a descent stopped at
                 # max_iter is still one.
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                self._shared["reference"] = training._replace(degree=0).learn_bandwidth(
-                    learner).bandwidth
+                center = training._replace(degree=0).subsample(_CENTER_ROWS,
+                                                               above=FULL_BATCH_MAX)
+                self._shared["reference"] = center.learn_bandwidth(learner).bandwidth
         return self._shared["reference"]
 
     def _adaptive_search(self, training, degree, kind):

@@ -456,3 +456,29 @@ def test_the_odds_sweep_in_one_pass_equals_each_candidate(kind, leave_out):
         candidates[:, j] = _ODDS_SWEEP
         np.testing.assert_allclose(objective.odds_losses(j, candidates, rows),
                                    objective.grid(candidates, rows), rtol=1e-12)
+
+
+def test_the_grid_center_of_a_large_set_is_learned_on_a_subsample(monkeypatch):
+    # Above FULL_BATCH_MAX rows the CV grid's center is learned full batch on
+    # _CENTER_ROWS of them (seed 0); the grid's points are multiples of it.
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    import sklearn_nw._selection_grid as selection_grid
+
+    monkeypatch.setattr(selection_grid, "FULL_BATCH_MAX", 100)
+    monkeypatch.setattr(selection_grid, "_CENTER_ROWS", 60)
+    X, _, y = _table(n=120, seed=2)
+    cv = NadarayaWatsonRegressorCV(bandwidth_kinds=["fixed"], degree=0).fit(X, y)
+    keep = np.sort(np.random.default_rng(0).choice(120, 60, replace=False))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        center = NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(
+            tol=selection_grid._CENTER_TOL)).fit(X.iloc[keep], y[keep]).bandwidth_
+        everyone = NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(
+            tol=selection_grid._CENTER_TOL)).fit(X, y).bandwidth_
+    grid = np.array([np.asarray(p, dtype=float) for p in cv.cv_results_["param_bandwidth"]])
+    # The continuous features' bandwidths keep the center's ratio (the odds move too).
+    np.testing.assert_allclose(grid[:, 0] / grid[:, 1], center[0] / center[1], rtol=1e-6)
+    assert not np.isclose(everyone[0] / everyone[1], center[0] / center[1], rtol=1e-3)
