@@ -109,6 +109,12 @@ class ShardedTraining:
             raise ValueError("sklearn_nw.dask fits no local polynomials (degree=0).")
         return self
 
+    def descent_unit(self, leave_out):
+        """The unit the sharded descent leaves out for ``leave_out``: the input where
+        rows repeat one (its loss is over the distinct inputs), else ``leave_out``. The
+        CV grid's center is learned so; the grid leaves rows out."""
+        return "input" if self._rows_apart(leave_out) else leave_out
+
     def subsample(self, n_rows, above=None, seed=0):
         """Itself: the shards descend full batch on every row."""
         return self

@@ -728,3 +728,22 @@ def test_categories_a_dask_column_does_not_declare_are_computed(client):
     np.testing.assert_allclose(
         est.predict(queries.astype({"town": "category"})).compute(),
         local.predict(queries.astype({"town": "category"})), rtol=0, atol=1e-12)
+
+
+def test_categorical_cv_on_repeated_inputs_leaves_rows_out(client):
+    # Categories repeat inputs: the Dask CV's grid center is learned with the sharded
+    # descent's unit (the input), and its grid leaves rows out, each point's score the
+    # local CV's at the same bandwidths.
+    dd = pytest.importorskip("dask.dataframe")
+    frame, y, w, queries = _mixed_table(n=120, seed=6)
+    frame["x"] = np.round(frame["x"].to_numpy())  # few values: rows repeat inputs
+    est = nw_dask.NadarayaWatsonRegressorCV(categorical_features=["color", "size", "town"])
+    est.fit(dd.from_pandas(frame, npartitions=3), y, sample_weight=w)
+    grid = [np.asarray(p, dtype=float) for p in est.cv_results_["param_bandwidth"]]
+    local = NadarayaWatsonRegressorCV(
+        grid, categorical_features=["color", "size", "town"], bandwidth_kinds=["fixed"],
+        degree=0, selection="min").fit(frame, y, sample_weight=w)
+    np.testing.assert_allclose(est.cv_results_["mean_test_score"],
+                               local.cv_results_["mean_test_score"], rtol=1e-10)
+    np.testing.assert_allclose(est.predict(queries).compute(), local.predict(queries),
+                               rtol=0, atol=1e-9)
