@@ -523,8 +523,10 @@ class LeaveOneOutNeighbors:
                 "weight at other locations than each training point; there are only "
                 f"{float(cumulative[:, -1].min()):g}. Lower n_neighbors."
             )
-        column = (cumulative < need).sum(1)  # (L,)
-        return sorted_D.gather(1, column[:, None])[:, 0]
+        # The first column holding k units: cumulative weights rise along each row.
+        column = torch.searchsorted(cumulative, cumulative.new_full((len(cumulative), 1),
+                                                                    need))  # (L, 1)
+        return sorted_D.gather(1, column)[:, 0]
 
     def _left_out_bandwidths(self, k, c):
         """The sample-point bandwidths that leaving an input out changes: for each key i

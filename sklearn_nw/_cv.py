@@ -227,7 +227,9 @@ _SHARED_DOC = r"""
         (units of sample weight) 1, 2, 4, ..., 64 (up to what the data hold) and scale c
         1/4, 1/2, 1, all in the metric of Scott's rule; a best point at the largest k, or
         at either end of c, goes on past it (k doubled, c halved or doubled) up to 4
-        times. The kinds are searched one after the other, fixed first, and chosen
+        times, while it beats every candidate of the kinds searched before it (past the
+        grid's edges adaptive bandwidths tend to the fixed ones, k large and c small).
+        The kinds are searched one after the other, fixed first, and chosen
         between as ``selection`` says. ``"auto"``: all three with ``cv=None``, the
         default grid and up to 4,096 leave-one-out keys (distinct rows under
         ``leave_out="row"``, distinct inputs under ``"input"``; the exact leave-one-out

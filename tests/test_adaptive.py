@@ -266,6 +266,45 @@ def test_adaptive_candidates_reach_a_small_optimum():
     assert scales.min() < best < scales.max()  # an interior point, after extending
 
 
+def _extended_past_the_grid(reg, kind):
+    """Whether the cv_results_ of an adaptive ``kind`` hold a k or c off the base grid."""
+    of_kind = reg.cv_results_["kind"] == kind
+    ks = np.asarray(reg.cv_results_["n_neighbors"][of_kind])
+    scales = np.asarray(reg.cv_results_["scale"][of_kind])
+    return bool((ks > 64).any() or not set(scales) <= {0.25, 0.5, 1.0})
+
+
+def _best_of(reg, kind):
+    return reg.cv_results_["mean_test_score"][reg.cv_results_["kind"] == kind].max()
+
+
+def test_an_adaptive_family_goes_past_its_grid_only_while_it_leads():
+    # A smooth target on a normal sample: the fixed bandwidths win, and each adaptive
+    # family's best lies at its largest k (alone, it walks on towards k = n).
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 1))
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(300)
+    alone = NadarayaWatsonRegressorCV(degree=0, bandwidth_kinds=["balloon"]).fit(X, y)
+    assert _extended_past_the_grid(alone, "balloon")
+    reg = NadarayaWatsonRegressorCV(degree=0).fit(X, y)
+    for kind in ("balloon", "sample_point"):
+        assert _best_of(reg, kind) < _best_of(reg, "fixed")
+        assert not _extended_past_the_grid(reg, kind)
+    # Dense and sparse parts: the balloon beats the fixed bandwidths with its best at the
+    # largest c, and goes past it; the sample point, at its largest c too, trails the
+    # balloon and stops there.
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(0, 0.05, 250), rng.standard_cauchy(50)])[:, None]
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(300)
+    reg = NadarayaWatsonRegressorCV(degree=0).fit(X, y)
+    assert _best_of(reg, "fixed") < _best_of(reg, "sample_point") < _best_of(reg, "balloon")
+    assert _extended_past_the_grid(reg, "balloon")
+    assert not _extended_past_the_grid(reg, "sample_point")
+    sample_point = reg.cv_results_["kind"] == "sample_point"
+    best = np.argmax(np.where(sample_point, reg.cv_results_["mean_test_score"], -np.inf))
+    assert reg.cv_results_["scale"][best] == 1.0  # an edge it would have gone past
+
+
 def test_cv_with_a_splitter_searches_adaptive_kinds_with_gridsearchcv():
     X, y = _data(60, 2)
     # The smallest bandwidths leave some degree-1 split fits singular: said once.
