@@ -157,6 +157,12 @@ class _Plan(NamedTuple):
     sample_point: object  # (k, c, r), None for a balloon
     nats: object  # _LogitTerms in nats
     bits: object  # the same in bits where pooled as powers of 2, else None
+    # (L,) bool: balloon rows of bandwidth 0 (their k-th neighbor at distance 0), which the
+    # pass in bits skips and which attend to their nearest inputs; None for none
+    redo: object = None
+    # (L, t): those rows' pooled values, the same under every candidate (their nearest
+    # inputs are the others at distance 0); None: found block by block
+    redone: object = None
 
 
 class _LogitTerms(NamedTuple):
@@ -323,6 +329,7 @@ class LeaveOneOutNeighbors:
         plans = [self._plan(*self._bandwidths(candidate, n_coords), kernel, True)
                  for candidate in candidates]
         L, step = len(self.W), self._step()
+        plans = self._with_redone(plans, values, step)
         with_ones = torch.cat([values, values.new_ones((L, 1))], 1)  # (L, t + 1)
         out = values.new_empty((len(plans), L, values.shape[1]))
 
@@ -334,6 +341,21 @@ class LeaveOneOutNeighbors:
         on_workers(range(0, L, step), block, self.D.device,
                    init=lambda: self.D.new_empty((step, L)))
         return out
+
+    def _with_redone(self, plans, values, step):
+        """``plans`` with the pooled values of their balloon rows of bandwidth 0, found
+        once for all of them: such a row attends to the other inputs at distance 0
+        whatever its k and c (:meth:`_nearest` at a bandwidth of ``tiny``)."""
+        masks = [plan.redo for plan in plans if plan.redo is not None]
+        if not masks:
+            return plans
+        rows = torch.nonzero(torch.stack(masks).any(0))[:, 0]
+        h = self.D.new_full((len(self.W),), torch.finfo(self.D.dtype).tiny)
+        redone = values.new_full((len(self.W), values.shape[1]), math.nan)
+        for part in torch.split(rows, step):
+            redone[part] = self._nearest(part, h, None) @ values
+        return [plan if plan.redo is None else plan._replace(redone=redone)
+                for plan in plans]
 
     def fixed_attention(self, h, kernel):
         """Exact leave-one-out attention (L, L) under one bandwidth ``h`` (in units of
@@ -388,10 +410,23 @@ class LeaveOneOutNeighbors:
         (``pooling``: a product with values; the Gaussian family, every logit finite or
         -inf), else None."""
         nats = self._logit_terms(h, sample_point, kernel)
-        fast = (pooling and nats.factor is not None and self.finite_sq
-                and bool(torch.isfinite(nats.factor).all()
-                         and (nats.key_log_w < math.inf).all()))
-        return _Plan(h, sample_point, nats, nats.in_bits() if fast else None)
+        if not (pooling and nats.factor is not None and self.finite_sq
+                and bool((nats.key_log_w < math.inf).all())):
+            return _Plan(h, sample_point, nats, None)
+        finite = torch.isfinite(nats.factor)  # (L, 1) per row, or (L,) per key
+        if bool(finite.all()):
+            return _Plan(h, sample_point, nats, nats.in_bits())
+        if not nats.per_row:  # (a sample-point key's neighbors lie at other inputs)
+            return _Plan(h, sample_point, nats, None)
+        # Balloon rows of bandwidth 0 (a k-th neighbor at distance 0: repeated rows, or
+        # inputs repeated in the continuous features) have every logit -inf, or NaN at
+        # distance 0, which the logits in nats read as -inf: no kernel mass, they attend
+        # to their nearest inputs. The pass in bits gives them factor 0; they are redone
+        # after it (measured, ad hoc: fair's first 3,000 rows, where most rows repeat
+        # their continuous features, one fold's default CV fit 3.65 s -> 2.70 s).
+        factor = torch.where(finite, nats.factor, 0.0)
+        return _Plan(h, sample_point, nats, nats._replace(factor=factor).in_bits(),
+                     redo=~finite[:, 0])
 
     def _block_into(self, plan, a, b, kernel, values, with_ones, result, workspace):
         """Rows a to b of an attention (:meth:`_plan`) into ``result``: the attention,
@@ -411,7 +446,12 @@ class LeaveOneOutNeighbors:
             if bool(((sums[:, -1] > 2.0**_FAST_MIN_LOG2_SUM)
                      & torch.isfinite(sums).all(1)).all()):
                 result[a:b] = sums[:, :-1] / sums[:, -1:]
-                return 0
+                if plan.redo is None or not bool(plan.redo[a:b].any()):
+                    return 0
+                rows = torch.nonzero(plan.redo[a:b])[:, 0] + a
+                result[rows] = (self._nearest(rows, plan.h, plan.sample_point) @ values
+                                if plan.redone is None else plan.redone[rows])
+                return len(rows)
         rows_attention = torch.softmax(self._block_logits(a, b, plan.nats, kernel),
                                        dim=1)  # (b, L); a row of no mass is NaN
         empty = (torch.isnan(rows_attention[:, 0])

@@ -104,11 +104,18 @@ def _centered(qs, xs, attention, *, return_unit=False):
     held = (attention > 0)[:, :, None]  # (b, n, 1)
     a = attention.detach()[:, :, None]  # (b, n, 1)
     x = xs.detach()[None]  # (1, n, r)
-    mean = torch.where(held, a * x, 0.0).sum(1)  # (b, r)
-    d = torch.where(held, x - mean[:, None], 0.0)  # (b, n, r)
+    # Keys without attention count as 0: where every key and weight is finite, a product
+    # with the mask gives what a selection gives, in a fifth of the time.
+    finite = bool(torch.isfinite(x).all() and torch.isfinite(a).all())
+
+    def on_held(values):
+        return values * held if finite else torch.where(held, values, 0.0)
+
+    mean = on_held(a * x).sum(1)  # (b, r)
+    d = on_held(x - mean[:, None])  # (b, n, r)
     unit = _root_mean_square(d, a, d.abs().amax(1))  # (b, r)
     origin = _origin(qs, mean, unit)  # (b, r)
-    z = torch.where(held, (xs[None] - origin[:, None]) / unit[:, None], 0.0)  # (b, n, r)
+    z = on_held((xs[None] - origin[:, None]) / unit[:, None])  # (b, n, r)
     return (z, (qs - origin) / unit) + ((unit,) if return_unit else ())
 
 
@@ -798,15 +805,37 @@ def bound(out, kernel, attention, v):
     """
     m = attention @ v  # (..., t)
     held = attention >= RANGE_SHARE * attention.amax(-1, keepdim=True)  # (..., n)
-    # One output at a time: a (..., n) temporary, as the attention.
-    lo = torch.stack([torch.where(held, v[:, j], torch.inf).amin(-1)
-                      for j in range(v.shape[1])], -1)  # (..., t)
-    hi = torch.stack([torch.where(held, v[:, j], -torch.inf).amax(-1)
-                      for j in range(v.shape[1])], -1)
+    lo, hi = held_range(held, v)  # (..., t) each
     lam = _shrink(out, m, lo, hi)  # (..., 1)
     if kernel is not None:
         kernel = attention + lam * (kernel - attention)
     return m + lam * (out - m), kernel
+
+
+def held_range(held, v):
+    """The smallest and largest target of the held keys, ``(lo, hi)`` (..., t) each
+    (``inf`` and ``-inf`` where none is held), from ``held`` (..., n) and ``v`` (n, t).
+
+    One output at a time, by the keys' ranks in its values: the largest rank from the
+    top (the smallest value) and from the bottom among the held keys, each the maximum
+    of a product of the mask with integer ranks (a selection of the values by a mask
+    costs about ten times as much per entry: measured, (29, 25, 800) blocks of a local
+    fit's grid on one thread, 1.9 ms against 0.14 ms). Exact: the bounds are targets."""
+    n = v.shape[0]
+    rank_dtype = torch.int16 if n < 2**15 - 1 else torch.int32
+    lo, hi = [], []
+    for column in v.T:  # (n,)
+        order = torch.argsort(column)
+        rank = torch.empty(n, dtype=torch.int64, device=v.device)
+        rank[order] = torch.arange(n, device=v.device)
+        ascending = column[order]
+        # 0: no key held (a row of NaN attention), read as the infinite ends.
+        from_bottom = (held * (n - rank).to(rank_dtype)).amax(-1).long()  # n - lowest rank
+        from_top = (held * (rank + 1).to(rank_dtype)).amax(-1).long()  # highest rank + 1
+        inf = column.new_full((1,), torch.inf)
+        lo.append(torch.cat([ascending, inf])[n - from_bottom])
+        hi.append(torch.cat([-inf, ascending])[from_top])
+    return torch.stack(lo, -1), torch.stack(hi, -1)
 
 
 def _shrink(out, m, lo, hi):

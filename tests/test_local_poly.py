@@ -17,7 +17,7 @@ from sklearn_nw import (
 )
 from sklearn_nw._engine_loo import loo_linear_grid_pool, loo_local_per_row
 from sklearn_nw._leave_one_out import leave_one_out_set
-from sklearn_nw._local_poly import intercept_rows
+from sklearn_nw._local_poly import held_range, intercept_rows
 from sklearn_nw._loo_objective import Objective
 from sklearn_nw.kernels import get_kernel
 
@@ -209,6 +209,21 @@ def _bounded_oracle(X, y, Q, h, kernel, degree, sample_weight):
         out.append(m + np.clip(lam, 0, 1).min() * step)
     out = np.array(out)
     return out if y.ndim == 2 else out[:, 0]
+
+
+def test_held_range_is_the_smallest_and_largest_target_held():
+    rng = np.random.default_rng(0)
+    v = rng.integers(-3, 4, (40, 2)).astype(float)  # ties within each output
+    held = rng.random((3, 5, 40)) < 0.2
+    held[0, 0] = False  # no key held: the infinite ends
+    held[1, 1] = False
+    held[1, 1, 7] = True  # one key held
+    lo, hi = held_range(torch.as_tensor(held), torch.as_tensor(v))
+    expected_lo = np.where(held[..., None], v, np.inf).min(-2)
+    expected_hi = np.where(held[..., None], v, -np.inf).max(-2)
+    np.testing.assert_array_equal(lo.numpy(), expected_lo)
+    np.testing.assert_array_equal(hi.numpy(), expected_hi)
+    assert (lo[0, 0].numpy() == np.inf).all() and (hi[0, 0].numpy() == -np.inf).all()
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])  # dense, sparse
