@@ -541,7 +541,9 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     ratios = hs / hs[0]  # (G, d)
     isotropic = bool(torch.allclose(ratios, ratios[:, :1], rtol=1e-12, atol=0.0))
     xs = transform(x, key_center(x), hs[0])  # (n, d)
-    width = 1 if isotropic else d
+    # The per-feature squared differences (d per distance) where neither the fused
+    # Gaussian logits nor one shared distance serves every grid point.
+    width = 1 if isotropic or kernel.quadratic_coef is not None else d
     row_bytes = n * x.element_size() * (N_TEMPORARIES + width)
     m = len(rows_all)
     # Two chunks per worker at least, or the chunks run on the calling thread's team of
