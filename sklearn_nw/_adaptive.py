@@ -161,7 +161,7 @@ class _Plan(NamedTuple):
     # pass in bits skips and which attend to their nearest inputs; None for none
     redo: object = None
     # (L, t): those rows' pooled values, the same under every candidate (their nearest
-    # inputs are the others at distance 0); None: found block by block
+    # inputs are the others at distance 0: LeaveOneOutNeighbors._with_redone)
     redone: object = None
 
 
@@ -394,6 +394,7 @@ class LeaveOneOutNeighbors:
         else:
             result, with_ones = torch.empty_like(D), None  # (L, L)
         step = self._step()
+        plan = plan if values is None else self._with_redone([plan], values, step)[0]
 
         def block(a, workspace):
             return self._block_into(plan, a, min(a + step, L), kernel, values, with_ones,
@@ -449,8 +450,7 @@ class LeaveOneOutNeighbors:
                 if plan.redo is None or not bool(plan.redo[a:b].any()):
                     return 0
                 rows = torch.nonzero(plan.redo[a:b])[:, 0] + a
-                result[rows] = (self._nearest(rows, plan.h, plan.sample_point) @ values
-                                if plan.redone is None else plan.redone[rows])
+                result[rows] = plan.redone[rows]
                 return len(rows)
         rows_attention = torch.softmax(self._block_logits(a, b, plan.nats, kernel),
                                        dim=1)  # (b, L); a row of no mass is NaN
