@@ -27,9 +27,11 @@ from ._engine import (
     values_and_ones_t,
 )
 from ._leave_one_out import (
+    keep_own_values_,
     leave_group_out_,
     nearest_keys,
     other_keys,
+    query_terms,
     same_group,
     self_logits,
     set_self_,
@@ -42,17 +44,20 @@ from ._workers import CACHE_BYTES, chunk_rows, n_workers
 _EXACT_MIB = 16
 
 
-def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None, group=None):
+def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None, group=None, own=None):
     """Leave-one-out logits of the key rows ``rows`` (b,) against all keys, differentiable.
 
     ``d2`` (b, n), the squared scaled distances, is computed from ``qs`` and ``xs`` unless
-    given. With ``group`` (n,) the keys' groups, a row's whole group leaves with it. Rows
+    given. ``own`` (b,): each query's logit on its own key, where not
+    :func:`~sklearn_nw._leave_one_out.self_logits` of ``self_log_w`` (queries at shared
+    keys, :class:`~sklearn_nw._leave_one_out.QueryTerms`). With ``group`` (n,) the keys'
+    groups, a row's whole group leaves with it. Rows
     with zero kernel mass fall back to the nearest other positive-weight key(s) (of other
     groups), a constant in the parameters, as in :func:`attention_pool`."""
     if d2 is None:
         d2 = augmented_sq_dist(qs, xs, refine=kernel.quadratic_coef is None)  # (b, n)
     logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
-    set_self_(logits, rows, self_logits(kernel, self_log_w, rows))
+    set_self_(logits, rows, self_logits(kernel, self_log_w, rows) if own is None else own)
     if group is not None:  # out of place: logits may be in autograd's graph
         logits = logits.masked_fill(same_group(group, rows), -math.inf)  # (b, n)
     empty = torch.isneginf(logits.detach().amax(1))  # (b,)
@@ -67,7 +72,7 @@ def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None, group=None):
 
 
 def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_memory=1024,
-             backward=False, group=None):
+             backward=False, group=None, queries=None):
     """Sample-weighted mean leave-one-out loss, ``sum_i w_i l_i / sum_i w_i`` over ``rows``.
 
     Parameters
@@ -93,6 +98,10 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     group : Tensor (n,), optional
         The keys' groups: each query leaves with every key of its group (leave-one-group-
         out); None: with its own key alone.
+    queries : QueryTerms, optional
+        The queries, aligned with ``rows`` (their own keys), where they are not the keys
+        themselves (:class:`~sklearn_nw._leave_one_out.QueryTerms`); None: the keys
+        ``rows``.
 
     Returns
     -------
@@ -101,7 +110,8 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     loss = get_loss(loss)
     n = x.shape[0]
     rows = torch.arange(n, device=x.device) if rows is None else rows
-    w_rows = log_w[rows].exp()  # (m,)
+    queries = query_terms(queries, v, log_w, self_log_w, rows)
+    w_rows = queries.log_w.exp()  # (m,)
     total = w_rows.sum()
     xs_graph = transform(x, key_center(x), h)  # (n, r)
     # Chunks back-propagate into this detached copy; one final pass carries it to h.
@@ -114,7 +124,7 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
         with full_precision(), torch.no_grad():
             value, grad = _gaussian_loo(xs.detach(), v, log_w, self_log_w, rows, weights,
                                         kernel, loss, step, backward, max_workers=max_workers,
-                                        group=group)
+                                        group=group, queries=queries)
         if backward:
             # sum(xs_graph * grad) carries the same gradient: backward with an explicit
             # gradient tensor imports sympy (0.6 s before a fresh process's first fit).
@@ -127,12 +137,16 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
         # Each chunk back-propagates into a leaf of its own; the chunks' gradients are added
         # in order (commit), as they would accumulate into one leaf.
         leaf = xs.detach().requires_grad_(backward)  # (n, r)
+        terms = queries.chunk(s, step)
         with torch.set_grad_enabled(backward):  # grad mode is the thread's own
-            logits = loo_logits(leaf[chunk], leaf, kernel, log_w, self_log_w,
-                                 chunk, group=group)  # (b, n)
-            log_a = torch.log_softmax(logits, dim=1)  # (b, n)
-            pooled = log_a.exp() @ v  # (b, t)
-            per_row = loss.per_row(pooled, v[chunk])  # (b,)
+            logits = loo_logits(leaf[chunk], leaf, kernel, log_w, self_log_w, chunk,
+                                group=group, own=terms.own_logits(kernel))  # (b, n)
+            attention = torch.log_softmax(logits, dim=1).exp()  # (b, n)
+            pooled = attention @ v  # (b, t)
+            if terms.own_shift is not None:  # out of place: in autograd's graph
+                own = attention[torch.arange(len(chunk), device=x.device), chunk]  # (b,)
+                pooled = pooled + own[:, None] * terms.own_shift
+            per_row = loss.per_row(pooled, terms.v)  # (b,)
             part = loss.weighted_mean(per_row, w_rows[s : s + step], total)
             if backward:
                 part.backward()
@@ -390,7 +404,7 @@ def loo_loss_neighbors(x, v, h, kernel, log_w, self_log_w, *, loss, rows, neighb
 
 
 def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, need_grad,
-                  pooled=None, max_workers=None, group=None, moments_loss=None):
+                  pooled=None, max_workers=None, group=None, moments_loss=None, queries=None):
     """Leave-one-out loss of a Gaussian-family kernel and its gradient in the scaled
     coordinates ``xs`` (n, r), written out by hand: a few passes over each (b, n) block
     instead of the two dozen autograd makes.
@@ -403,8 +417,9 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
     of a query's group are ``-inf`` (constants too: their G is 0). With ``loss=None`` it
     only writes the leave-one-out predictions into ``pooled`` (m, t); with
     ``moments_loss`` a function ``(p, start, chunk, w) -> (sum of w l, dL/dp)`` of the
-    pooled ``v`` replaces the loss. The chunks of ``step`` rows run on at most
-    ``max_workers`` workers, their losses and gradients added in order.
+    pooled ``v`` replaces the loss. ``queries`` as in :func:`loo_loss`. The chunks of
+    ``step`` rows run on at most ``max_workers`` workers, their losses and gradients added
+    in order.
     """
     n = xs.shape[0]
     c = kernel.quadratic_coef
@@ -423,15 +438,17 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
     xs1_t = xs1.T.contiguous()  # (r + 1, n)
     grad = torch.zeros_like(xs) if need_grad else None  # (n, r)
     value = 0.0
+    queries = query_terms(queries, v, log_w, self_log_w, rows)
 
     def loo_chunk(s, blocks):  # blocks: two (chunk, n) blocks (see _workers.CACHE_BYTES)
         chunk = rows[s : s + step]  # (b,)
+        terms = queries.chunk(s, step)
         b = len(chunk)
         qs1 = xs1[chunk]  # (b, r + 1)
         q2 = x2[chunk, None]  # (b, 1)
         logits = torch.mm(torch.cat([2.0 * c * qs1[:, :-1], -c * q2, qs1[:, -1:]], dim=1),
                           keys_t, out=blocks[0, :b])  # (b, n)
-        own = self_logits(kernel, self_log_w, chunk) - shift  # (b,)
+        own = terms.own_logits(kernel) - shift  # (b,)
         set_self_(logits, chunk, own)
         leave_group_out_(logits, group, chunk)
         # Exact logits are <= 0; the expansion's rounding must not overflow exp. With the
@@ -448,13 +465,14 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
         if bool(low.any()):
             _exact_rows(e, num_den, low, qs1[:, :-1], xs, log_w - shift, c, chunk, own, v1_t,
                         group, exact_zeros=need_grad)
+        keep_own_values_(num_den, e, chunk, terms.own_shift)
         z = num_den[:, -1:]  # (b, 1)
         pred = num_den[:, :-1] / z  # (b, t)
         if pooled is not None:
             pooled[s : s + step] = pred
         if loss is None and moments_loss is None:
             return None
-        part, g = _chunk_loss(pred, v[chunk], weights[s : s + step], loss,
+        part, g = _chunk_loss(pred, terms.v, weights[s : s + step], loss,
                               None if moments_loss is None else
                               lambda p, w: moments_loss(p, s, chunk, w))
         if not need_grad:
@@ -515,7 +533,7 @@ def _coordinate_gradients(G, qs1, xs, xs1_t, c):
 
 
 def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_memory=1024,
-                  group=None):
+                  group=None, queries=None):
     """Leave-one-out pooled values for a grid of bandwidth vectors, in one pass.
 
     The per-feature squared differences of each block of queries are computed once and
@@ -535,6 +553,8 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
         Training rows to predict; all rows when None.
     group : Tensor (n,), optional
         As in :func:`loo_loss`: each row leaves with its group.
+    queries : QueryTerms, optional
+        As in :func:`loo_loss`: queries at the keys ``rows`` that are not those keys.
 
     Returns
     -------
@@ -543,6 +563,7 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     """
     n, d = x.shape
     rows_all = torch.arange(n, device=x.device) if rows is None else rows
+    queries = query_terms(queries, v, log_w, self_log_w, rows_all)
     ratios = hs / hs[0]  # (G, d)
     isotropic = bool(torch.allclose(ratios, ratios[:, :1], rtol=1e-12, atol=0.0))
     xs = transform(x, key_center(x), hs[0])  # (n, d)
@@ -560,7 +581,8 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
     if kernel.quadratic_coef is not None and isotropic:
         cs = [kernel.quadratic_coef / float(ratio) ** 2 for ratio in ratios[:, 0]]
         with full_precision():
-            _gaussian_grid_loo(xs, v, log_w, self_log_w, rows_all, cs, step, pooled, group)
+            _gaussian_grid_loo(xs, v, log_w, self_log_w, rows_all, cs, step, pooled, group,
+                               queries)
         return pooled
     if kernel.quadratic_coef is not None:
         # The fused Gaussian logits cost a (b, r + 1) @ (r + 1, n) product per grid point,
@@ -569,10 +591,12 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
         with full_precision():
             for g in range(len(hs)):
                 _gaussian_loo(transform(x, center, hs[g]), v, log_w, self_log_w, rows_all,
-                              None, kernel, None, step, False, pooled[g], group=group)
+                              None, kernel, None, step, False, pooled[g], group=group,
+                              queries=queries)
         return pooled
     def pool_chunk(s, _):
         rows = rows_all[s : s + step]  # (b,)
+        terms = queries.chunk(s, step)
         if isotropic:
             d2_first = augmented_sq_dist(xs[rows], xs, refine=True)  # (b, n)
         else:
@@ -583,9 +607,10 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
             else:
                 d2 = diff2 @ ratios[g] ** -2  # (b, n)
             logits = loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2,
-                                group=group)
+                                group=group, own=terms.own_logits(kernel))
             logits -= logits.amax(1, keepdim=True)
-            num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
+            e = exp_(logits)  # (b, n)
+            num_den = keep_own_values_((v1t @ e.T).T, e, rows, terms.own_shift)  # (b, t + 1)
             pooled[g, s : s + step] = num_den[:, :-1] / num_den[:, -1:]
 
     with full_precision():
@@ -613,7 +638,8 @@ def squaring_chains(cs, max_depth):
     return chains
 
 
-def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled, group=None):
+def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled, group=None,
+                       queries=None):
     """Leave-one-out predictions of the Gaussian ``exp(-c_g |q - x|^2)`` for a grid of
     coefficients ``cs`` in one pass, writing ``pooled`` (G, m, t).
 
@@ -623,6 +649,7 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled, group=N
     default grid, geometric with ratio ``2 ** (1/4)`` in ``h``) then needs no ``exp`` for the
     second: its block is the first one squared. Squaring doubles the relative rounding error,
     so a chain restarts from ``exp`` after a few squarings (about ``2**depth`` ulps).
+    ``queries`` as in :func:`loo_loss`.
     """
     n = xs.shape[0]
     max_depth = 3 if xs.dtype in (torch.float16, torch.bfloat16, torch.float32) else 10
@@ -630,9 +657,12 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled, group=N
     # The exponent floor of exp_ squared must stay a normal number (denormals are slow).
     floor = math.exp(0.5 * math.log(torch.finfo(xs.dtype).tiny) + 5.0)
     w = torch.exp(log_w - log_w.max())  # (n,)
-    self_w = torch.exp(self_log_w - log_w.max())  # (n,)
+    queries = query_terms(queries, v, log_w, self_log_w, rows)
+    # What each query keeps of its own key, its weight and values (m, t + 1).
+    own_v = v[rows] if queries.own_shift is None else v[rows] + queries.own_shift  # (m, t)
+    self_w = torch.exp(queries.self_log_w - log_w.max())  # (m,)
+    self_v1 = torch.cat([own_v, v.new_ones(len(rows), 1)], dim=1)  # (m, t + 1)
     weighted_t = torch.cat([w[:, None] * v, w[:, None]], dim=1).T.contiguous()  # (t + 1, n)
-    v1 = torch.cat([v, v.new_ones(n, 1)], dim=1)  # (n, t + 1)
     no_weight = torch.nonzero(w == 0).flatten()  # (z,)
 
     def pool_chunk(s, blocks):  # blocks: the distance and kernel blocks (2, step, n)
@@ -644,9 +674,9 @@ def _gaussian_grid_loo(xs, v, log_w, self_log_w, rows, cs, step, pooled, group=N
             d2.index_fill_(1, no_weight, math.inf)
         mu = d2.amin(1, keepdim=True)  # (b, 1)
         # A point whose own weight exceeds one unit keeps part of it, at distance 0.
-        mu[(self_w[chunk] > 0) | ~torch.isfinite(mu[:, 0])] = 0.0
+        mu[(self_w[s : s + step] > 0) | ~torch.isfinite(mu[:, 0])] = 0.0
         d2.sub_(mu)
-        self_term = self_w[chunk, None] * v1[chunk]  # (b, t + 1)
+        self_term = self_w[s : s + step, None] * self_v1[s : s + step]  # (b, t + 1)
         k = blocks[1, : len(chunk)]  # (b, n)
         for chain in chains:
             for g, squarings in chain:
@@ -682,11 +712,15 @@ class SweepDistances:
         see :meth:`fits`).
     group : Tensor (n,), optional
         As in :func:`loo_loss`.
+    queries : QueryTerms, optional
+        As in :func:`loo_loss`.
     """
 
-    def __init__(self, x, v, h, kernel, log_w, self_log_w, rows, working_memory, group=None):
+    def __init__(self, x, v, h, kernel, log_w, self_log_w, rows, working_memory, group=None,
+                 queries=None):
         self.v, self.kernel, self.log_w, self.self_log_w = v, kernel, log_w, self_log_w
         self.group = group
+        self.queries = query_terms(queries, v, log_w, self_log_w, rows)
         self.rows, self.h = rows, h.clone()  # (m,), (d,)
         self.xc = x - key_center(x)  # (n, d)
         xs = self.xc / h  # (n, d)
@@ -715,9 +749,12 @@ class SweepDistances:
 
         def pool_chunk(s, _):
             chunk = rows[s : s + self.step]  # (b,)
+            terms = self.queries.chunk(s, self.step)
+            own = terms.own_logits(self.kernel)  # (b,)
             dj2 = self._feature_sq_diff(j, s)  # (b, n)
             gaussian = (None if self.kernel.quadratic_coef is None else
-                        self._gaussian_logits(chunk, self.d2[s : s + self.step], dj2, factors))
+                        self._gaussian_logits(chunk, own, self.d2[s : s + self.step], dj2,
+                                              factors))
             for g, f in enumerate(factors):
                 logits = None if gaussian is None else next(gaussian)
                 if logits is None:
@@ -725,23 +762,26 @@ class SweepDistances:
                     d2 = torch.add(self.d2[s : s + self.step], dj2,
                                    alpha=float(f) ** -2 - 1.0).clamp_(min=0.0)  # (b, n)
                     logits = loo_logits(None, None, self.kernel, self.log_w,
-                                         self.self_log_w, chunk, d2=d2, group=self.group)
+                                         self.self_log_w, chunk, d2=d2, group=self.group,
+                                         own=own)
                     logits -= logits.amax(1, keepdim=True)  # (b, n)
-                num_den = (v1t @ exp_(logits).T).T  # (b, t + 1)
+                e = exp_(logits)  # (b, n)
+                num_den = keep_own_values_((v1t @ e.T).T, e, chunk,
+                                           terms.own_shift)  # (b, t + 1)
                 pooled[g, s : s + self.step] = num_den[:, :-1] / num_den[:, -1:]
 
         self._run(pool_chunk)
         return pooled
 
-    def _gaussian_logits(self, chunk, d2, dj2, factors):
-        """A Gaussian kernel's logits (b, n) at each of ``factors`` in turn, max-subtracted:
+    def _gaussian_logits(self, chunk, own, d2, dj2, factors):
+        """A Gaussian kernel's logits (b, n) at each of ``factors`` in turn, max-subtracted,
+        each query's on its own key ``own`` (b,):
         ``log k = -c d2`` is affine in the distances, so the chunk's logits at ``h`` are
         computed once and each factor adds its multiple of feature j's share (unclipped:
         a share cancelled to rounding level moves a logit by as much). None for a factor
         that leaves a row with no key of weight: the general path and its nearest-key
         fallback take it."""
         c = self.kernel.quadratic_coef
-        own = self_logits(self.kernel, self.self_log_w, chunk)  # (b,)
         base = torch.mul(d2, -c).add_(self.log_w)  # (b, n)
         logits = torch.empty_like(base)
         for f in factors:

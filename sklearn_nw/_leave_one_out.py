@@ -216,6 +216,51 @@ def leave_one_out_set(X, values, sample_weight, *, leave_out="input", groups=Non
     return LeaveOneOutSet(X_keys, means, weight, inverse, spread, self_weight)
 
 
+class InputQueries(NamedTuple):
+    """Leave-one-out of ``leave_out="row"`` posed on the distinct *inputs* as keys, its
+    queries the distinct rows (:func:`input_queries`): a row at an input shared with
+    other rows attends to that input's key with the weight and the mean value of what
+    stays there (its copies and the other rows), not with the whole key's. The sums
+    over keys are then over inputs, fewer than the distinct rows where inputs repeat
+    with different targets (randhie's first 8,000 rows: 1,101 inputs, 3,442 rows)."""
+
+    keys: LeaveOneOutSet  # the distinct inputs: summed weights, mean values, no self weight
+    key: np.ndarray  # (m,) each distinct row's input (its own key)
+    log_weight: np.ndarray  # (m,) each distinct row's weight in the loss (its copies')
+    self_log_weight: np.ndarray  # (m,) the weight its own key keeps when it leaves
+    own_values: np.ndarray  # (m, t) the mean value of that kept weight (any where none)
+    values: np.ndarray  # (m, t) its target
+
+
+def input_queries(loo):
+    """The distinct rows of a ``leave_out="row"`` set ``loo`` as queries of its distinct
+    inputs (:class:`InputQueries`), or None where that does not apply (another unit,
+    groups) or would not pay (fewer than a fifth fewer inputs than rows)."""
+    if loo.self_weight is None or loo.group is not None:
+        return None
+    inputs, key = distinct_inputs(loo.X)
+    if len(inputs) > 0.8 * len(loo.weight):
+        return None
+    inputs = inputs.astype(loo.X.dtype, copy=False)
+    weight = np.bincount(key, weights=loo.weight, minlength=len(inputs))  # (U,)
+    weighted = loo.weight[:, None] * loo.values  # (m, t)
+    sums = np.stack([np.bincount(key, weights=column, minlength=len(inputs))
+                     for column in weighted.T], axis=1)  # (U, t)
+    means = sums / np.where(weight > 0, weight, 1.0)[:, None]
+    # Of a distinct row's input, what stays when one of its rows leaves: the other rows
+    # (exactly 0 where it is the input's only distinct row: a sum of one term less that
+    # term) and its copies.
+    kept = (weight[key] - loo.weight) + loo.self_weight  # (m,)
+    kept_sums = (sums[key] - weighted) + loo.self_weight[:, None] * loo.values  # (m, t)
+    own_values = np.divide(kept_sums, kept[:, None], out=np.zeros_like(kept_sums),
+                           where=kept[:, None] > 0)
+    keys = LeaveOneOutSet(inputs, means, weight, key[loo.inverse], loo.spread,
+                          polynomial_columns=loo.polynomial_columns)
+    with np.errstate(divide="ignore"):
+        return InputQueries(keys, key, np.log(loo.weight), np.log(kept), own_values,
+                            loo.values)
+
+
 # -- the left-out query's own key, and its nearest others (torch) --------------------------
 
 
@@ -234,6 +279,50 @@ def self_logits(kernel, self_log_w, rows):
     leave-one-out of distinct inputs; finite where a point keeps part of its own weight
     (one unit of it left out)."""
     return kernel.log_profile_sq(self_log_w.new_zeros(len(rows))) + self_log_w[rows]
+
+
+class QueryTerms(NamedTuple):
+    """What the engines' left-out queries bring, aligned with their ``rows`` (m,) (each
+    query's own key): their weight in the loss, the weight their own key keeps, the
+    mean value of what it keeps less the key's value (None: the key's own), and their
+    targets. :func:`query_terms` gives those of queries that are keys themselves; an
+    :class:`InputQueries` objective gives its own (queries at shared keys)."""
+
+    log_w: torch.Tensor  # (m,)
+    self_log_w: torch.Tensor  # (m,)
+    own_shift: object  # (m, t) Tensor, or None
+    v: torch.Tensor  # (m, t)
+
+    def chunk(self, s, step):
+        """The terms of the queries s to s + step."""
+        return QueryTerms(self.log_w[s : s + step], self.self_log_w[s : s + step],
+                          None if self.own_shift is None else self.own_shift[s : s + step],
+                          self.v[s : s + step])
+
+    def own_logits(self, kernel):
+        """Each query's logit (m,) on its own key, as :func:`self_logits`."""
+        return kernel.log_profile_sq(self.self_log_w.new_zeros(len(self.self_log_w))) + (
+            self.self_log_w)
+
+
+def query_terms(queries, v, log_w, self_log_w, rows):
+    """``queries`` (a :class:`QueryTerms` aligned with ``rows``) where given, else those
+    of the keys ``rows`` (m,) as their own queries: their weights, kept weights and
+    values (targets)."""
+    if queries is not None:
+        return queries
+    return QueryTerms(log_w[rows], self_log_w[rows], None, v[rows])
+
+
+def keep_own_values_(num_den, weights, rows, own_shift):
+    """Give each query's own-key entry the mean value of what its key keeps: add its
+    weight there times ``own_shift`` (b, t) to the pooled numerators ``num_den``
+    (b, t + 1), in place; ``weights`` (b, n) as pooled, query i's own key ``rows[i]``.
+    Nothing where ``own_shift`` is None. Returns ``num_den``."""
+    if own_shift is not None:
+        own = weights[torch.arange(len(rows), device=weights.device), rows]  # (b,)
+        num_den[:, :-1] += own[:, None] * own_shift
+    return num_den
 
 
 def same_group(group, rows):

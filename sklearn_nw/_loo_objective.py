@@ -18,6 +18,7 @@ from ._engine_loo import (
     loo_loss,
     loo_loss_neighbors,
 )
+from ._leave_one_out import QueryTerms
 from ._local_poly import n_terms
 from ._losses import get_loss
 
@@ -156,11 +157,23 @@ class NeighborSearch:
 class Objective:
     """The leave-one-out loss of one training set, as a function of the metric: of
     Nadaraya-Watson (``degree=0``), or of local polynomials of ``degree``, bounded or not
-    (full batch only: no neighbor lists)."""
+    (full batch only: no neighbor lists).
+
+    Its rows (``v`` their targets, ``log_w`` their weights, the ``rows`` of its methods)
+    are its keys ``x``, or with ``queries`` a pair ``(key, terms)``: each row's key (m,)
+    and its :class:`~sklearn_nw._leave_one_out.QueryTerms` (the distinct rows at shared
+    inputs, :class:`~sklearn_nw._leave_one_out.InputQueries`; Nadaraya-Watson, no
+    groups, no categorical features, full batch)."""
 
     def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory, degree=0,
-                 bounded=False, categorical=None, polynomial_columns=None, group=None):
-        self.x, self.v, self.log_w, self.self_log_w = x, v, log_w, self_log_w
+                 bounded=False, categorical=None, polynomial_columns=None, group=None,
+                 queries=None):
+        # The keys, as the engines take them.
+        self.x, self.key_v, self.key_log_w, self.self_log_w = x, v, log_w, self_log_w
+        self.key, self.terms = (None, None) if queries is None else queries
+        # The rows: their targets and weights.
+        self.v, self.log_w = (v, log_w) if queries is None else (self.terms.v,
+                                                                  self.terms.log_w)
         # (n,) the keys' groups, each leaving with its query (leave-one-group-out); None.
         self.group = group
         # The categorical features (_categorical.CategoricalFeatures), x holding them
@@ -178,15 +191,15 @@ class Objective:
         self.loss_function = get_loss(loss)
         self.degree, self.bounded = degree, bounded
         # The weighted variance of the targets (Gini impurity for one-hot labels).
-        self.baseline = float(self.loss_function.spread(v, log_w.exp()))
+        self.baseline = float(self.loss_function.spread(self.v, self.log_w.exp()))
         # The largest squared value norm: the scale of the loss's rounding.
-        self.values_max_sq = float((v * v).sum(1).max())
+        self.values_max_sq = float((self.v * self.v).sum(1).max())
 
     def _degree(self, n_coords):
         """The degree the local fits have in ``n_coords`` coordinates: 0 where fewer keys
         than the polynomial's terms are left to every query, whose designs are then all
         singular (their Nadaraya-Watson values: the same loss, without the solves)."""
-        keys = int(torch.isfinite(self.log_w).sum()) - 1
+        keys = int(torch.isfinite(self.key_log_w).sum()) - 1
         if self.polynomial_columns is not None:
             n_coords = self.polynomial_columns
         return self.degree if keys >= n_terms(n_coords, self.degree) else 0
@@ -196,30 +209,39 @@ class Objective:
         projection of ``form="full"``, refused with ``expand``, as it is)."""
         return h if self.expand is None else self.expand(h)
 
+    def _queries(self, rows):
+        """The keys of ``rows`` (m,) and their query terms (None: the keys themselves)."""
+        if self.key is None:
+            return rows, None
+        return self.key[rows], QueryTerms(*(None if part is None else part[rows]
+                                            for part in self.terms))
+
     def loss(self, metric, rows, backward=False):
         metric = self.metric(metric)
         if self._degree(metric.shape[-1] if metric.ndim == 2 else len(metric)):
-            return loo_local_loss(self.x, self.v, metric, self.kernel, self.log_w,
+            return loo_local_loss(self.x, self.key_v, metric, self.kernel, self.key_log_w,
                                   self.self_log_w, loss=self.loss_function,
                                   degree=self.degree, bounded=self.bounded, rows=rows,
                                   working_memory=self.working_memory, backward=backward,
                                   polynomial_columns=self.polynomial_columns,
                                   group=self.group)
-        return loo_loss(self.x, self.v, metric, self.kernel, self.log_w, self.self_log_w,
-                        loss=self.loss_function, rows=rows, working_memory=self.working_memory,
-                        backward=backward, group=self.group)
+        keys, queries = self._queries(rows)
+        return loo_loss(self.x, self.key_v, metric, self.kernel, self.key_log_w,
+                        self.self_log_w, loss=self.loss_function, rows=keys,
+                        working_memory=self.working_memory, backward=backward,
+                        group=self.group, queries=queries)
 
     def loss_neighbors(self, metric, rows, neighbors, backward=False):
         if self.group is not None:  # LeaveOneOutBandwidth.learn refuses the minibatches
             raise NotImplementedError("leave-one-group-out against neighbor lists")
-        return loo_loss_neighbors(self.x, self.v, self.metric(metric), self.kernel, self.log_w,
-                                   self.self_log_w, loss=self.loss_function, rows=rows,
-                                   neighbors=neighbors, backward=backward)
+        return loo_loss_neighbors(self.x, self.key_v, self.metric(metric), self.kernel,
+                                  self.key_log_w, self.self_log_w, loss=self.loss_function,
+                                  rows=rows, neighbors=neighbors, backward=backward)
 
     def per_row(self, hs, rows):
         """Leave-one-out losses (G, m) of each of ``rows`` with bandwidth vectors ``hs``
         (G, d), in one pass, in float64."""
-        x, v, log_w, self_log_w = self.x, self.v, self.log_w, self.self_log_w
+        x, v, log_w, self_log_w = self.x, self.key_v, self.key_log_w, self.self_log_w
         hs = self.metric(torch.as_tensor(hs, dtype=x.dtype, device=x.device))  # (G, d_x)
         if self._degree(hs.shape[1]):
             return loo_local_grid(
@@ -228,9 +250,10 @@ class Objective:
                 working_memory=self.working_memory,
                 polynomial_columns=self.polynomial_columns,
                 group=self.group).double()  # (G, m)
-        pooled = loo_grid_pool(x, v, hs, self.kernel, log_w, self_log_w, rows=rows,
-                               working_memory=self.working_memory,
-                               group=self.group)  # (G, m, t)
+        keys, queries = self._queries(rows)
+        pooled = loo_grid_pool(x, v, hs, self.kernel, log_w, self_log_w, rows=keys,
+                               working_memory=self.working_memory, group=self.group,
+                               queries=queries)  # (G, m, t)
         return self.loss_function.per_row(pooled.double(), self.v[rows].double())  # (G, m)
 
     def grid(self, hs, rows):
@@ -258,12 +281,12 @@ class Objective:
         n_categories = len(categorical.categories[k])
         base = x.clone()
         base[:, columns] = 0.0  # the feature left out: every key at the query's category
-        values = torch.cat([self.v, torch.ones_like(self.v[:, :1])], 1)  # (n, t + 1)
+        values = torch.cat([self.key_v, torch.ones_like(self.key_v[:, :1])], 1)  # (n, t + 1)
         by_category = torch.nn.functional.one_hot(codes, n_categories).to(x.dtype)
         metric = self.metric(torch.as_tensor(hs[:1], dtype=x.dtype, device=x.device))
         pooled = loo_grid_pool(
             base, (by_category[:, :, None] * values[:, None, :]).reshape(len(x), -1),
-            metric, self.kernel, self.log_w, self.self_log_w, rows=rows,
+            metric, self.kernel, self.key_log_w, self.self_log_w, rows=rows,
             working_memory=self.working_memory, group=self.group)[0]  # (m, c (t + 1))
         pooled = pooled.double().reshape(len(rows), n_categories, -1)  # (m, c, t + 1)
         factors = torch.as_tensor(categorical.category_log_factors(k, hs), device=x.device)
@@ -291,8 +314,10 @@ class Objective:
                                            self.working_memory)):
             return None
         h = torch.as_tensor(h, dtype=self.x.dtype, device=self.x.device)
-        return SweepDistances(self.x, self.v, h, self.kernel, self.log_w, self.self_log_w,
-                              rows, self.working_memory, group=self.group)
+        keys, queries = self._queries(rows)
+        return SweepDistances(self.x, self.key_v, h, self.kernel, self.key_log_w,
+                              self.self_log_w, keys, self.working_memory, group=self.group,
+                              queries=queries)
 
 
 class LogProgress:

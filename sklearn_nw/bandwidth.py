@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._adaptive import KINDS, Adaptive, auto_scale, neighbors_held
-from ._leave_one_out import UNITS
+from ._leave_one_out import UNITS, QueryTerms, input_queries
 from ._loo_descent import EVAL_ROWS, FULL_BATCH_MAX, NEGLIGIBLE, descent
 from ._loo_objective import (
     Objective,
@@ -337,10 +337,26 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 f"Use NadarayaWatsonRegressorCV("
                 f"degree={degree}) (an exact grid), or degree=0."
             )
+        by_input = (input_queries(loo) if full_batch and not degree and categorical is None
+                    else None)
+        queries = None
+        if by_input is not None:
+            # Sums over the distinct inputs instead of the distinct rows: the same loss.
+            def as_tensor(a):
+                return torch.as_tensor(np.asarray(a, dtype=dtype), device=device).to(
+                    descent_dtype)
+
+            keys, key = by_input.keys, torch.as_tensor(by_input.key, device=device)
+            x, v, log_w, self_log_w = (as_tensor(a) for a in (
+                keys.X, keys.values, keys.log_weight, keys.self_log_weight))
+            queries = (key, QueryTerms(
+                as_tensor(by_input.log_weight), as_tensor(by_input.self_log_weight),
+                as_tensor(by_input.own_values - keys.values[by_input.key]),
+                as_tensor(by_input.values)))
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
                               degree=degree, bounded=bounded, categorical=categorical,
                               polynomial_columns=loo.polynomial_columns,
-                              group=group)
+                              group=group, queries=queries)
         return self.learn_on(objective, kernel, h_start=h_start, full_batch=full_batch)
 
     def learn_on(self, objective, kernel, *, h_start, full_batch=True):

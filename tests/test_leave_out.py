@@ -9,6 +9,7 @@ import pytest
 
 from sklearn_nw import (
     AdaptiveBandwidth,
+    EmptyNeighborhoodWarning,
     LeaveOneOutBandwidth,
     LocalFitWarning,
     NadarayaWatsonClassifierCV,
@@ -168,3 +169,87 @@ def test_local_descent_past_the_full_batch_names_the_keys():
     y = np.sin(6 * X[:, 0])
     with pytest.raises(ValueError, match=r"up to 4096 leave-one-out keys .* got 4097 keys"):
         NadarayaWatsonRegressor(bandwidth="loo", degree=1).fit(X, y)
+
+
+def _objectives(X, values, w, kernel):
+    """The row rule's leave-one-out objective two ways: keys the distinct rows (each
+    keeping its copies' weight), and keys the distinct inputs with the distinct rows as
+    their queries (what the descent uses where inputs repeat)."""
+    import torch
+
+    from sklearn_nw._leave_one_out import QueryTerms, input_queries, leave_one_out_set
+    from sklearn_nw._loo_objective import Objective
+
+    loss = "log_loss" if values.shape[1] > 1 else "squared_error"
+    t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64))
+    loo = leave_one_out_set(X, values, w, leave_out="row")
+    by_row = Objective(t(loo.X), t(loo.values), t(loo.log_weight), t(loo.self_log_weight),
+                       kernel, loss, 1.0)
+    q = input_queries(loo)
+    assert q is not None and len(q.keys.weight) < len(q.key)  # inputs repeat here
+    by_input = Objective(
+        t(q.keys.X), t(q.keys.values), t(q.keys.log_weight), t(q.keys.self_log_weight),
+        kernel, loss, 1.0, queries=(torch.as_tensor(q.key), QueryTerms(
+            t(q.log_weight), t(q.self_log_weight), t(q.own_values - q.keys.values[q.key]),
+            t(q.values))))
+    return by_row, by_input
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "laplacian"])
+@pytest.mark.parametrize("classes", [0, 3])
+def test_inputs_as_keys_give_the_distinct_rows_loss_and_gradient(kernel, classes):
+    import torch
+
+    from sklearn_nw._loo_objective import coordinate_sweep
+    from sklearn_nw.kernels import get_kernel
+
+    X, y, w = _table(2)
+    X = np.vstack([X, X[:3] + 5.0])  # rows alone at inputs of no kernel mass (fallback)
+    y, w = np.concatenate([y, y[:3]]), np.concatenate([w, [0.0, 1.0, 3.0]])
+    values = (y[:, None] if not classes else
+              np.eye(classes)[np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))])
+    by_row, by_input = _objectives(X, values, w, get_kernel(kernel))
+    rows = [torch.nonzero(o.log_w.exp() > 0)[:, 0] for o in (by_row, by_input)]
+    # The same rows, in their own orders: compare the sums and the sorted per-row losses.
+    for h in ([0.05, 0.08], [0.4, 0.9], [3.0, 2.0]):
+        losses, grads = [], []
+        for objective, r in zip((by_row, by_input), rows):
+            metric = torch.tensor(h, dtype=torch.float64, requires_grad=True)
+            losses.append(objective.loss(metric, r, backward=True))
+            grads.append(metric.grad.numpy())
+        np.testing.assert_allclose(losses[0], losses[1], rtol=1e-12)
+        np.testing.assert_allclose(grads[0], grads[1], rtol=1e-9, atol=1e-12 * abs(
+            grads[0]).max())
+    hs = np.array([[0.05, 0.08], [0.4, 0.9], [3.0, 2.0], [0.3, 0.02]])
+    np.testing.assert_allclose(by_row.grid(hs, rows[0]), by_input.grid(hs, rows[1]),
+                               rtol=1e-12)
+    # A grid of multiples of one vector (the starting grid: one pass for all of them).
+    multiples = np.geomspace(1 / 8, 8, 13)[:, None] * np.array([0.3, 0.5])
+    np.testing.assert_allclose(by_row.grid(multiples, rows[0]),
+                               by_input.grid(multiples, rows[1]), rtol=1e-12)
+    per_row = [np.sort(o.per_row(hs, r).numpy(), axis=1) for o, r in zip((by_row, by_input),
+                                                                           rows)]
+    # Distinct rows of equal loss weights: by_row has one per distinct row as by_input.
+    np.testing.assert_allclose(per_row[0], per_row[1], rtol=1e-10, atol=1e-14)
+    # The coordinate sweep, on its kept distances, takes the same steps.
+    start = np.array([0.4, 0.9])
+    loss = float(by_row.grid(start[None], rows[0])[0])
+    swept = [coordinate_sweep(o, start, loss, r) for o, r in zip((by_row, by_input), rows)]
+    np.testing.assert_allclose(swept[0][0], swept[1][0], rtol=1e-12)
+    np.testing.assert_allclose(swept[0][1], swept[1][1], rtol=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["epanechnikov", "laplacian"])
+def test_learned_loss_of_other_kernels_is_the_loss_of_refits(kernel):
+    X, y, w = _table(1)
+    reg = NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(), kernel=kernel).fit(
+        X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        # A compact kernel's refit leaves a row with no key in reach: its nearest keys
+        # (the fallback the leave-one-out loss takes too).
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        preds = _refit_predictions(
+            lambda: NadarayaWatsonRegressor(bandwidth=reg.bandwidth_, kernel=kernel), X, y,
+            w, "row")
+    np.testing.assert_allclose(reg.loss_curve_[-1], np.sum(w * (preds - y) ** 2) / w.sum(),
+                               rtol=1e-8)
