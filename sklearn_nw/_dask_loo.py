@@ -10,11 +10,13 @@ take its reduced spread, the CV estimators' search
 
 The grid scores training rows, each shard leaving out the keys at a row's own input. The
 descent works, as on one machine (:mod:`sklearn_nw._leave_one_out`), on the distinct
-inputs: their weights and mean values are reduced from the blocks by a tree of merges
-(the last merge holds every distinct input, ``L (d + t + 1)`` numbers, on one worker),
-then split again into shards of inputs; each evaluation of the loss pools every block of
-inputs against every shard, and its gradient sums each (block, shard) pair's part
-(:func:`sklearn_nw._engine_partial.partial_gradient`)."""
+inputs as keys: their weights and mean values are reduced from the blocks by a tree of
+merges (the last merge holds every distinct input, ``L (d + t + 1)`` numbers, on one
+worker), then split again into shards of inputs; each evaluation of the loss pools every
+block of inputs against every shard, and its gradient sums each (block, shard) pair's
+part (:func:`sklearn_nw._engine_partial.partial_gradient`). Its units are the inputs,
+or with ``leave_out="row"`` where rows repeat an input the distinct rows, each merging
+its input's part with what stays at the input (:class:`~sklearn_nw._dask_tasks.RowQueries`)."""
 
 import operator
 
@@ -33,12 +35,18 @@ from ._dask_tasks import (
     location_gradient,
     location_losses,
     location_part,
+    location_row_losses,
+    location_row_terms,
     location_sums,
     location_terms,
     merge_distinct,
     merge_locations,
     merge_pairwise,
     positive_rows,
+    row_queries,
+    row_values,
+    row_weights,
+    rows_at,
     same_input_sums,
     shard_part,
     training_inputs,
@@ -109,12 +117,6 @@ class ShardedTraining:
             raise ValueError("sklearn_nw.dask fits no local polynomials (degree=0).")
         return self
 
-    def descent_unit(self, leave_out):
-        """The unit the sharded descent leaves out for ``leave_out``: the input where
-        rows repeat one (its loss is over the distinct inputs), else ``leave_out``. The
-        CV grid's center is learned so; the grid leaves rows out."""
-        return "input" if self._rows_apart(leave_out) else leave_out
-
     def subsample(self, n_rows, above=None, seed=0):
         """Itself: the shards descend full batch on every row."""
         return self
@@ -173,23 +175,17 @@ class ShardedTraining:
     def learn_bandwidth(self, learner):
         """The :class:`~sklearn_nw._selection.Choice` of ``learner`` (a
         :class:`~sklearn_nw.LeaveOneOutBandwidth`) by its descent on the leave-one-out
-        loss of the distinct inputs, sharded over the cluster (full batch)."""
-        if self._rows_apart(learner.leave_out):
-            raise ValueError(
-                f"{self.name}'s learned bandwidth (bandwidth='loo') descends on the "
-                "leave-one-out loss of the distinct inputs, and leaves one row out "
-                "(leave_out='row') on one machine only: here rows repeat an input. Pass "
-                "LeaveOneOutBandwidth(leave_out='input') (every row at an input leaves "
-                "together), a CV estimator of sklearn_nw.dask (its grid leaves rows out), "
-                "or fit the local estimator.")
+        loss of the distinct inputs (or, leaving rows out where rows repeat an input, of
+        the distinct rows as their queries), sharded over the cluster (full batch)."""
         client, spec = self.client, self.spec
         kernel = get_kernel(spec.kernel, dtype=np.float64)  # the descent is in float64
         locations = client.compute([dask.delayed(location_sums)(xb, yb, wb, spec,
                                                                 self.classifier)
                                     for xb, yb, wb in self.blocks])
-        objective = ShardedObjective(client, locations, spec._replace(kernel=kernel),
-                                     self.loss, n_shards=len(self.blocks),
-                                     categorical=self.categorical)
+        objective = ShardedObjective(
+            client, locations, spec._replace(kernel=kernel), self.loss,
+            n_shards=len(self.blocks), categorical=self.categorical,
+            rows=self.blocks if self._rows_apart(learner.leave_out) else None)
         check_two_inputs(objective.n_inputs, self.n_samples,
                          f"{self.name} with bandwidth='loo'")
         result = learner.learn_on(objective, kernel, full_batch=True,
@@ -273,7 +269,11 @@ def block_weight(shard):
 
 class ShardedObjective:
     """The leave-one-out loss of the distinct training inputs, sharded over a cluster, as
-    :meth:`sklearn_nw.LeaveOneOutBandwidth.learn_on` descends it (full batch).
+    :meth:`sklearn_nw.LeaveOneOutBandwidth.learn_on` descends it (full batch). With
+    ``rows``, its units are the distinct rows instead, each leaving alone: the queries
+    of their inputs (:class:`~sklearn_nw._dask_tasks.RowQueries`), each input's part
+    merged with what stays at it, and the gradient through both the inputs' pooled
+    values and their normalizers.
 
     Parameters
     ----------
@@ -290,9 +290,12 @@ class ShardedObjective:
         The categorical features: the parameters (one per feature) are expanded to the
         bandwidths of the embedded columns (``expand``), differentiably; ``odds`` marks
         the parameters that are a categorical feature's odds.
+    rows : list of tuple of Delayed, default=None
+        The training blocks (X, y, sample_weight or None), whose distinct rows are the
+        units (``leave_out="row"``); None: the distinct inputs are.
     """
 
-    def __init__(self, client, blocks, spec, loss, n_shards, categorical=None):
+    def __init__(self, client, blocks, spec, loss, n_shards, categorical=None, rows=None):
         self.client, self.spec, self.loss_name = client, spec, loss
         self.expand = None if categorical is None else categorical.expand
         self.odds = None if categorical is None else categorical.categorical
@@ -316,6 +319,35 @@ class ShardedObjective:
         # over the inputs plus this (squared error).
         self.spread = float((sum_sq - weight @ (means**2).sum(1)) / weight.sum())
         self.weight = weight
+        self.rows = None
+        if rows is not None:
+            self._rows(rows)
+
+    def _rows(self, blocks):
+        """Make the distinct rows the units: their queries per block of inputs, their
+        weights, and the loss's scale and spread of theirs."""
+        client, classifier = self.client, self.loss_name == "log_loss"
+        self.rows = [client.submit(row_queries, shard, *client.compute([
+            dask.delayed(rows_at)(xb, yb, wb, self.spec, classifier, shard)
+            for xb, yb, wb in blocks])) for shard in self.shards]
+        distributed_wait(self.rows)
+        weight = np.concatenate(client.gather([client.submit(row_weights, f)
+                                               for f in self.rows]))  # (m,)
+        values = np.concatenate(client.gather([client.submit(row_values, f)
+                                               for f in self.rows]))  # (m, t)
+        self.log_w = torch.from_numpy(np.log(weight))
+        self.baseline = float(self.loss_function.spread(torch.from_numpy(values),
+                                                        torch.from_numpy(weight)))
+        self.values_max_sq = float((values**2).sum(1).max())
+        self.spread = 0.0  # a distinct row's copies share its values
+        self.unit_weight = weight
+        self._log_k0 = float(self.spec.kernel.log_profile_sq(
+            torch.zeros(1, dtype=torch.float64))[0])
+
+    @property
+    def units(self):
+        """The weights of the loss's units: the distinct inputs', or rows'."""
+        return self.weight if self.rows is None else self.unit_weight
 
     @property
     def n_inputs(self):
@@ -332,9 +364,15 @@ class ShardedObjective:
                                merge) for queries in self.shards]
 
     def per_input(self, metric):
-        """The leave-one-out loss (L,) of every distinct input at ``metric``."""
-        losses = [self.client.submit(location_losses, part, block, self.loss_name)
-                  for part, block in zip(self._parts(metric), self.shards)]
+        """The leave-one-out loss (L,) of every distinct input (or row) at ``metric``."""
+        parts = self._parts(metric)
+        if self.rows is None:
+            losses = [self.client.submit(location_losses, part, block, self.loss_name)
+                      for part, block in zip(parts, self.shards)]
+        else:
+            losses = [self.client.submit(location_row_losses, part, rows, self._log_k0,
+                                         self.loss_name)
+                      for part, rows in zip(parts, self.rows)]
         return np.concatenate(self.client.gather(losses))
 
     def per_row(self, hs, rows):
@@ -345,22 +383,27 @@ class ShardedObjective:
 
     def grid(self, hs, rows):
         """Weighted mean losses (G,) of bandwidth vectors ``hs`` (G, d) over ``rows``."""
-        w = torch.from_numpy(self.weight[rows.cpu().numpy()])
+        w = torch.from_numpy(self.units[rows.cpu().numpy()])
         return self.loss_function.weighted_mean(self.per_row(hs, rows), w).numpy()
 
     def loss(self, metric, rows, backward=False):
         """The weighted mean loss over ``rows`` (every input of positive weight: full
         batch); with ``backward`` its gradient is back-propagated into ``metric``'s graph."""
-        if len(rows) != self.n_inputs:
+        if len(rows) != len(self.units):
             raise ValueError("The sharded leave-one-out objective is full batch only.")
         h = metric.detach().cpu().numpy().astype(np.float64)
         parts = self._parts(h)
         if self.expand is not None:  # the gradient flows back through the expansion
             metric = self.expand(metric)
             h = metric.detach().cpu().numpy().astype(np.float64)
-        total = float(self.weight.sum())
-        terms = [self.client.submit(location_terms, part, block, self.loss_name, total)
-                 for part, block in zip(parts, self.shards)]
+        total = float(self.units.sum())
+        if self.rows is None:
+            terms = [self.client.submit(location_terms, part, block, self.loss_name, total)
+                     for part, block in zip(parts, self.shards)]
+        else:
+            terms = [self.client.submit(location_row_terms, part, rows, self._log_k0,
+                                        self.loss_name, total)
+                     for part, rows in zip(parts, self.rows)]
         value = sum(self.client.gather([self.client.submit(operator.getitem, t, 0) for t in terms]))
         if backward:
             grads = [self.client.submit(location_gradient, keys, queries, part, term, h,

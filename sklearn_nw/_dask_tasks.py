@@ -318,9 +318,107 @@ def location_losses(part, block, loss):
 
 
 def location_gradient(keys, queries, part, terms, metric, spec):
-    """A block of keys' part of the gradient of the loss at a block of queries."""
+    """A block of keys' part of the gradient of the loss at a block of queries:
+    ``terms[1]`` the cotangent of the queries' pooled values, or a pair of it and that
+    of their log normalizers (:func:`location_row_terms`)."""
     key_set = location_key_set(keys, metric, spec)
+    cotangent, den_cotangent = terms[1] if isinstance(terms[1], tuple) else (terms[1], None)
     return key_set.route.partial_gradient(
-        key_set, queries[0], part.out, part.log_den, terms[1], leave_out_equal=True,
-        working_memory=spec.working_memory)
+        key_set, queries[0], part.out, part.log_den, cotangent, den_cotangent=den_cotangent,
+        leave_out_equal=True, working_memory=spec.working_memory)
+
+
+# -- leave one row out where rows repeat an input: the rows as queries of their inputs ------
+
+
+class RowQueries(NamedTuple):
+    """The distinct rows (input, values, weight) at a block of distinct inputs, as the
+    queries of leave-one-row-out (:class:`~sklearn_nw._leave_one_out.InputQueries` on one
+    machine): each attends the other inputs and, at distance 0, what stays at its own."""
+
+    key: np.ndarray  # (m,) its input in the block
+    values: np.ndarray  # (m, t) its values (scaled targets, one-hot labels)
+    weight: np.ndarray  # (m,) its weight in the loss: its copies' together
+    kept: np.ndarray  # (m,) the weight its input keeps when one of its rows leaves
+    own_values: np.ndarray  # (m, t) the mean values of that kept weight (0 where none)
+
+
+def rows_at(X, y, w, spec, classifier, block):
+    """The rows of positive weight of a training block at a block of distinct inputs
+    (:func:`location_block`): their input's position there (-1 elsewhere), values and
+    weights."""
+    X, y, w = check_block(X, y, w, spec.dtype, classifier)
+    values = encode(y, spec, classifier).astype(np.float64)
+    live = w > 0
+    X, values, w = X[live] + 0.0, values[live], w[live]
+    inputs = block[0]
+    _, inverse = np.unique(np.concatenate([inputs, X.astype(np.float64)]), axis=0,
+                           return_inverse=True)
+    inverse = inverse.ravel()
+    position = np.full(inverse.max(initial=-1) + 1, -1)
+    position[inverse[: len(inputs)]] = np.arange(len(inputs))
+    return position[inverse[len(inputs):]], values, w
+
+
+def row_queries(block, *parts):
+    """The :class:`RowQueries` of a block of distinct inputs from the blocks' rows there
+    (:func:`rows_at` of every training block)."""
+    key = np.concatenate([k for k, _, _ in parts])
+    here = key >= 0
+    rows = np.column_stack([key, np.concatenate([v for _, v, _ in parts]),
+                            np.concatenate([w for _, _, w in parts])])[here]
+    distinct, counts = np.unique(rows, axis=0, return_counts=True)
+    key, values, w = distinct[:, 0].astype(np.intp), distinct[:, 1:-1], distinct[:, -1]
+    _, weight, means = block
+    # What stays at the input: the other rows (exactly 0 where this is its only distinct
+    # row and it has no copies: a sum of one term less that term) and its copies.
+    kept = np.maximum(weight[key] - w, 0.0)  # (m,)
+    kept_sums = (weight[key, None] * means[key] - w[:, None] * values)  # (m, t)
+    own_values = np.divide(kept_sums, kept[:, None], out=np.zeros_like(kept_sums),
+                           where=kept[:, None] > 0)
+    return RowQueries(key, values, w * counts, kept, own_values)
+
+
+def _row_predictions(part, rows, log_k0):
+    """The rows' leave-one-out predictions (m, t): the inputs' ``part`` (every other
+    input) merged with what stays at their own, and each row's shares ``(a, b)`` (m,) of
+    the two (0 where the merge has no kernel weight: a fallback)."""
+    with np.errstate(divide="ignore"):
+        own_log = log_k0 + np.log(rows.kept)  # (m,)
+    own = PartialSums(rows.own_values, own_log, np.full(len(own_log), np.inf),
+                      np.full(len(own_log), -np.inf))
+    at = PartialSums(*(a[rows.key] for a in part))
+    merged = merge(at, own)
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(merged.log_den)
+        total = np.where(finite, merged.log_den, 0.0)
+        a = np.where(finite, np.exp(at.log_den - total), 0.0)
+        b = np.where(finite, np.exp(own_log - total), 0.0)
+    return merged.out, a, b, at.out
+
+
+def location_row_terms(part, rows, log_k0, loss, total):
+    """A block of inputs' distinct rows' share of the weighted mean leave-one-row-out loss,
+    and its cotangents (the inputs' pooled values (L, t) and log normalizers (L,))."""
+    pred, a, b, out = _row_predictions(part, rows, log_k0)
+    value, g = leave_one_out_terms(pred, rows.values, rows.weight, loss, total)  # g (m, t)
+    L = len(part.log_den)
+    cotangent = np.zeros((L, pred.shape[1]))
+    np.add.at(cotangent, rows.key, a[:, None] * g)
+    den_cotangent = np.bincount(rows.key, weights=a * b * (g * (out - rows.own_values)).sum(1),
+                                minlength=L)
+    return value, (cotangent, den_cotangent)
+
+
+def location_row_losses(part, rows, log_k0, loss):
+    """The leave-one-row-out loss (m,) of each distinct row at a block of inputs."""
+    return leave_one_out_losses(_row_predictions(part, rows, log_k0)[0], rows.values, loss)
+
+
+def row_weights(rows):
+    return rows.weight
+
+
+def row_values(rows):
+    return rows.values
 

@@ -177,15 +177,17 @@ def _nearest(problem, q, result, rows, leave_out_equal):
 
 
 def partial_gradient(q, x, v, h, kernel, *, log_w, center, pooled, log_den, cotangent,
-                     leave_out_equal=False, working_memory=1024):
-    """One shard's part of the gradient in ``h`` of ``sum_i cotangent_i . pooled_i``, the
-    predictions ``pooled`` (n_q, t) at queries ``q`` (n_q, d) over every shard (their
-    ``log_den`` (n_q,) is the log normalizer over every shard).
+                     den_cotangent=None, leave_out_equal=False, working_memory=1024):
+    """One shard's part of the gradient in ``h`` of ``sum_i cotangent_i . pooled_i``
+    (plus ``sum_i den_cotangent_i log_den_i`` where given (n_q,)), the predictions
+    ``pooled`` (n_q, t) at queries ``q`` (n_q, d) over every shard (their ``log_den``
+    (n_q,) is the log normalizer over every shard).
 
     With ``alpha_ij = exp(logit_ij - log_den_i)`` the attention of this shard's key j, the
-    derivative of ``pooled_i`` in ``logit_ij`` is ``alpha_ij (v_j - pooled_i)``; the
-    gradients of the shards' logits, weighted so, add up to the full gradient. Returns a
-    tensor like ``h``. Exact differences (no expansion): the gradient needs them.
+    derivative of ``pooled_i`` in ``logit_ij`` is ``alpha_ij (v_j - pooled_i)``, that of
+    ``log_den_i`` is ``alpha_ij``; the gradients of the shards' logits, weighted so, add
+    up to the full gradient. Returns a tensor like ``h``. Exact differences (no
+    expansion): the gradient needs them.
     """
     h = h.detach().requires_grad_()
     grad = torch.zeros_like(h)
@@ -207,6 +209,8 @@ def partial_gradient(q, x, v, h, kernel, *, log_w, center, pooled, log_den, cota
                 # (b, n) sum_t cotangent_it (v_jt - pooled_it)
                 mixed = (cotangent[rows] @ v.T
                          - (cotangent[rows] * pooled[rows]).sum(1, keepdim=True))
+                if den_cotangent is not None:
+                    mixed += den_cotangent[rows, None]
                 weight = alpha * mixed  # (b, n)
             part = (weight * torch.where(finite, logits, 0.0)).sum()
             (g,) = torch.autograd.grad(part, h)

@@ -258,11 +258,13 @@ class DenseRoute(Route):
         return PartialSums(*(t.cpu().numpy().astype(np.float64, copy=False) for t in part))
 
     def partial_gradient(self, keys, queries, pooled, log_den, cotangent, *,
-                         leave_out_equal=False, device="cpu", working_memory=1024):
+                         den_cotangent=None, leave_out_equal=False, device="cpu",
+                         working_memory=1024):
         """The share of ``keys`` (one shard) in the gradient in the metric of
-        ``sum_i cotangent_i . pooled_i``, for predictions ``pooled`` (n_q, t) at ``queries``
-        with log normalizer ``log_den`` (n_q,) over every shard
-        (:func:`_engine_partial.partial_gradient`): an ndarray like the metric, float64."""
+        ``sum_i cotangent_i . pooled_i`` (plus ``sum_i den_cotangent_i log_den_i`` where
+        given), for predictions ``pooled`` (n_q, t) at ``queries`` with log normalizer
+        ``log_den`` (n_q,) over every shard (:func:`_engine_partial.partial_gradient`):
+        an ndarray like the metric, float64."""
         if not np.any(keys.sample_weight > 0):
             return np.zeros_like(keys.metric)
         tensor = lambda a: keys.tensor(a, device)
@@ -270,5 +272,6 @@ class DenseRoute(Route):
             tensor(queries), tensor(keys.X), tensor(keys.values), tensor(keys.metric),
             keys.kernel, log_w=tensor(keys.log_w), center=tensor(keys.center),
             pooled=tensor(pooled), log_den=tensor(log_den), cotangent=tensor(cotangent),
+            den_cotangent=None if den_cotangent is None else tensor(den_cotangent),
             leave_out_equal=leave_out_equal, working_memory=working_memory)
         return grad.cpu().numpy().astype(np.float64)

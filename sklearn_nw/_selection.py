@@ -109,11 +109,6 @@ class Training(NamedTuple):
             values=self.values[keep], raw_X=None,
             groups=None if self.groups is None else self.groups[keep])
 
-    def descent_unit(self, leave_out):
-        """The unit a learned bandwidth's descent leaves out for ``leave_out``: itself
-        (the sharded training set's may differ)."""
-        return leave_out
-
     def locations(self):
         """The training inputs (n, d) where adaptive bandwidths measure distances: their
         continuous features (with categorical ones), else all of them."""

@@ -264,7 +264,7 @@ class BandwidthGridSearch:
         if training.categorical is None or default_multiples(self.bandwidths) is None:
             return training.reference()
         if "reference" not in self._shared:
-            learner = LeaveOneOutBandwidth(leave_out=training.descent_unit(self.leave_out),
+            learner = LeaveOneOutBandwidth(leave_out=self.leave_out,
                                            tol=_CENTER_TOL)
             with warnings.catch_warnings():
                 # A center for the grid, which searches on from it: a descent stopped at

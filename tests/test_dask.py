@@ -308,20 +308,27 @@ def test_grid_search_on_joblib_dask_backend(client):
                                serial.cv_results_["mean_test_score"], atol=1e-12)
 
 
+def _same_descent(ours, theirs, X, y, w, chunks):
+    """Fit a Dask estimator with a learned bandwidth and its local twin: the same
+    bandwidths, iterations and loss curve. Returns both, fitted."""
+    est = ours.fit(da.from_array(X, chunks=chunks), y, sample_weight=w)
+    local = theirs.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
+    assert est.n_iter_ == local.n_iter_
+    np.testing.assert_allclose(est.loss_curve_, local.loss_curve_, rtol=1e-9)
+    return est, local
+
+
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
 def test_learned_bandwidth_equals_local(client, kernel):
     # The descent on the distinct inputs, their loss and gradient summed over shards,
     # takes the local descent's path: same bandwidths, iterations and loss curve.
     X, y, w, Q = _data(n=200, d=2, seed=5)
-    # The shards' unit on repeated inputs; tol=1e-5 ends the compact kernel's descent
+    # Every row at an input leaves together; tol=1e-5 ends the compact kernel's descent
     # after 17 losses (30 at the default 1e-8), each a round trip to the workers.
     loo = LeaveOneOutBandwidth(leave_out="input", tol=1e-5)
-    est = nw_dask.NadarayaWatsonRegressor(kernel, loo).fit(
-        da.from_array(X, chunks=70), y[:, 0], sample_weight=w)
-    local = NadarayaWatsonRegressor(kernel, loo).fit(X, y[:, 0], sample_weight=w)
-    np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-7)
-    assert est.n_iter_ == local.n_iter_
-    np.testing.assert_allclose(est.loss_curve_, local.loss_curve_, rtol=1e-9)
+    est, local = _same_descent(nw_dask.NadarayaWatsonRegressor(kernel, loo),
+                               NadarayaWatsonRegressor(kernel, loo), X, y[:, 0], w, 70)
     # The same predictions, with the same warnings (the compact kernel's queries beyond
     # every support).
     with warnings.catch_warnings(record=True) as ours:
@@ -567,8 +574,8 @@ def test_cv_results_as_local_and_a_data_frame(client):
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
 def test_leaving_rows_out_on_repeated_inputs_equals_local(client, kernel):
     # Rows repeat inputs (with other targets, weights, zero weights, across blocks): the
-    # grid leaves one row out as the local one does, each unit's score equal; the
-    # sharded descent (distinct inputs) refuses the row unit with a clear error.
+    # grid leaves one row out as the local one does, each unit's score equal; so does
+    # the sharded descent (the distinct rows as queries of their inputs).
     X, y, w, _ = _data(n=120, d=2, seed=5)
     labels = np.array(["a", "b", "c"])[(y[:, 0] > 0).astype(int) + (y[:, 1] > 1)]
     for ours, theirs, target, params in (
@@ -583,8 +590,12 @@ def test_leaving_rows_out_on_repeated_inputs_equals_local(client, kernel):
             np.testing.assert_allclose(est.cv_results_["mean_test_score"],
                                        local.cv_results_["mean_test_score"], rtol=1e-10)
             np.testing.assert_allclose(est.bandwidth_, local.bandwidth_, rtol=1e-12)
-    with pytest.raises(ValueError, match="leave_out='input'"):
-        nw_dask.NadarayaWatsonRegressor(bandwidth="loo").fit(X, y[:, 0])
+    # tol=1e-5: the compact kernel's descent ends after fewer round trips (as above).
+    loo = LeaveOneOutBandwidth(tol=1e-5)
+    _same_descent(nw_dask.NadarayaWatsonRegressor(kernel, loo),
+                  NadarayaWatsonRegressor(kernel, loo), X, y[:, 0], w, 35)
+    _same_descent(nw_dask.NadarayaWatsonClassifier(kernel, loo),
+                  NadarayaWatsonClassifier(kernel, loo), X, labels, w, 35)
     X = np.random.default_rng(0).normal(size=(120, 2))
     est = nw_dask.NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5]).fit(X, y)
     local = NadarayaWatsonRegressorCV(bandwidths=[0.2, 0.5], bandwidth_kinds=["fixed"],
@@ -729,19 +740,21 @@ def test_categories_a_dask_column_does_not_declare_are_computed(client):
 
 
 def test_categorical_cv_on_repeated_inputs_leaves_rows_out(client):
-    # Categories repeat inputs: the Dask CV's grid center is learned with the sharded
-    # descent's unit (the input), and its grid leaves rows out, each point's score the
-    # local CV's at the same bandwidths.
+    # Categories repeat inputs: the Dask CV's grid center is learned leaving one row
+    # out (the sharded descent's distinct rows), as the local one's, and its grid leaves
+    # rows out: the same grid, each point's score the local CV's.
     dd = pytest.importorskip("dask.dataframe")
     frame, y, w, queries = _mixed_table(n=120, seed=6)
     frame["x"] = np.round(frame["x"].to_numpy())  # few values: rows repeat inputs
     est = nw_dask.NadarayaWatsonRegressorCV(categorical_features=["color", "size", "town"])
     est.fit(dd.from_pandas(frame, npartitions=3), y, sample_weight=w)
-    grid = [np.asarray(p, dtype=float) for p in est.cv_results_["param_bandwidth"]]
     local = NadarayaWatsonRegressorCV(
-        grid, categorical_features=["color", "size", "town"], bandwidth_kinds=["fixed"],
+        categorical_features=["color", "size", "town"], bandwidth_kinds=["fixed"],
         degree=0, selection="min").fit(frame, y, sample_weight=w)
+    np.testing.assert_allclose(
+        np.array(est.cv_results_["param_bandwidth"].tolist(), dtype=float),
+        np.array(local.cv_results_["param_bandwidth"].tolist(), dtype=float), rtol=1e-7)
     np.testing.assert_allclose(est.cv_results_["mean_test_score"],
-                               local.cv_results_["mean_test_score"], rtol=1e-10)
+                               local.cv_results_["mean_test_score"], rtol=1e-7)
     np.testing.assert_allclose(est.predict(queries).compute(), local.predict(queries),
                                rtol=0, atol=1e-9)
