@@ -167,6 +167,41 @@ def intercept_rows(M, E, n_coords):
     # is rounding), and the extrapolation would keep less than half its digits.
     near = (E.detach()[:, 1 : 1 + n_coords].abs() <= eps**-0.5).all(1)
     eye = torch.eye(p, dtype=M.dtype, device=M.device)
+    well = _well_conditioned(unit.detach(), finite & near, eps)  # (b,)
+    if bool(well.all()):  # no null space anywhere: the solve alone
+        return torch.linalg.solve(unit, f) * s, ~well
+    # The solve alone where there is surely no null space; the null spaces of the rest.
+    c = torch.linalg.solve(torch.where(well[:, None, None], unit, eye),
+                           torch.where(well[:, None], f, 0.0))  # (b, p)
+    rest = torch.nonzero(~well)[:, 0]  # (k,)
+    c_rest, singular_rest = _null_space_solve(unit[rest], f[rest], finite[rest], near[rest],
+                                              eps)
+    c = c.index_put((rest,), c_rest)  # out of place: both in the gradient
+    singular = torch.zeros_like(well).index_put_((rest,), singular_rest)
+    return c * s, singular
+
+
+def _well_conditioned(unit, candidate, eps):
+    """Which moment matrices (b, p, p), of unit diagonal, surely have no numerical null
+    space (:func:`intercept_rows`): of ``candidate`` rows, positive definite (a Cholesky
+    factor ``L``) with ``p trace(unit^-1) = p |L^-1|_F^2`` below ``eps**-0.5``. Their
+    largest eigenvalue is at most their trace ``p`` and their smallest at least
+    ``1 / trace(unit^-1)``, so every eigenvalue is above ``sqrt(eps)`` times the
+    largest. Cheaper than the eigenvalues, which the others still need."""
+    b, p, _ = unit.shape
+    eye = torch.eye(p, dtype=unit.dtype, device=unit.device)
+    L, info = torch.linalg.cholesky_ex(torch.where(candidate[:, None, None], unit, eye))
+    inverse = torch.linalg.solve_triangular(L, eye.expand(b, p, p), upper=False)
+    spread = p * (inverse * inverse).sum((1, 2))  # (b,)
+    return candidate & (info == 0) & (spread < eps**-0.5)
+
+
+def _null_space_solve(unit, f, finite, near, eps):
+    """:func:`intercept_rows`'s ``c`` (b, p) in the units of ``unit`` (b, p, p) and
+    ``f`` (b, p), and which rows have no unique value, through the null space of each
+    moment matrix (its eigenvectors)."""
+    p = f.shape[1]
+    eye = torch.eye(p, dtype=unit.dtype, device=unit.device)
     # Only the null space is needed, held constant: no eigenvector gradient.
     eigenvalues, V = torch.linalg.eigh(torch.where(finite[:, None, None], unit.detach(), eye))
     # Across eigenvalues below sqrt(eps) of the largest a solve loses more than half the
@@ -180,8 +215,7 @@ def intercept_rows(M, E, n_coords):
     projector = N @ N.transpose(1, 2)  # (b, p, p)
     A = torch.where(singular[:, None, None], eye, unit + projector)  # (b, p, p)
     rhs = f_safe - (projector @ f_safe[:, :, None])[:, :, 0]  # (b, p)
-    c = torch.linalg.solve(A, torch.where(singular[:, None], 0.0, rhs)) * s  # (b, p)
-    return c, singular
+    return torch.linalg.solve(A, torch.where(singular[:, None], 0.0, rhs)), singular
 
 
 def _no_value(kernel, singular):

@@ -648,3 +648,52 @@ def test_local_grid_of_bandwidths_in_no_proportion_equals_each_bandwidth_alone(k
             loo, k, np.dtype(np.float64), cpu, 1024, moments=False)
         # (Local fits at the smallest bandwidths amplify the distances' last bits.)
         assert_allclose(pooled[g], alone[0], rtol=1e-9, atol=1e-11)
+
+
+def test_intercept_rows_skip_the_eigenvalues_only_where_there_is_no_null_space():
+    # Moment matrices of every kind in one batch: well conditioned, rank deficient
+    # (a repeated key), nearly so, and not finite. The Cholesky test that skips the
+    # eigenvalues must never skip a matrix with a numerical null space, and the fits
+    # (and their gradients) must be those of the null-space path on every row.
+    from sklearn_nw._local_poly import _null_space_solve, _well_conditioned
+
+    rng = np.random.default_rng(0)
+    eps = torch.finfo(torch.float64).eps
+    designs = []
+    for k in range(40):
+        Z = rng.normal(size=(6, 3))
+        Z[:, 0] = 1.0
+        if k % 4 == 1:
+            Z[:, 2] = Z[:, 1]  # collinear: a null space
+        elif k % 4 == 2:
+            Z[:, 2] = Z[:, 1] + 10.0 ** -rng.uniform(3, 9) * rng.normal(size=6)
+        designs.append(Z.T @ (rng.uniform(0.1, 1.0, 6)[:, None] * Z))
+    M = torch.tensor(np.array(designs), requires_grad=True)
+    E = np.column_stack([np.ones(40), rng.normal(size=(40, 2))])
+    E[1::8, 2] = E[1::8, 1]  # a value along the collinear pair: the minimum-norm fit
+    E = torch.tensor(E)
+    with torch.no_grad():
+        M_bad = M.detach().clone()
+        M_bad[39, 0, 0] = np.inf
+    unit = M.detach() / torch.sqrt(torch.diagonal(M.detach(), dim1=1, dim2=2)[:, :, None]
+                                   * torch.diagonal(M.detach(), dim1=1, dim2=2)[:, None, :])
+    well = _well_conditioned(unit, torch.ones(40, dtype=torch.bool), eps)
+    eigenvalues = torch.linalg.eigvalsh(unit)
+    ratio = eigenvalues[:, 0] / eigenvalues[:, -1]
+    assert bool((ratio[well] > eps**0.5).all())  # never skips a null space
+    assert 0 < int(well.sum()) < 40  # both paths taken here
+    c, singular = intercept_rows(M, E, 2)
+    s = torch.diagonal(M.detach(), dim1=1, dim2=2).rsqrt()
+    expected, expected_singular = _null_space_solve(
+        M * s[:, :, None] * s[:, None, :], E * s, torch.ones(40, dtype=torch.bool),
+        torch.ones(40, dtype=torch.bool), eps)
+    assert torch.equal(c, expected * s)
+    assert torch.equal(singular, expected_singular)
+    assert not bool(singular[1::8].any()) and bool(singular[5::8].all())
+    (grad,) = torch.autograd.grad(c.sum(), M)
+    (expected_grad,) = torch.autograd.grad((expected * s).sum(), M)
+    assert_allclose(grad.numpy(), expected_grad.numpy(), rtol=1e-12, atol=1e-12)
+    # A row that is not finite has no value, on either path.
+    c_bad, singular_bad = intercept_rows(M_bad, E, 2)
+    assert bool(singular_bad[39]) and float(c_bad[39].abs().sum()) == 0.0
+    assert torch.equal(c_bad[:39], c[:39].detach())
