@@ -11,6 +11,7 @@ key, and the nearest other keys of a query with no kernel mass, are those of
 """
 
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -121,10 +122,27 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
     max_workers = _workers_within(working_memory, step * row_bytes)
     if kernel.quadratic_coef is not None:
         weights = w_rows / total  # (m,)
+        # Queries keeping more of their own key than they take out: their key pooled
+        # whole, their own row taken out in closed form (one pass over those keys).
+        closed = (None if queries.row_log_w is None or group is not None
+                  else queries.row_log_w < queries.self_log_w)  # (m,)
         with full_precision(), torch.no_grad():
-            value, grad = _gaussian_loo(xs.detach(), v, log_w, self_log_w, rows, weights,
-                                        kernel, loss, step, backward, max_workers=max_workers,
-                                        group=group, queries=queries)
+            if closed is None or not bool(closed.any()):
+                value, grad = _gaussian_loo(
+                    xs.detach(), v, log_w, self_log_w, rows, weights, kernel, loss, step,
+                    backward, max_workers=max_workers, group=group, queries=queries)
+            else:
+                value, grad = _gaussian_loo_closed(
+                    xs.detach(), v, log_w, rows[closed], queries.select(closed),
+                    weights[closed], kernel, loss, step, backward, max_workers=max_workers)
+                if not bool(closed.all()):
+                    rest = ~closed
+                    part, part_grad = _gaussian_loo(
+                        xs.detach(), v, log_w, self_log_w, rows[rest], weights[rest],
+                        kernel, loss, step, backward, max_workers=max_workers,
+                        queries=queries.select(rest))
+                    value += part
+                    grad = grad.add_(part_grad) if backward else None
         if backward:
             # sum(xs_graph * grad) carries the same gradient: backward with an explicit
             # gradient tensor imports sympy (0.6 s before a fresh process's first fit).
@@ -421,33 +439,18 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
     ``step`` rows run on at most ``max_workers`` workers, their losses and gradients added
     in order.
     """
-    n = xs.shape[0]
     c = kernel.quadratic_coef
-    tiny = math.sqrt(torch.finfo(xs.dtype).tiny)
-    eps = torch.finfo(xs.dtype).eps
-    x2 = (xs * xs).sum(1)  # (n,)
-    x2_max = float(x2.max())
-    # [2c q, -c |q|^2, 1] @ keys_t = -c |q - x|^2 + log_w - max(log_w) <= 0: logits that need
-    # no max pass (rows that underflow are redone below). Skinny products are laid out as
-    # (k, n) @ (n, b): several times faster in BLAS.
-    shift = log_w[torch.isfinite(log_w)].max()
-    keys_t = fused_gaussian_keys(xs, log_w, c).T.contiguous()  # (r + 2, n)
-    v1_t = values_and_ones_t(v)  # (t + 1, n)
-    v_t = v.T.contiguous()  # (t, n)
-    xs1 = torch.cat([xs, xs.new_ones(n, 1)], dim=1)  # (n, r + 1)
-    xs1_t = xs1.T.contiguous()  # (r + 1, n)
+    fused = _FusedKeys.of(xs, v, log_w, c)
+    tiny, eps, x2_max, shift = fused.tiny, fused.eps, fused.x2_max, fused.shift
+    v1_t, v_t, xs1_t = fused.v1_t, fused.v_t, fused.xs1_t
     grad = torch.zeros_like(xs) if need_grad else None  # (n, r)
-    value = 0.0
     queries = query_terms(queries, v, log_w, self_log_w, rows)
 
     def loo_chunk(s, blocks):  # blocks: two (chunk, n) blocks (see _workers.CACHE_BYTES)
         chunk = rows[s : s + step]  # (b,)
         terms = queries.chunk(s, step)
+        qs1, q2, logits = fused.logits(chunk, blocks[0])  # (b, r + 1), (b, 1), (b, n)
         b = len(chunk)
-        qs1 = xs1[chunk]  # (b, r + 1)
-        q2 = x2[chunk, None]  # (b, 1)
-        logits = torch.mm(torch.cat([2.0 * c * qs1[:, :-1], -c * q2, qs1[:, -1:]], dim=1),
-                          keys_t, out=blocks[0, :b])  # (b, n)
         own = terms.own_logits(kernel) - shift  # (b,)
         set_self_(logits, chunk, own)
         leave_group_out_(logits, group, chunk)
@@ -484,6 +487,53 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
         set_self_(G, chunk, 0.0)  # the self entry is a constant
         return part, (chunk, *_coordinate_gradients(G, qs1, xs, xs1_t, c))
 
+    return _run_summed(loo_chunk, xs[rows], step, xs.shape[0], grad, max_workers), grad
+
+
+class _FusedKeys(NamedTuple):
+    """What the passes of a Gaussian-family kernel's fused logits over the keys share:
+    ``[2c q, -c |q|^2, 1] @ keys_t = -c |q - x|^2 + log_w - max(log_w) <= 0``, logits
+    that need no max pass (rows that underflow are redone). Skinny products are laid out
+    as (k, n) @ (n, b): several times faster in BLAS."""
+
+    c: float
+    tiny: float  # the smallest sum of weights taken as is
+    eps: float
+    x2: torch.Tensor  # (n,) the keys' squared norms
+    x2_max: float
+    shift: torch.Tensor  # the largest finite log weight
+    keys_t: torch.Tensor  # (r + 2, n)
+    v1_t: torch.Tensor  # (t + 1, n) the values and ones
+    v_t: torch.Tensor  # (t, n)
+    xs1: torch.Tensor  # (n, r + 1) the keys and ones
+    xs1_t: torch.Tensor  # (r + 1, n)
+
+    @classmethod
+    def of(cls, xs, v, log_w, c):
+        n = xs.shape[0]
+        x2 = (xs * xs).sum(1)
+        xs1 = torch.cat([xs, xs.new_ones(n, 1)], dim=1)
+        return cls(c, math.sqrt(torch.finfo(xs.dtype).tiny), torch.finfo(xs.dtype).eps, x2,
+                   float(x2.max()), log_w[torch.isfinite(log_w)].max(),
+                   fused_gaussian_keys(xs, log_w, c).T.contiguous(), values_and_ones_t(v),
+                   v.T.contiguous(), xs1, xs1.T.contiguous())
+
+    def logits(self, chunk, out):
+        """The fused logits (b, n) of the keys ``chunk`` (b,) as queries, into ``out``
+        (at least b rows), with their coordinates and ones (b, r + 1) and squared norms
+        (b, 1)."""
+        c, qs1, q2 = self.c, self.xs1[chunk], self.x2[chunk, None]
+        query = torch.cat([2.0 * c * qs1[:, :-1], -c * q2, qs1[:, -1:]], dim=1)
+        return qs1, q2, torch.mm(query, self.keys_t, out=out[: len(chunk)])
+
+
+def _run_summed(loo_chunk, queries, step, n, grad, max_workers):
+    """Run ``loo_chunk`` over the chunks of ``step`` ``queries`` (against ``n`` keys) on at most
+    ``max_workers`` workers (one torch thread each, see :func:`_engine.run_chunks`),
+    adding their losses and accumulating their gradients ``(chunk, own rows, every row)``
+    into ``grad`` in order; returns the summed loss."""
+    value = 0.0
+
     def commit(part):
         nonlocal value
         if part is None:
@@ -494,10 +544,69 @@ def _gaussian_loo(xs, v, log_w, self_log_w, rows, weights, kernel, loss, step, n
             grad.index_add_(0, chunk, own_rows)
             grad.add_(every_row)
 
-    # On the workers, one torch thread each (see _engine.run_chunks).
-    run_chunks(loo_chunk, xs[rows], step, n, blocks=2, needs_grad=False, commit=commit,
-                max_workers=max_workers)
-    return value, grad
+    run_chunks(loo_chunk, queries, step, n, blocks=2, needs_grad=False, commit=commit,
+               max_workers=max_workers)
+    return value
+
+
+def _gaussian_loo_closed(xs, v, log_w, rows, queries, weights, kernel, loss, step,
+                         need_grad, max_workers=None):
+    """:func:`_gaussian_loo`'s loss and gradient for queries at shared keys ``rows`` (m,)
+    that keep more of their own key than they take out of it (``queries``, a
+    :class:`~sklearn_nw._leave_one_out.QueryTerms` with ``row_log_w <= self_log_w``), in
+    one pass over the distinct keys of ``rows`` instead of one per query: each such key
+    is pooled whole, its own entry with all its weight (sums ``N``, ``D``), and each query
+    at it takes its row's entry ``s`` out in closed form, ``p = (N - s y) / (D - s)``;
+    ``s`` is at most half of ``D``, so the difference loses no digit. The gradient in the
+    logits is ``e_uv (A_u . v_v + B_u)``, with ``A_u = sum_i g_i / (D - s_i)`` and
+    ``B_u = -sum_i g_i . p_i / (D - s_i)`` over key u's queries, ``g = dL/dp``."""
+    c = kernel.quadratic_coef
+    log_k0 = float(kernel.log_profile_sq(xs.new_zeros(1))[0])
+    fused = _FusedKeys.of(xs, v, log_w, c)
+    tiny, eps, x2_max, shift = fused.tiny, fused.eps, fused.x2_max, fused.shift
+    v1_t, v_t, xs1_t = fused.v1_t, fused.v_t, fused.xs1_t
+    # The distinct keys of the queries, and the queries by key: key k's are
+    # order[starts[k]:starts[k + 1]].
+    keys, at = torch.unique(rows, return_inverse=True)  # (u,), (m,)
+    order = torch.argsort(at, stable=True)
+    starts = torch.searchsorted(at[order], torch.arange(len(keys) + 1, device=xs.device))
+    grad = torch.zeros_like(xs) if need_grad else None  # (n, r)
+
+    def loo_chunk(s, blocks):  # blocks: two (chunk, n) blocks (see _workers.CACHE_BYTES)
+        chunk = keys[s : s + step]  # (b,)
+        qs1, q2, logits = fused.logits(chunk, blocks[0])  # (b, r + 1), (b, 1), (b, n)
+        b = len(chunk)
+        own = log_w[chunk] + log_k0 - shift  # (b,) the key whole
+        set_self_(logits, chunk, own)
+        e = exp_(logits.clamp_(max=0.0), exact_zeros=need_grad)  # (b, n)
+        num_den = (v1_t @ e.T).T  # (b, t + 1)
+        unsure = 64 * eps * c * (q2[:, 0] + x2_max) > 0.01  # (b,)
+        low = (num_den[:, -1] < tiny) | unsure  # (b,)
+        moved = torch.zeros(b, dtype=xs.dtype, device=xs.device)  # each row's own shift
+        if bool(low.any()):
+            moved[low] = _exact_rows(e, num_den, low, qs1[:, :-1], xs, log_w - shift, c,
+                                     chunk, own, v1_t, exact_zeros=need_grad)
+        mine = order[starts[s] : starts[min(s + step, len(keys))]]  # the chunk's queries
+        local = at[mine] - s  # (k,) their key in the chunk
+        terms = queries.select(mine)
+        taken = torch.exp(terms.row_log_w + log_k0 - shift - moved[local])  # (k,) s
+        rest = num_den[local, -1] - taken  # (k,) D - s
+        pred = (num_den[local, :-1] - taken[:, None] * terms.v) / rest[:, None]  # (k, t)
+        part, g = _chunk_loss(pred, terms.v, weights[mine], loss)
+        if not need_grad:
+            return part, None
+        a = g / rest[:, None]  # (k, t)
+        A = torch.zeros(b, v.shape[1], dtype=xs.dtype, device=xs.device).index_add_(
+            0, local, a)  # (b, t)
+        B = torch.zeros(b, dtype=xs.dtype, device=xs.device).index_add_(
+            0, local, -(a * pred).sum(1))  # (b,)
+        gv = (torch.mul(A, v_t, out=blocks[1, :b]) if v.shape[1] == 1
+              else torch.mm(A, v_t, out=blocks[1, :b]))  # (b, n)
+        G = e.mul_(gv.add_(B[:, None]))  # (b, n) = dL/dS
+        set_self_(G, chunk, 0.0)  # the self entry is a constant
+        return part, (chunk, *_coordinate_gradients(G, qs1, xs, xs1_t, c))
+
+    return _run_summed(loo_chunk, xs[keys], step, xs.shape[0], grad, max_workers), grad
 
 
 def _chunk_loss(pred, target, w, loss, moments_loss=None):
@@ -514,12 +623,15 @@ def _exact_rows(e, num_den, low, qs, xs, shifted_log_w, c, chunk, own, v1_t, gro
                 exact_zeros=False):
     """Redo the ``low`` rows of a Gaussian chunk's weights ``e`` (b, n) and sums
     ``num_den`` (b, t + 1) in place from exact differences, max-subtracted (weights at
-    :func:`~sklearn_nw._engine.exp_`'s floor exactly 0 with ``exact_zeros``)."""
+    :func:`~sklearn_nw._engine.exp_`'s floor exactly 0 with ``exact_zeros``). Returns
+    the maxima subtracted (l,)."""
     again = -c * exact_sq_dist(qs[low], xs, _EXACT_MIB) + shifted_log_w  # (l, n)
     set_self_(again, chunk[low], own[low])
     leave_group_out_(again, group, chunk[low])
-    e[low] = exp_(again - again.amax(1, keepdim=True), exact_zeros=exact_zeros)
+    top = again.amax(1, keepdim=True)  # (l, 1)
+    e[low] = exp_(again - top, exact_zeros=exact_zeros)
     num_den[low] = (v1_t @ e[low].T).T
+    return top[:, 0]
 
 
 def _coordinate_gradients(G, qs1, xs, xs1_t, c):

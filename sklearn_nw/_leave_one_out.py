@@ -230,6 +230,7 @@ class InputQueries(NamedTuple):
     self_log_weight: np.ndarray  # (m,) the weight its own key keeps when it leaves
     own_values: np.ndarray  # (m, t) the mean value of that kept weight (any where none)
     values: np.ndarray  # (m, t) its target
+    row_log_weight: np.ndarray  # (m,) the weight one of its rows takes out of its input
 
 
 def input_queries(loo):
@@ -258,7 +259,7 @@ def input_queries(loo):
                           polynomial_columns=loo.polynomial_columns)
     with np.errstate(divide="ignore"):
         return InputQueries(keys, key, np.log(loo.weight), np.log(kept), own_values,
-                            loo.values)
+                            loo.values, np.log(loo.weight - loo.self_weight))
 
 
 # -- the left-out query's own key, and its nearest others (torch) --------------------------
@@ -292,12 +293,16 @@ class QueryTerms(NamedTuple):
     self_log_w: torch.Tensor  # (m,)
     own_shift: object  # (m, t) Tensor, or None
     v: torch.Tensor  # (m, t)
+    # (m,) the log weight each takes out of its own key (one row's), where known: None.
+    row_log_w: object = None
 
     def chunk(self, s, step):
         """The terms of the queries s to s + step."""
-        return QueryTerms(self.log_w[s : s + step], self.self_log_w[s : s + step],
-                          None if self.own_shift is None else self.own_shift[s : s + step],
-                          self.v[s : s + step])
+        return self.select(slice(s, s + step))
+
+    def select(self, index):
+        """The terms of the queries ``index`` (a slice, indices or a mask)."""
+        return QueryTerms(*(None if part is None else part[index] for part in self))
 
     def own_logits(self, kernel):
         """Each query's logit (m,) on its own key, as :func:`self_logits`."""

@@ -352,7 +352,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
             queries = (key, QueryTerms(
                 as_tensor(by_input.log_weight), as_tensor(by_input.self_log_weight),
                 as_tensor(by_input.own_values - keys.values[by_input.key]),
-                as_tensor(by_input.values)))
+                as_tensor(by_input.values), as_tensor(by_input.row_log_weight)))
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
                               degree=degree, bounded=bounded, categorical=categorical,
                               polynomial_columns=loo.polynomial_columns,
