@@ -22,6 +22,7 @@ from ._engine import key_center
 from ._engine_candidates import candidate_pool
 from ._engine_loo import loo_grid_pool, loo_linear_grid_pool, moment_passes
 from ._leave_one_out import (
+    input_queries,
     leave_group_out_,
     nearest_keys,
     other_keys,
@@ -169,10 +170,18 @@ class LeaveOneOutGrid:
             out[torch.as_tensor(narrow)] = self._window_pool(loo, kernel, device,
                                                              working_memory, grid[narrow])
         if not narrow.all():
+            # Where inputs repeat under the row rule, the sums run over the distinct
+            # inputs, the distinct rows their queries (the same predictions).
+            by_input = input_queries(loo)
+            if by_input is None:
+                keys = (tensor(loo.X), tensor(loo.values), tensor(loo.log_weight),
+                        tensor(loo.self_log_weight))
+                rows = queries = None
+            else:
+                *keys, rows, queries = by_input.tensors(tensor)
             out[torch.as_tensor(~narrow)] = loo_grid_pool(
-                tensor(loo.X), tensor(loo.values), tensor(grid[~narrow]), kernel,
-                tensor(loo.log_weight), tensor(loo.self_log_weight),
-                working_memory=working_memory,
+                keys[0], keys[1], tensor(grid[~narrow]), kernel, keys[2], keys[3],
+                rows=rows, queries=queries, working_memory=working_memory,
                 group=None if loo.group is None else torch.as_tensor(loo.group, device=device),
             ).double().cpu()
         return out

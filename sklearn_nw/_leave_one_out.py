@@ -232,6 +232,18 @@ class InputQueries(NamedTuple):
     values: np.ndarray  # (m, t) its target
     row_log_weight: np.ndarray  # (m,) the weight one of its rows takes out of its input
 
+    def tensors(self, tensor):
+        """The keys' inputs, values, log weights and self log weights, and the queries'
+        keys (m,) (int64, on the device of ``tensor``'s tensors) and
+        :class:`QueryTerms`, as ``tensor`` (a function of an array) makes them."""
+        keys = self.keys
+        x, v, log_w, self_log_w = (tensor(a) for a in (
+            keys.X, keys.values, keys.log_weight, keys.self_log_weight))
+        terms = QueryTerms(tensor(self.log_weight), tensor(self.self_log_weight),
+                           tensor(self.own_values - keys.values[self.key]),
+                           tensor(self.values), tensor(self.row_log_weight))
+        return x, v, log_w, self_log_w, torch.as_tensor(self.key, device=x.device), terms
+
 
 def input_queries(loo):
     """The distinct rows of a ``leave_out="row"`` set ``loo`` as queries of its distinct

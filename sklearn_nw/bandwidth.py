@@ -21,7 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._adaptive import KINDS, Adaptive, auto_scale, neighbors_held
-from ._leave_one_out import UNITS, QueryTerms, input_queries
+from ._leave_one_out import UNITS, input_queries
 from ._loo_descent import EVAL_ROWS, FULL_BATCH_MAX, NEGLIGIBLE, descent
 from ._loo_objective import (
     Objective,
@@ -342,17 +342,10 @@ class LeaveOneOutBandwidth(BaseEstimator):
         queries = None
         if by_input is not None:
             # Sums over the distinct inputs instead of the distinct rows: the same loss.
-            def as_tensor(a):
-                return torch.as_tensor(np.asarray(a, dtype=dtype), device=device).to(
-                    descent_dtype)
-
-            keys, key = by_input.keys, torch.as_tensor(by_input.key, device=device)
-            x, v, log_w, self_log_w = (as_tensor(a) for a in (
-                keys.X, keys.values, keys.log_weight, keys.self_log_weight))
-            queries = (key, QueryTerms(
-                as_tensor(by_input.log_weight), as_tensor(by_input.self_log_weight),
-                as_tensor(by_input.own_values - keys.values[by_input.key]),
-                as_tensor(by_input.values), as_tensor(by_input.row_log_weight)))
+            x, v, log_w, self_log_w, key, terms = by_input.tensors(
+                lambda a: torch.as_tensor(np.asarray(a, dtype=dtype), device=device).to(
+                    descent_dtype))
+            queries = (key, terms)
         objective = Objective(x, v, log_w, self_log_w, kernel, loss, working_memory,
                               degree=degree, bounded=bounded, categorical=categorical,
                               polynomial_columns=loo.polynomial_columns,
