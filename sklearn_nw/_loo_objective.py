@@ -163,7 +163,7 @@ class Objective:
     are its keys ``x``, or with ``queries`` a pair ``(key, terms)``: each row's key (m,)
     and its :class:`~sklearn_nw._leave_one_out.QueryTerms` (the distinct rows at shared
     inputs, :class:`~sklearn_nw._leave_one_out.InputQueries`; Nadaraya-Watson, no
-    groups, no categorical features, full batch)."""
+    groups, full batch)."""
 
     def __init__(self, x, v, log_w, self_log_w, kernel, loss, working_memory, degree=0,
                  bounded=False, categorical=None, polynomial_columns=None, group=None,
@@ -284,13 +284,20 @@ class Objective:
         values = torch.cat([self.key_v, torch.ones_like(self.key_v[:, :1])], 1)  # (n, t + 1)
         by_category = torch.nn.functional.one_hot(codes, n_categories).to(x.dtype)
         metric = self.metric(torch.as_tensor(hs[:1], dtype=x.dtype, device=x.device))
+        keys, queries = self._queries(rows)
+        if queries is not None:  # what a query keeps of its key, in its key's category
+            shift = torch.cat([queries.own_shift, torch.zeros_like(queries.own_shift[:, :1])],
+                              1)  # (m, t + 1): the kept weight is the query's own logit
+            queries = queries._replace(own_shift=(
+                by_category[keys][:, :, None] * shift[:, None, :]).reshape(len(keys), -1))
         pooled = loo_grid_pool(
             base, (by_category[:, :, None] * values[:, None, :]).reshape(len(x), -1),
-            metric, self.kernel, self.key_log_w, self.self_log_w, rows=rows,
-            working_memory=self.working_memory, group=self.group)[0]  # (m, c (t + 1))
+            metric, self.kernel, self.key_log_w, self.self_log_w, rows=keys,
+            working_memory=self.working_memory, group=self.group,
+            queries=queries)[0]  # (m, c (t + 1))
         pooled = pooled.double().reshape(len(rows), n_categories, -1)  # (m, c, t + 1)
         factors = torch.as_tensor(categorical.category_log_factors(k, hs), device=x.device)
-        factors = factors[:, codes[rows]].exp()  # (S, m, c): the query's category's rows
+        factors = factors[:, codes[keys]].exp()  # (S, m, c): the query's category's rows
         sums = torch.einsum("smc,mcu->smu", factors, pooled)  # (S, m, t + 1)
         predictions = sums[..., :-1] / sums[..., -1:]
         if not bool(torch.isfinite(predictions).all()):

@@ -337,8 +337,7 @@ class LeaveOneOutBandwidth(BaseEstimator):
                 f"Use NadarayaWatsonRegressorCV("
                 f"degree={degree}) (an exact grid), or degree=0."
             )
-        by_input = (input_queries(loo) if full_batch and not degree and categorical is None
-                    else None)
+        by_input = input_queries(loo) if full_batch and not degree else None
         queries = None
         if by_input is not None:
             # Sums over the distinct inputs instead of the distinct rows: the same loss.

@@ -17,6 +17,7 @@ from sklearn_nw import (
     NadarayaWatsonRegressor,
     NadarayaWatsonRegressorCV,
 )
+from sklearn_nw._leave_one_out import input_queries
 
 
 def _table(n=120, seed=0):
@@ -440,22 +441,37 @@ def test_the_odds_sweep_in_one_pass_equals_each_candidate(kind, leave_out):
     from sklearn_nw._loo_objective import _ODDS_SWEEP, Objective
 
     X, _, y = _table(n=90, seed=3)
-    X, y = pd.concat([X, X.iloc[:20]]), np.concatenate([y, y[:20] + 0.5])  # repeated rows
+    X, y = pd.concat([X, X.iloc[:60]]), np.concatenate([y, y[:60] + 0.5])  # repeated inputs
     w = np.random.default_rng(1).uniform(0.5, 2.0, len(y))
     reg = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, categorical_kernel=kind)
     reg.fit(X, y, sample_weight=w)
     loo = reg._training(reg._values(), classifier=False).leave_one_out_set("a test",
                                                                            leave_out)
-    objective = Objective(*(torch.as_tensor(np.asarray(a, dtype=np.float64)) for a in (
-        loo.X, loo.values, loo.log_weight, loo.self_log_weight)), reg.kernel_,
-        "squared_error", 1024, categorical=reg._categorical,
-        polynomial_columns=loo.polynomial_columns)
+    t = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64))
+    settings = (reg.kernel_, "squared_error", 1024)
+    objective = Objective(t(loo.X), t(loo.values), t(loo.log_weight),
+                          t(loo.self_log_weight), *settings, categorical=reg._categorical,
+                          polynomial_columns=loo.polynomial_columns)
     rows = torch.arange(len(loo.X))
+    # Under the row rule, also with the inputs as keys and the distinct rows as queries.
+    by_input = input_queries(loo)
+    assert (by_input is None) == (leave_out == "input")
+    if by_input is not None:
+        x, v, log_w, self_log_w, key, terms = by_input.tensors(t)
+        queries = Objective(x, v, log_w, self_log_w, *settings, queries=(key, terms),
+                            categorical=reg._categorical,
+                            polynomial_columns=loo.polynomial_columns)
     for j in (2, 3, 4):
         candidates = np.repeat(reg._scales[None], len(_ODDS_SWEEP), axis=0)
         candidates[:, j] = _ODDS_SWEEP
-        np.testing.assert_allclose(objective.odds_losses(j, candidates, rows),
-                                   objective.grid(candidates, rows), rtol=1e-12)
+        expected = objective.grid(candidates, rows)
+        np.testing.assert_allclose(objective.odds_losses(j, candidates, rows), expected,
+                                   rtol=1e-12)
+        if by_input is not None:
+            np.testing.assert_allclose(queries.odds_losses(j, candidates, rows), expected,
+                                       rtol=1e-12)
+            np.testing.assert_allclose(queries.grid(candidates, rows), expected,
+                                       rtol=1e-12)
 
 
 def test_the_grid_center_of_a_large_set_is_learned_on_a_subsample(monkeypatch):
