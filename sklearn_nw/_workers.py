@@ -16,6 +16,7 @@ Three rules, for every route and every leave-one-out engine:
 - :func:`chunk_rows` sizes the chunks of rows.
 """
 
+import atexit
 import contextlib
 import math
 import os
@@ -250,6 +251,7 @@ class _Pool:
         self.lock = threading.Lock()
         self.calls = queue.SimpleQueue()
         self.size = 0
+        self.threads = []
 
     def submit(self, call, workers, n_threads):
         """Queue ``call`` for ``workers`` workers; the caller has ``n_threads`` torch
@@ -264,8 +266,10 @@ class _Pool:
             started = []
             while self.size < size:
                 ready = threading.Event()
-                threading.Thread(target=self._work, args=(ready,), daemon=True,
-                                 name=f"sklearn_nw_worker_{self.size}").start()
+                thread = threading.Thread(target=self._work, args=(ready,), daemon=True,
+                                          name=f"sklearn_nw_worker_{self.size}")
+                thread.start()
+                self.threads.append(thread)
                 started.append(ready)
                 self.size += 1
             for ready in started:
@@ -283,11 +287,29 @@ class _Pool:
         # OpenMP's and MKL's thread counts are per thread: this one's, once.
         torch.set_num_threads(1)
         ready.set()
-        while True:
-            self.calls.get().take_part()
+        while (call := self.calls.get()) is not None:
+            call.take_part()
+
+    def stop(self):
+        """End the workers (each takes a ``None`` and returns) and wait for them."""
+        with self.lock:
+            for _ in self.threads:
+                self.calls.put(None)
+            for thread in self.threads:
+                thread.join(timeout=10)
+            self.threads, self.size = [], 0
 
 
 _POOL = _Pool()
+
+
+@atexit.register
+def _stop_workers():
+    """At exit, before the interpreter and torch's own static state are torn down: a
+    worker thread still alive then (blocked on the queue, holding torch's per-thread
+    state) made the process abort now and then ("terminate called without an active
+    exception", exit status 134, about one exit in eight after a learned bandwidth)."""
+    _POOL.stop()
 
 
 def _forget_workers():

@@ -2,6 +2,8 @@
 one torch thread per worker, tasks in order, reductions rounded as a loop rounds them."""
 
 import multiprocessing
+import subprocess
+import sys
 import threading
 import time
 
@@ -173,6 +175,40 @@ def test_a_forked_child_starts_its_own_workers(two_threads):
         if child.is_alive():
             child.kill()
     assert child.exitcode == 0
+
+
+def _workers_alive():
+    return [t for t in threading.enumerate() if t.name.startswith("sklearn_nw_worker")]
+
+
+def test_stopped_workers_end_and_start_again_on_use(two_threads):
+    on_workers(range(4), _ident_and_count, "cpu")
+    assert _workers_alive()
+    _workers._stop_workers()
+    assert not _workers_alive()
+    # The next call starts its workers again.
+    assert [task for _, _, task in on_workers(range(4), _ident_and_count, "cpu")] == [
+        0, 1, 2, 3]
+    assert _workers_alive()
+
+
+def test_the_workers_end_before_the_interpreter_does():
+    # A worker still alive when the interpreter and torch tore their state down made the
+    # process abort now and then ("terminate called without an active exception"). An
+    # exit handler registered before the package's runs after it (last in, first out)
+    # and sees none left.
+    script = (
+        "import atexit, threading\n"
+        "atexit.register(lambda: print('alive at exit:', sorted(t.name for t in "
+        "threading.enumerate() if t.name.startswith('sklearn_nw_worker'))))\n"
+        "import numpy as np, torch\n"
+        "from sklearn_nw._workers import on_workers\n"
+        "torch.set_num_threads(2)\n"
+        "print(len(on_workers(range(8), lambda task, state: task, 'cpu')))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["8", "alive at exit: []"]
 
 
 # -- the engines' chunks on the workers: the bits of the calling thread alone --------------
