@@ -553,7 +553,7 @@ def _gaussian_loo_closed(xs, v, log_w, rows, queries, weights, kernel, loss, ste
                          need_grad, max_workers=None):
     """:func:`_gaussian_loo`'s loss and gradient for queries at shared keys ``rows`` (m,)
     that keep more of their own key than they take out of it (``queries``, a
-    :class:`~sklearn_nw._leave_one_out.QueryTerms` with ``row_log_w <= self_log_w``), in
+    :class:`~sklearn_nw._leave_one_out.QueryTerms` with ``row_log_w < self_log_w``), in
     one pass over the distinct keys of ``rows`` instead of one per query: each such key
     is pooled whole, its own entry with all its weight (sums ``N``, ``D``), and each query
     at it takes its row's entry ``s`` out in closed form, ``p = (N - s y) / (D - s)``;
