@@ -29,6 +29,12 @@ For the squared error the loss over the rows is the loss over the keys plus the 
 the values within keys, a constant in the bandwidth; for the log-loss the one-hot labels
 become the class frequencies at each key (cross-entropy).
 
+Where inputs repeat under ``"row"``, the same loss is also posed on the distinct inputs as
+keys, the distinct rows their queries (:func:`input_queries`): each query attends its own
+input with what stays there when its row leaves (:class:`QueryTerms`), so the sums run
+over fewer keys. The learned bandwidth and the CV estimators' grid of Nadaraya-Watson
+take it.
+
 The pieces every engine and strategy shares, in torch: query i of a leave-one-out block is
 key ``rows[i]``, whose entry gets the logit :func:`self_logits` (:func:`set_self_`), and
 with groups the entries of its group's other keys ``-inf`` (:func:`leave_group_out_`); a
