@@ -44,8 +44,6 @@ from ._dask_tasks import (
     merge_pairwise,
     positive_rows,
     row_queries,
-    row_values,
-    row_weights,
     rows_at,
     same_input_sums,
     shard_part,
@@ -331,10 +329,9 @@ class ShardedObjective:
             dask.delayed(rows_at)(xb, yb, wb, self.spec, classifier, shard)
             for xb, yb, wb in blocks])) for shard in self.shards]
         distributed_wait(self.rows)
-        weight = np.concatenate(client.gather([client.submit(row_weights, f)
-                                               for f in self.rows]))  # (m,)
-        values = np.concatenate(client.gather([client.submit(row_values, f)
-                                               for f in self.rows]))  # (m, t)
+        weight, values = (np.concatenate(client.gather([
+            client.submit(operator.attrgetter(name), f) for f in self.rows]))
+            for name in ("weight", "values"))  # (m,), (m, t)
         self.log_w = torch.from_numpy(np.log(weight))
         self.baseline = float(self.loss_function.spread(torch.from_numpy(values),
                                                         torch.from_numpy(weight)))

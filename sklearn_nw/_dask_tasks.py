@@ -413,12 +413,3 @@ def location_row_terms(part, rows, log_k0, loss, total):
 def location_row_losses(part, rows, log_k0, loss):
     """The leave-one-row-out loss (m,) of each distinct row at a block of inputs."""
     return leave_one_out_losses(_row_predictions(part, rows, log_k0)[0], rows.values, loss)
-
-
-def row_weights(rows):
-    return rows.weight
-
-
-def row_values(rows):
-    return rows.values
-
