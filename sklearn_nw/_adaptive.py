@@ -114,9 +114,10 @@ def neighbors_held(X, sample_weight, kind):
     return max(1, math.floor((w.sum() - left_out) / (1 - _UNIT_RTOL)))
 
 
-def kth_distances(index, weight, queries, k, *, leave_out_location=False):
+def kth_distances(index, weight, queries, k, *, leave_out_location=False, more=0.0):
     """Per query, the distance at which the nearest indexed points hold ``k`` units of
-    weight.
+    weight (``k`` and ``more``: where they would hold ``k`` without a point of weight
+    ``more`` among them).
 
     Parameters
     ----------
@@ -129,23 +130,27 @@ def kth_distances(index, weight, queries, k, *, leave_out_location=False):
     leave_out_location : bool
         Points at distance 0 from a query do not count (the query is a training point,
         left out with every row at its location).
+    more : float, default=0.0
+        Units of weight beyond ``k`` (within the same tolerance of ``k`` alone).
 
     Returns
     -------
     ndarray of shape (b,)
     """
     n = len(weight)
-    need = k * (1 - _UNIT_RTOL)
-    dist, _, _, cumulative = index.nearest_holding(queries, weight, need, first=min(n, k + 1),
+    need = k * (1 - _UNIT_RTOL) + more
+    dist, _, _, cumulative = index.nearest_holding(queries, weight, need,
+                                                   first=min(n, k + 1 + math.ceil(more)),
                                                    skip_zero=leave_out_location)
     reached = cumulative >= need  # (b, m)
     short = np.flatnonzero(~reached[:, -1])
     if len(short):
         where = " at other locations than each training point" if leave_out_location else ""
+        without = f" without a point of weight {more:g}" if more else ""
         raise ValueError(
             f"An adaptive bandwidth with n_neighbors={k} needs k units of sample weight"
-            f"{where}; there are only {cumulative[short[0], -1]:g} (n_samples={n} with "
-            "positive weight). Lower n_neighbors."
+            f"{where}{without}; there are only {cumulative[short[0], -1] - more:g} "
+            f"(n_samples={n} with positive weight). Lower n_neighbors."
         )
     return dist[np.arange(len(dist)), np.argmax(reached, axis=1)]
 

@@ -417,22 +417,22 @@ class NadarayaWatsonBase(BaseEstimator):
 
     # -- leave-one-out fits at a fixed bandwidth (jackknife+, conformal sets) --------------
 
-    def _check_leave_one_out_fits(self, what):
-        """Refuse fits whose leave-one-out refits are not the attention without a row;
-        ``what`` begins the message."""
+    def _check_leave_one_out_fits(self, what, refits):
+        """Refuse fits whose leave-one-out refits are not computed from the fit with the
+        row; ``what`` begins the message, ``refits`` names what refits the estimator
+        instead."""
         why = None
-        if self.bandwidth_kind_ != "fixed":
-            why = (f"an adaptive bandwidth ({self.bandwidth_kind_!r}: the neighbor distances "
-                   "change when a row leaves)")
+        if self.bandwidth_kind_ != "fixed" and self.key_set_.degree:
+            why = (f"local polynomials (degree={self.key_set_.degree}) under an adaptive "
+                   f"bandwidth ({self.bandwidth_kind_!r}: the designs and the neighbor "
+                   "distances change when a row leaves)")
         elif self.n_neighbors is not None:
             why = (f"n_neighbors={self.n_neighbors} (the k nearest change when a row "
                    "leaves)")
         if why is not None:
             raise NotImplementedError(
-                f"{what} from the attention of a fixed-bandwidth fit over every point in "
-                f"reach; not with {why}. Use a fixed bandwidth and n_neighbors=None, or "
-                "refit the estimator without each row (MAPIE's cross-conformal "
-                "estimators).")
+                f"{what} from the fit with every row; not with {why}. Use a fixed "
+                f"bandwidth or degree=0 and n_neighbors=None, or {refits}.")
         n_positive = int(np.count_nonzero(self.sample_weight_))
         if n_positive < 2:
             raise ValueError(f"{what} from leave-one-out fits; it needs at least 2 "
@@ -452,6 +452,11 @@ class NadarayaWatsonBase(BaseEstimator):
             b, n, t = fits.shape
             fits = self._outputs(fits.reshape(b * n, t)).reshape((b, n) + np.shape(values)[1:])
             fits[missing] = np.nan
+        elif self.bandwidth_kind_ != "fixed":  # the neighbor distances move as well
+            fits, missing = keys.leave_one_out_adaptive_fits(
+                queries, np.reshape(values, (len(values), -1)),
+                device=self._compute_device(), working_memory=get_config()["working_memory"])
+            fits = fits.reshape((len(queries), len(values)) + np.shape(values)[1:])
         else:
             fits, missing = leave_one_out_fits(attention, values)
         for j in np.unique(np.nonzero(missing)[1]):
@@ -493,6 +498,8 @@ class NadarayaWatsonBase(BaseEstimator):
         least-squares fit at a point without one of its rows), where the route has them
         from sums and ``L_ii <= 1/2``; else from the attention
         (:meth:`_leave_one_out_at_training_points`)."""
+        if self.bandwidth_kind_ != "fixed":
+            return self._leave_one_out_at_training_points(values)
         sums = None if getattr(self, "bounded", False) else self.key_set_.in_sample_with_leverage(
             device=self._compute_device(), working_memory=get_config()["working_memory"])
         if sums is None:
@@ -513,6 +520,15 @@ class NadarayaWatsonBase(BaseEstimator):
         if training_rows is None:
             training_rows = np.arange(keys.X.shape[0])
         out = np.empty((len(training_rows),) + values.shape[1:])
+        if self.bandwidth_kind_ != "fixed":  # every fit without a row, in chunks of rows
+            t = int(np.prod(values.shape[1:], dtype=int))
+            step = chunk_rows(len(training_rows), 8 * keys.X.shape[0] * (8 + 4 * t),
+                              get_config()["working_memory"])
+            for rows in gen_batches(len(training_rows), step):
+                own = training_rows[rows]
+                out[rows] = self._leave_one_out_fits(keys.X[own], None, values)[
+                    np.arange(len(own)), own]
+            return out
 
         def each(rows, attention):
             own = training_rows[rows]

@@ -195,8 +195,9 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         epsilons in float32: closer scores are ties of rounding): the CV+ sets of
         Romano, Sesia and Candes (2020) with one row per fold (the jackknife+ of
         classification), which hold a new label with probability at least ``1 - 2
-        alpha`` for exchangeable data. The bandwidth is held fixed. See :ref:`the user
-        guide <uncertainty>`.
+        alpha`` for exchangeable data. The bandwidth is held fixed; under an adaptive
+        one, the neighbor distances that counted the row move as a refit without it has
+        them. See :ref:`the user guide <uncertainty>`.
 
         Parameters
         ----------
@@ -232,8 +233,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         Raises
         ------
         NotImplementedError
-            With ``n_neighbors`` or an adaptive bandwidth, whose fits without a row are not
-            the attention without it.
+            With ``n_neighbors``, whose fits without a row are not computed from the fit
+            with it (the k nearest change).
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)
@@ -245,7 +246,9 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
                 isinstance(include_last_label, str) and include_last_label == "randomized"):
             raise ValueError("include_last_label must be True, False or 'randomized'; got "
                              f"{include_last_label!r}.")
-        self._check_leave_one_out_fits("predict_set computes conformal sets")
+        self._check_leave_one_out_fits(
+            "predict_set computes conformal sets",
+            "refit the estimator without each row (MAPIE's cross-conformal estimators)")
         positive = self.sample_weight_ > 0
         one_hot = np.eye(len(self.classes_))[self.y_fit_]  # (n, c)
         if include_last_label == "randomized":
@@ -335,7 +338,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
 
         def each(rows, attention):
             share = query_share if np.isscalar(query_share) else query_share[rows]
-            if sp.issparse(attention):
+            if sp.issparse(attention) and self.bandwidth_kind_ == "fixed":
                 # A few keys per query: every other row's fit without it is the query's.
                 fits, keys, own_fit = self._sparse_leave_one_out_fits(
                     X[rows], attention, one_hot, positive)

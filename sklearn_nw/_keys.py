@@ -271,6 +271,14 @@ class FittedKeys:
         settings = PoolSettings(torch.device(device), True, "eager", working_memory)
         return self.route.leave_one_out_fits(self, queries, settings)
 
+    def leave_one_out_adaptive_fits(self, queries, values, *, device="cpu",
+                                    working_memory=1024):
+        """The fits of ``values`` (n, t) at ``queries`` without each key under an adaptive
+        bandwidth, as refits without it: ``(fits, missing)`` of
+        :meth:`~sklearn_nw._routes_adaptive.AdaptiveRoute.leave_one_out_fits`."""
+        settings = PoolSettings(torch.device(device), True, "eager", working_memory)
+        return self.route.leave_one_out_fits(self, queries, settings, values)
+
     def leave_one_out_attention(self, *, device="cpu", working_memory=1024,
                                 estimator_name="attention_weights_"):
         """Attention of the keys on each other, each key left out with all the mass at its

@@ -415,7 +415,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         (``bounded``) bounded again by the attention without the row. A fit without a row
         that these do not give (a query whose attention is all on that row, a compact
         kernel's lone neighbor; a local design singular without it) is refitted as such.
-        The bandwidth is held fixed: its own choice from the same data (a learned or CV
+        Under an adaptive bandwidth (``degree=0``) the neighbor distances that counted
+        the row move out as a refit without it has them (a balloon query's own, or the
+        sample-point bandwidths of the keys whose k nearest held it), the rule and its k
+        and c held. The bandwidth is held fixed: its own choice from the same data (a learned or CV
         bandwidth) is not repeated without each row, which makes the residuals a little
         small. With ``cv``, CV+ instead (Barber et al. 2021): on each split of the
         training rows a clone of this estimator is fitted on the training part, its
@@ -447,9 +450,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         Raises
         ------
         NotImplementedError
-            Without ``cv``: with ``n_neighbors`` or an adaptive bandwidth, whose fits
-            without a row are not computed from the fit with it (the k nearest or the
-            neighbor distances change). With ``cv``: with ``metric="precomputed"``
+            Without ``cv``: with ``n_neighbors``, or local polynomials under an
+            adaptive bandwidth, whose fits without a row are not computed from the fit
+            with it (the k nearest or the designs change). With ``cv``: with
+            ``metric="precomputed"``
             (the refits would need distances between the training rows).
         ValueError
             With several outputs, a confidence level outside (0, 1), or splits that do
@@ -498,7 +502,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         rows: every fit without a row (sparse rows: the fits without the keys in reach;
         local polynomials: from their own designs, no equivalent kernel formed)."""
         parts = []
-        if self.key_set_.degree:
+        if self.key_set_.degree or self.bandwidth_kind_ != "fixed":
             y_pred = self._outputs(self._pool(X)[0])
             step = chunk_rows(X.shape[0], 8 * 4 * self.X_fit_.shape[0],
                               get_config()["working_memory"], cap_bytes=PASS_BYTES)
@@ -529,7 +533,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
     def _check_jackknife(self):
         """Refuse what the closed-form jackknife+ does not compute."""
-        self._check_leave_one_out_fits("predict_interval computes jackknife+")
+        self._check_leave_one_out_fits(
+            "predict_interval computes jackknife+",
+            "refit the estimator without each row: predict_interval(X, cv=...) (CV+) or "
+            "MAPIE's cross-conformal estimators")
         self._check_one_target()
 
     def _check_one_target(self):

@@ -18,6 +18,7 @@ from ._engine_candidates import dense_pool
 from ._grids import categorical_logits
 from ._routes import Route, pooled_values, torch_dtype
 from ._search import exact_distances
+from ._uncertainty import leave_one_out_sums, weight_unresolved
 from ._workers import chunk_rows
 
 
@@ -47,54 +48,42 @@ class AdaptiveRoute(Route):
                 f"(n_samples={keys.X.shape[0]}). Lower n_neighbors."
             )
         self.r = keys.continuous_coords
+        self.keys_weight = keys.sample_weight[index_rows]  # (n',)
+        # The keys of positive weight in the search space (their continuous coordinates).
+        self.index_points = keys.search_space(keys.X[index_rows])[:, : self.r]
         # The keys' categorical coordinates in the kernel's unit (divided by their scales).
         self.categories = (None if self.r == keys.n_coords
                            else keys.scaled(keys.X[index_rows])[:, self.r:])
         if adaptive.kind == "sample_point":
-            self.key_bandwidth = adaptive.scale * kth_distances(
+            # Each key's distance to its k-th nearest at other locations, and bandwidth.
+            self.key_distance = kth_distances(
                 index, keys.sample_weight[index_rows], keys.search_space(keys.X)[:, :self.r],
                 adaptive.n_neighbors, leave_out_location=True)  # (n,)
+            self.key_bandwidth = adaptive.scale * self.key_distance
 
     def pool(self, keys, queries, settings):
         """Each query against every key of positive weight, the distances divided by the
         query's bandwidth ``c d_k(q)`` (balloon) or each key's (sample-point, whose
         weights carry ``h_i^(-r)``), in chunks of queries within ``working_memory``."""
-        adaptive, r = self.adaptive, self.r
-        search_queries = keys.search_space(queries)[:, :r]
-        weight = keys.sample_weight[self.index_rows]  # (n',)
-        tiny = np.finfo(np.float64).tiny
-        if adaptive.kind == "balloon":
-            h = np.maximum(adaptive.scale * kth_distances(
-                self.index, weight, search_queries, adaptive.n_neighbors), tiny)  # (n_q,)
-        else:
-            h = np.maximum(self.key_bandwidth[self.index_rows], tiny)  # (n',)
-            # w_i h_i^(-r), relative to the smallest h (no overflow at many coordinates).
-            weight = weight * (h.min() / h) ** r
-        n_keys = len(self.index_rows)
-        tensor = lambda a: keys.tensor(a, settings.device)
-        values, log_w = tensor(keys.values[self.index_rows]), tensor(np.log(weight))
+        search_queries = keys.search_space(queries)[:, : self.r]
+        h = (self._query_bandwidths(search_queries) if self.adaptive.kind == "balloon"
+             else self._key_bandwidths())
         # Per query a row of distances, logits and weights (and of the attention, and
         # of the categories' distances and their sum with the others').
-        row_bytes = n_keys * keys.dtype.itemsize * (
+        row_bytes = len(self.index_rows) * keys.dtype.itemsize * (
             4 + settings.return_attention + 2 * (self.categories is not None))
         n_q = queries.shape[0]
         outs, attentions, n_fallback = [], [], 0
         for rows in gen_batches(n_q, chunk_rows(n_q, row_bytes, settings.working_memory)):
-            dist = self.index.distances(search_queries[rows])  # (b, n')
-            with np.errstate(over="ignore"):  # h = tiny: d_k = 0, only distance 0 counts
-                dist /= h[rows, None] if adaptive.kind == "balloon" else h
-            if r < keys.n_coords:  # with the categories' distances (in the kernel's unit)
-                dist = np.hypot(dist, exact_distances(
-                    torch.as_tensor(keys.scaled(queries[rows])[:, r:]),
-                    torch.as_tensor(self.categories)).numpy())
-            part = dense_pool(tensor(dist), values, keys.kernel, log_w=log_w,
-                              return_attention=settings.return_attention,
-                              exact_zeros=keys.exact_zeros)
+            part = self._pool_rows(keys, queries[rows], search_queries[rows],
+                                   h[rows] if self.adaptive.kind == "balloon" else h,
+                                   keys.values[self.index_rows], settings.device,
+                                   settings.return_attention)
             outs.append(part.out)
             n_fallback += part.n_fallback
             if settings.return_attention:
                 # The keys of positive weight are the attention's columns.
-                block = np.zeros((len(dist), keys.X.shape[0]), dtype=keys.dtype)
+                block = np.zeros((rows.stop - rows.start, keys.X.shape[0]), dtype=keys.dtype)
                 block[:, self.index_rows] = part.attention.cpu().numpy()
                 attentions.append(sp.csr_array(block) if keys.kernel.is_compact else block)
         attention = None
@@ -102,6 +91,198 @@ class AdaptiveRoute(Route):
             attention = (sp.vstack(attentions, format="csr") if keys.kernel.is_compact
                          else torch.from_numpy(np.concatenate(attentions)))
         return pooled_values(torch.cat(outs), attention, n_fallback, n_q, keys.X.shape[0])
+
+    def _query_bandwidths(self, search_queries, more=0.0):
+        """The balloon's bandwidths ``c d_k(q)`` (b,) of queries in the search space (at
+        least the smallest float: ``d_k = 0`` attends to distance 0 alone); with
+        ``more``, those of a fit without a point of that weight within ``d_k(q)``."""
+        d_k = kth_distances(self.index, self.keys_weight, search_queries,
+                            self.adaptive.n_neighbors, more=more)
+        return np.maximum(self.adaptive.scale * d_k, np.finfo(np.float64).tiny)
+
+    def _key_bandwidths(self, more=0.0, columns=None):
+        """The sample-point bandwidths ``h_i`` (n',) of the keys of positive weight
+        (``columns`` of them), at least the smallest float; with ``more``, those each
+        would have without a point of that weight at another location within its
+        ``d_k``."""
+        columns = slice(None) if columns is None else columns
+        if not more:
+            h = self.key_bandwidth[self.index_rows][columns]
+        else:
+            h = self.adaptive.scale * kth_distances(
+                self.index, self.keys_weight, self.index_points[columns],
+                self.adaptive.n_neighbors, leave_out_location=True, more=more)
+        return np.maximum(h, np.finfo(np.float64).tiny)
+
+    def _pool_rows(self, keys, queries, search_queries, h, values, device, return_attention,
+                   columns=None, reference=None):
+        """:func:`~sklearn_nw._engine_candidates.dense_pool` of a block of queries over
+        the keys of positive weight (``columns`` of them, indices into ``index_rows``, if
+        given), at the bandwidths ``h``: per query (b,) for the balloon, else per key
+        (n'). A sample-point key's weight ``w_i h_i^(-r)`` is taken relative to the
+        smallest of ``reference`` (default ``h``)."""
+        adaptive, r = self.adaptive, self.r
+        columns = slice(None) if columns is None else columns
+        weight = self.keys_weight[columns]
+        dist = self.index.distances(search_queries)[:, columns]  # (b, m)
+        with np.errstate(over="ignore"):  # h = tiny: d_k = 0, only distance 0 counts
+            if adaptive.kind == "balloon":
+                dist /= h[:, None]
+            else:
+                reference = h if reference is None else reference
+                dist /= h[columns]
+                # w_i h_i^(-r), relative to the smallest h (no overflow at many coordinates).
+                weight = weight * (reference.min() / h[columns]) ** r
+        if r < keys.n_coords:  # with the categories' distances (in the kernel's unit)
+            dist = np.hypot(dist, exact_distances(
+                torch.as_tensor(keys.scaled(queries)[:, r:]),
+                torch.as_tensor(self.categories[columns])).numpy())
+        tensor = lambda a: keys.tensor(a, device)
+        return dense_pool(tensor(dist), tensor(values), keys.kernel, log_w=tensor(np.log(weight)),
+                          return_attention=return_attention, exact_zeros=keys.exact_zeros)
+
+    def leave_one_out_fits(self, keys, queries, settings, values=None):
+        """The fits at ``queries`` without each training row, as refits without it at
+        the same k, c and metric: ``(fits, missing)``, (b, n, t) float64 of ``values``
+        (n, t) (the keys' own by default) and (b, n) bool where the weight left is below
+        what the dtype resolves (NaN there: the caller refits those).
+
+        Without row j (weight ``w_j``) the attention is renormalized without it, and a
+        bandwidth whose k-th neighbor distance counts j moves out to where the others
+        hold ``k`` units (:func:`~sklearn_nw._adaptive.kth_distances` with ``more=w_j``):
+
+        - balloon: the query's own, if j lies within its ``d_k(q)``: the fits without the
+          rows inside are the attention at the wider bandwidth without them, one pass per
+          weight among them (one for unit weights);
+        - sample-point: each key's whose ``d_k`` holds j at another location (``R_j``):
+          with ``e_i`` the keys' weights at the query and ``e_i^+`` at their wider
+          bandwidths, the fit is ``(N - e_j v_j + sum_{i in R_j} (e_i^+ - e_i) v_i) / (D -
+          e_j + sum_{i in R_j} (e_i^+ - e_i))``, ``N, D`` the sums over every key.
+
+        A row of weight 0 moves nothing: its columns hold the query's own fit."""
+        n = keys.X.shape[0]
+        v = np.asarray(keys.values if values is None else values,
+                       dtype=np.float64).reshape(n, -1)  # (n, t)
+        v_keys = v[self.index_rows]  # (n', t)
+        search_queries = keys.search_space(queries)[:, : self.r]
+        balloon = self.adaptive.kind == "balloon"
+        reverse = None if balloon else self._reverse_neighbors()
+        fits = np.empty((len(queries), n, v.shape[1]))
+        missing = np.zeros((len(queries), n), dtype=bool)
+        row_bytes = n * 8 * (8 + 3 * v.shape[1])
+        for rows in gen_batches(len(queries), chunk_rows(len(queries), row_bytes,
+                                                         settings.working_memory)):
+            if balloon:
+                own, sums, others = self._balloon_without_each(
+                    keys, queries[rows], search_queries[rows], v_keys, settings.device)
+            else:
+                own, sums, others = self._sample_point_without_each(
+                    keys, queries[rows], search_queries[rows], v_keys, settings.device,
+                    reverse)
+            lost = weight_unresolved(others, keys.dtype)  # (b, n')
+            others[lost] = 1.0
+            sums /= others[:, :, None]
+            sums[lost] = np.nan
+            block = fits[rows]  # (b, n, t), a view
+            block[:] = own[:, None, :]  # rows of weight 0: the query's own fit
+            block[:, self.index_rows] = sums
+            missing[rows][:, self.index_rows] = lost
+        return fits, missing
+
+    def _inside(self, search_queries, radius, exclude_zero=False):
+        """The keys of positive weight (indices into ``index_rows``) within ``radius``
+        (b,) of each query, as the searches measure the k-th neighbor distances (those at
+        distance 0 left out with ``exclude_zero``): an object array of index arrays."""
+        # A little wider, then exactly: the search's own distances against the radius.
+        dist, ind = self.index.within(search_queries, radius * (1 + 1e-9))
+        out = np.empty(len(ind), dtype=object)
+        for i, (d, j) in enumerate(zip(dist, ind)):
+            keep = (d <= radius[i]) & (d > 0) if exclude_zero else d <= radius[i]
+            out[i] = j[keep]
+        return out
+
+    def _balloon_without_each(self, keys, queries, search_queries, v_keys, device):
+        """Each query's fit (b, t) and :func:`~sklearn_nw._uncertainty.leave_one_out_sums`
+        over the keys of positive weight (b, n', t), (b, n'), the rows within its
+        ``d_k(q)`` at the bandwidth they leave it."""
+        c, k = self.adaptive.scale, self.adaptive.n_neighbors
+        d_k = kth_distances(self.index, self.keys_weight, search_queries, k)  # (b,)
+        h = np.maximum(c * d_k, np.finfo(np.float64).tiny)
+        pooled = self._pool_rows(keys, queries, search_queries, h, v_keys, device, True)
+        sums, others = leave_one_out_sums(pooled.attention.cpu().numpy(), v_keys)
+        inside = self._inside(search_queries, d_k)
+        query = np.repeat(np.arange(len(queries)), [len(j) for j in inside])  # (m,)
+        key = np.concatenate(list(inside)).astype(np.intp)  # (m,)
+        for weight in np.unique(self.keys_weight[key]):
+            at = self.keys_weight[key] == weight
+            q, j = query[at], key[at]
+            held, local = np.unique(q, return_inverse=True)  # the queries concerned
+            wider = self._query_bandwidths(search_queries[held], more=weight)
+            without = self._pool_rows(keys, queries[held], search_queries[held], wider,
+                                      v_keys, device, True)
+            wide_sums, wide_others = leave_one_out_sums(without.attention.cpu().numpy(),
+                                                        v_keys)
+            sums[q, j], others[q, j] = wide_sums[local, j], wide_others[local, j]
+        return pooled.out.double().cpu().numpy(), sums, others
+
+    def _reverse_neighbors(self):
+        """``R`` (n', n') CSR, keys of positive weight: ``R[i, j] = 1`` where key j lies
+        within ``d_k(x_i)`` at another location (its sample-point bandwidth counts j)."""
+        inside = self._inside(self.index_points, self.key_distance[self.index_rows],
+                              exclude_zero=True)
+        counts = [len(j) for j in inside]
+        m = len(inside)
+        return sp.csr_array((np.ones(sum(counts)), np.concatenate(list(inside)).astype(
+            np.intp), np.concatenate([[0], np.cumsum(counts)])), shape=(m, m))
+
+    def _sample_point_without_each(self, keys, queries, search_queries, v_keys, device,
+                                   reverse):
+        """:meth:`_balloon_without_each` of the sample-point bandwidth: the sums without
+        each key j, and with the keys whose bandwidth counts j (``reverse``) at the wider
+        bandwidth they have without it, all over the query's total weight."""
+        h = self._key_bandwidths()  # (n',)
+        pooled = self._pool_rows(keys, queries, search_queries, h, v_keys, device, True)
+        own = pooled.out.double().cpu().numpy()  # (b, t)
+        logits = self._key_logits(keys, queries, search_queries, h, h)  # (b, n')
+        top = logits.max(1, keepdims=True)  # (b, 1)
+        empty = ~np.isfinite(top[:, 0])  # no kernel mass: every fit refitted
+        top[empty] = 0.0
+        e = np.exp(logits - top)  # (b, n')
+        total = e.sum(1, keepdims=True)  # (b, 1)
+        total[empty] = 1.0
+        sums, others = leave_one_out_sums(e / total, v_keys)  # (b, n', t), (b, n')
+        for weight in np.unique(self.keys_weight):
+            removed = np.flatnonzero(self.keys_weight == weight)  # the keys left out
+            moved = reverse[:, removed]  # (n', r): whose bandwidth each removal moves
+            columns = np.flatnonzero(np.diff(moved.tocsr().indptr))  # (m,)
+            if not len(columns):
+                continue
+            wider = self._key_bandwidths(more=weight, columns=columns)  # (m,)
+            wide = np.exp(self._key_logits(keys, queries, search_queries, wider, h,
+                                           columns) - top) / total  # (b, m)
+            change = wide - e[:, columns] / total  # (b, m)
+            moved = moved.tocsr()[columns]  # (m, r)
+            others[:, removed] += (moved.T @ change.T).T
+            for t in range(v_keys.shape[1]):
+                sums[:, removed, t] += (moved.T @ (change * v_keys[columns, t]).T).T
+        others[empty] = 0.0
+        return own, sums, others
+
+    def _key_logits(self, keys, queries, search_queries, h, reference, columns=None):
+        """The log weights (b, m) of the keys of positive weight (``columns`` of them) at
+        the queries under sample-point bandwidths ``h`` (m,): ``log w_i h_i^(-r) k(u_i /
+        h_i)``, ``h`` relative to the smallest of ``reference``, as
+        :meth:`_pool_rows` weighs them."""
+        columns = slice(None) if columns is None else columns
+        dist = self.index.distances(search_queries)[:, columns]  # (b, m)
+        with np.errstate(over="ignore"):
+            dist = dist / h
+        if self.r < keys.n_coords:
+            dist = np.hypot(dist, exact_distances(
+                torch.as_tensor(keys.scaled(queries)[:, self.r :]),
+                torch.as_tensor(self.categories[columns])).numpy())
+        log_w = np.log(self.keys_weight[columns]) + self.r * np.log(reference.min() / h)
+        return keys.kernel.log_profile_sq(torch.as_tensor(dist**2)).numpy() + log_w
 
     def key_scale(self, keys):
         """A sample-point key's distances are divided by its bandwidth (in the search

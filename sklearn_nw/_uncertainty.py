@@ -200,7 +200,7 @@ def _without_top(A, v):
     return sums, weighted, top
 
 
-def _missing(others, dtype):
+def weight_unresolved(others, dtype):
     """Where the other keys' weight is below what the attention's dtype resolves."""
     finfo = np.finfo(dtype if np.issubdtype(dtype, np.floating) else np.float64)
     return others <= finfo.tiny / finfo.eps
@@ -228,24 +228,31 @@ def leave_one_out_fits(attention, values):
         query's weight all on key j): a refit there falls back to the nearest other
         keys, which these rows do not hold.
     """
-    dtype = attention.dtype
+    fits, others = leave_one_out_sums(attention, values)  # (b, n, t), (b, n)
+    missing = weight_unresolved(others, attention.dtype)  # (b, n)
+    others[missing] = 1.0
+    fits /= others[:, :, None]
+    fits[missing] = np.nan
+    return (fits[:, :, 0] if np.ndim(values) == 1 else fits), missing
+
+
+def leave_one_out_sums(attention, values):
+    """The sums of :func:`leave_one_out_fits` without each key: of the values ``sum_i a_i
+    v_i - a_j v_j`` (b, n, t) and of the weights ``sum_i a_i - a_j`` (b, n), float64,
+    ``values`` (n,) or (n, t); each row's largest weight left out by summing the others."""
     A = dense_rows(attention)  # (b, n)
     v = np.asarray(values, dtype=np.float64).reshape(A.shape[1], -1)  # (n, t)
     rows = np.arange(A.shape[0])
     rest, rest_v, top = _without_top(A, v)
     others = A.sum(1)[:, None] - A  # (b, n)
     others[rows, top] = rest
-    missing = _missing(others, dtype)  # (b, n)
-    others[missing] = 1.0
-    fits = np.empty(A.shape + (v.shape[1],))  # (b, n, t)
+    sums = np.empty(A.shape + (v.shape[1],))  # (b, n, t)
     totals = A @ v  # (b, t)
     for c in range(v.shape[1]):  # one (b, n) pass at a time: no (b, n, t) temporaries
-        out = np.multiply(A, v[:, c], out=fits[:, :, c])
+        out = np.multiply(A, v[:, c], out=sums[:, :, c])
         np.subtract(totals[:, c : c + 1], out, out=out)
         out[rows, top] = rest_v[:, c]
-        out /= others
-    fits[missing] = np.nan
-    return (fits[:, :, 0] if np.ndim(values) == 1 else fits), missing
+    return sums, others
 
 
 def leave_one_out_own_fits(attention, values, own):
@@ -266,7 +273,7 @@ def leave_one_out_own_fits(attention, values, own):
         A[rows, own] = 0.0
         others, fits = A.sum(1), A @ v  # (b,), (b, t)
         A[rows, own] = own_weight
-    missing = _missing(others, dtype)  # (b,)
+    missing = weight_unresolved(others, dtype)  # (b,)
     fits /= np.where(missing, 1.0, others)[:, None]
     fits[missing] = np.nan
     return (fits[:, 0] if np.ndim(values) == 1 else fits), missing
@@ -415,7 +422,7 @@ def sparse_leave_one_out_fits(attention, values):
     others[rows, top] = rest
     fits = totals[:, None, :] - weighted  # (b, e, t)
     fits[rows, top] = rest_v
-    missing = _missing(others, attention.dtype) & (keys >= 0)
+    missing = weight_unresolved(others, attention.dtype) & (keys >= 0)
     others[missing] = 1.0
     fits /= others[:, :, None]
     fits[missing] = np.nan

@@ -503,10 +503,97 @@ def test_jackknife_plus_in_float32_agrees_with_float64():
     np.testing.assert_allclose(i32, i64, rtol=1e-4, atol=1e-5)
 
 
+def _adaptive_data(layout, weights, seed=0):
+    """Training rows, targets, queries and weights for the adaptive bandwidths: scattered
+    points, the same with repeated inputs, or a lattice (k-th neighbor distances tied);
+    queries include training inputs."""
+    rng = np.random.default_rng(seed)
+    if layout == "lattice":
+        X = np.stack(np.meshgrid(np.arange(6.0), np.arange(5.0)), -1).reshape(-1, 2)
+    else:
+        X = rng.normal(size=(30, 2))
+        if layout == "repeated":
+            X[20:26] = X[:6]
+    n = len(X)
+    y = np.sin(X[:, 0]) + 0.3 * rng.normal(size=n)
+    w = {"unit": np.ones(n), "integer": rng.integers(1, 4, n).astype(float),
+         "fractional": rng.uniform(0.5, 2.0, n)}[weights]
+    if weights == "fractional":
+        w[[3, 7]] = 0.0  # rows without weight are not training rows
+    Q = np.vstack([rng.normal(size=(6, 2)) * X.std(0) + X.mean(0), X[:3]])
+    return X, y, Q, w
+
+
+def _adaptive(kind, kernel, X):
+    # The base metric given: a refit measures distances as the fit did.
+    return NadarayaWatsonRegressor(kernel=kernel, bandwidth=AdaptiveBandwidth(
+        kind, n_neighbors=5, base=np.array([0.3, 0.5]) * X.std(0)))
+
+
+@pytest.mark.parametrize("kind", ["balloon", "sample_point"])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("layout, weights", [
+    ("scattered", "unit"), ("repeated", "integer"), ("repeated", "fractional"),
+    ("lattice", "unit"), ("lattice", "integer")])
+def test_adaptive_fits_without_each_row_equal_explicit_refits(kind, kernel, layout,
+                                                               weights):
+    # Without a row, the neighbor distances that counted it move out (a query's, for
+    # the balloon; the keys', for sample-point bandwidths) as a refit without it has
+    # them: every such fit at the queries and at the row's own input.
+    X, y, Q, w = _adaptive_data(layout, weights)
+    model = _adaptive(kind, kernel, X).fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        fits = model._leave_one_out_fits(Q, None, y)  # (n_q, n)
+        own = model._fits_without_each_row(y)  # (n,)
+        expected, expected_own = np.empty_like(fits), np.empty_like(own)
+        for j in range(len(y)):
+            keep = np.arange(len(y)) != j
+            refit = _adaptive(kind, kernel, X).fit(X[keep], y[keep], sample_weight=w[keep])
+            expected[:, j] = refit.predict(Q)
+            expected_own[j] = refit.predict(X[j : j + 1])[0]
+    np.testing.assert_allclose(fits, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(own, expected_own, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["balloon", "sample_point"])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_jackknife_plus_with_an_adaptive_bandwidth_equals_explicit_refits(kind, kernel):
+    X, y, Q, w = _adaptive_data("repeated", "fractional")
+    levels = [0.5, 0.8, 0.9]
+    model = _adaptive(kind, kernel, X).fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        y_pred, intervals = model.predict_interval(Q, confidence_level=levels)
+        np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
+    expected = _oracle_jackknife_plus(lambda: _adaptive(kind, kernel, X), X, y, Q, w, levels)
+    np.testing.assert_allclose(intervals, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_the_cv_regressor_has_intervals_with_an_adaptive_bandwidth():
+    # The CV estimator that chooses an adaptive bandwidth gives the jackknife+ of a
+    # model refitted at the chosen bandwidth, kernel and k without each row.
+    X, y, Q, _ = _adaptive_data("scattered", "unit")
+    model = NadarayaWatsonRegressorCV(bandwidth_kinds=["sample_point"], degree=0).fit(X, y)
+    assert model.bandwidth_kind_ == "sample_point"
+    chosen = model.best_params_
+
+    def make():
+        return NadarayaWatsonRegressor(kernel=model.kernel_, bandwidth=AdaptiveBandwidth(
+            "sample_point", n_neighbors=model.bandwidth_neighbors_,
+            scale=model.bandwidth_scale_, base=model.bandwidth_))
+
+    np.testing.assert_allclose(make().fit(X, y).predict(Q), model.predict(Q), rtol=1e-12)
+    intervals = model.predict_interval(Q, 0.9)[1]
+    expected = _oracle_jackknife_plus(make, X, y, Q, np.ones(len(y)), [0.9])
+    np.testing.assert_allclose(intervals, expected, rtol=1e-10, atol=1e-10)
+    assert chosen == model.best_params_
+
+
 @pytest.mark.parametrize("params, error, match", [
     ({"n_neighbors": 5}, NotImplementedError, "n_neighbors=5"),
-    ({"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=5)}, NotImplementedError,
-     "adaptive bandwidth"),
+    ({"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=5), "degree": 1},
+     NotImplementedError, "local polynomials \\(degree=1\\) under an adaptive bandwidth"),
 ])
 def test_jackknife_plus_refuses_what_it_does_not_compute(params, error, match):
     X, y, Q, _ = _data(n=30)
@@ -850,6 +937,29 @@ def test_conformal_sets_equal_explicit_refits(score, include_last_label, kernel,
     assert np.all(sets[:, :, 0] <= sets[:, :, 2])
     if score == "aps" and include_last_label is True:
         assert np.all(sets[np.arange(9), top])
+
+
+@pytest.mark.parametrize("kind", ["balloon", "sample_point"])
+@pytest.mark.parametrize("score, include_last_label", [("lac", True), ("aps", "randomized")])
+def test_conformal_sets_with_an_adaptive_bandwidth_equal_explicit_refits(kind, score,
+                                                                        include_last_label):
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    X, _, Q, w = _adaptive_data("repeated", "fractional", seed=2)
+    y = np.where(X[:, 0] + 0.5 * np.random.default_rng(2).normal(size=len(X)) > 0, 1, 0)
+    levels = [0.5, 0.8, 0.9]
+
+    def make():
+        return NadarayaWatsonClassifier(kernel="epanechnikov", bandwidth=AdaptiveBandwidth(
+            kind, n_neighbors=5, base=np.array([0.3, 0.5]) * X.std(0)))
+
+    model = make().fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        _, sets = model.predict_set(Q, confidence_level=levels, conformity_score=score,
+                                    include_last_label=include_last_label, random_state=7)
+    np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, levels, score,
+                                                     include_last_label, seed=7))
 
 
 def test_randomized_aps_sets_are_small_where_the_fits_are_confident():
