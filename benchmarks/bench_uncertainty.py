@@ -19,7 +19,8 @@ What it measures
 3. ``cost``: ``predict(X, return_std=True)`` (both kinds of residual variance) and
    ``predict_interval`` over a plain ``predict`` (n training points uniform in 2
    features, h the radius holding about 40 of them; the dense Gaussian route, a k-d tree
-   with the Epanechnikov kernel, a local-linear fit),
+   with the Epanechnikov kernel, a local-linear fit, and the adaptive route: balloon and
+   sample-point Gaussian bandwidths at the 40th neighbor distance),
    best of ``--repeats`` after a first call. Target (issue 27): at most 3 times.
 
 4. ``margeff``: ``marginal_effects`` (degree 0 and 1, with and without ``return_std``)
@@ -55,7 +56,7 @@ from _common import (
     timed,
 )
 
-from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor
+from sklearn_nw import AdaptiveBandwidth, NadarayaWatsonClassifier, NadarayaWatsonRegressor
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 SECTIONS = ("jackknife", "lprobust", "cost", "margeff")
@@ -63,6 +64,7 @@ SECTIONS = ("jackknife", "lprobust", "cost", "margeff")
 NPROBUST_KERNELS = {"epa": "epanechnikov", "tri": "triangular", "uni": "tophat",
                     "gau": "gaussian"}
 VCES = ("nn", "hc0", "hc1", "hc2", "hc3")
+ADAPTIVE_K = 40  # the adaptive bandwidths' k in the cost section
 JACKKNIFE_PROBLEMS = ((50, 1, "gaussian", 0.1, 0), (80, 2, "gaussian", 0.3, 0),
                       (60, 1, "epanechnikov", 0.15, 0), (100, 3, "gaussian", 0.5, 0),
                       (200, 1, "gaussian", 0.05, 0), (200, 1, "gaussian", 0.1, 1))
@@ -236,11 +238,16 @@ def _cost_problem(n, d, n_queries):
     return X, y, rng.uniform(size=(n_queries, d)), float(radius_holding(40, n, d))
 
 
+def _recorded(params):
+    """Estimator parameters as the JSON results hold them (a bandwidth object's repr)."""
+    return {k: v if isinstance(v, (int, float, str)) else repr(v) for k, v in params.items()}
+
+
 def _cost_row(case, params, X, y, Q, repeats):
     """Seconds of a plain predict, return_std (nn, hc2) and predict_interval."""
     model = NadarayaWatsonRegressor(**params).fit(X, y)
     model.predict(Q[:10])  # first call: lazily built state, thread pools
-    row = {"case": case, "params": params,
+    row = {"case": case, "params": _recorded(params),
            "predict_s": timed(lambda: model.predict(Q), repeats).best}
     for variance in ("nn", "hc2"):
         model.set_params(residual_variance=variance)
@@ -258,7 +265,12 @@ def section_cost(n=5000, n_queries=5000, repeats=3,
     cases = {"dense Gaussian": {"bandwidth": h, "compute": "eager"},
              "k-d tree Epanechnikov": {"bandwidth": h, "kernel": "epanechnikov",
                                        "algorithm": "kd_tree"},
-             "local linear": {"bandwidth": h, "degree": 1}}
+             "local linear": {"bandwidth": h, "degree": 1},
+             # The adaptive route: k = 40 nearest, as many as the fixed h holds.
+             "balloon Gaussian (k = 40)": {
+                 "bandwidth": AdaptiveBandwidth("balloon", n_neighbors=ADAPTIVE_K)},
+             "sample-point Gaussian (k = 40)": {
+                 "bandwidth": AdaptiveBandwidth("sample_point", n_neighbors=ADAPTIVE_K)}}
     results = [_cost_row(case, params, X, y, Q, repeats) for case, params in cases.items()]
     around = []
     for n_around, d in neighbourhood:
@@ -275,11 +287,11 @@ def section_cost(n=5000, n_queries=5000, repeats=3,
     # The classifier's conformal sets beside predict_proba (reported, not a target).
     labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))  # three classes
     sets = []
-    for case in ("dense Gaussian", "k-d tree Epanechnikov"):
+    for case in ("dense Gaussian", "k-d tree Epanechnikov", "sample-point Gaussian (k = 40)"):
         params = {k: v for k, v in cases[case].items() if k != "degree"}
         model = NadarayaWatsonClassifier(**params).fit(X, labels)
         model.predict_proba(Q[:10])
-        row = {"case": case, "params": params,
+        row = {"case": case, "params": _recorded(params),
                "predict_proba_s": timed(lambda m=model: m.predict_proba(Q), repeats).best}
         for score in ("lac", "aps"):
             row[f"predict_set_{score}_s"] = timed(

@@ -422,10 +422,10 @@ class NadarayaWatsonBase(BaseEstimator):
         row; ``what`` begins the message, ``refits`` names what refits the estimator
         instead."""
         why = None
-        if self.bandwidth_kind_ != "fixed" and self.key_set_.degree:
-            why = (f"local polynomials (degree={self.key_set_.degree}) under an adaptive "
-                   f"bandwidth ({self.bandwidth_kind_!r}: the designs and the neighbor "
-                   "distances change when a row leaves)")
+        if self.bandwidth_kind_ == "sample_point" and self.key_set_.degree:
+            why = (f"local polynomials (degree={self.key_set_.degree}) under a sample-point "
+                   "bandwidth (a row's removal moves other keys' bandwidths, a design of "
+                   "its own for every row)")
         elif self.n_neighbors is not None:
             why = (f"n_neighbors={self.n_neighbors} (the k nearest change when a row "
                    "leaves)")
@@ -520,7 +520,7 @@ class NadarayaWatsonBase(BaseEstimator):
         if training_rows is None:
             training_rows = np.arange(keys.X.shape[0])
         out = np.empty((len(training_rows),) + values.shape[1:])
-        if self.bandwidth_kind_ != "fixed":  # every fit without a row, in chunks of rows
+        if self.bandwidth_kind_ != "fixed" and keys.degree:  # every fit, in chunks
             t = int(np.prod(values.shape[1:], dtype=int))
             step = chunk_rows(len(training_rows), 8 * keys.X.shape[0] * (8 + 4 * t),
                               get_config()["working_memory"])
@@ -529,6 +529,13 @@ class NadarayaWatsonBase(BaseEstimator):
                 out[rows] = self._leave_one_out_fits(keys.X[own], None, values)[
                     np.arange(len(own)), own]
             return out
+        if self.bandwidth_kind_ != "fixed":  # the neighbor distances move as well
+            fits, missing = keys.leave_one_out_adaptive_own_fits(
+                values.reshape(len(values), -1), device=self._compute_device(),
+                working_memory=get_config()["working_memory"])
+            for i in np.flatnonzero(missing):  # all the weight on the row: refitted
+                fits[i] = np.reshape(self._refit_without(keys.X[i : i + 1], i), -1)
+            return fits[training_rows].reshape(out.shape)
 
         def each(rows, attention):
             own = training_rows[rows]

@@ -279,6 +279,13 @@ class FittedKeys:
         settings = PoolSettings(torch.device(device), True, "eager", working_memory)
         return self.route.leave_one_out_fits(self, queries, settings, values)
 
+    def leave_one_out_adaptive_own_fits(self, values, *, device="cpu", working_memory=1024):
+        """Each key's fit of ``values`` (n, t) at its own input without it under an
+        adaptive bandwidth, as a refit: ``(fits, missing)`` of
+        :meth:`~sklearn_nw._routes_adaptive.AdaptiveRoute.leave_one_out_own_fits`."""
+        settings = PoolSettings(torch.device(device), True, "eager", working_memory)
+        return self.route.leave_one_out_own_fits(self, settings, values)
+
     def leave_one_out_attention(self, *, device="cpu", working_memory=1024,
                                 estimator_name="attention_weights_"):
         """Attention of the keys on each other, each key left out with all the mass at its

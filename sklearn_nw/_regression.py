@@ -415,16 +415,17 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         (``bounded``) bounded again by the attention without the row. A fit without a row
         that these do not give (a query whose attention is all on that row, a compact
         kernel's lone neighbor; a local design singular without it) is refitted as such.
-        Under an adaptive bandwidth (``degree=0``) the neighbor distances that counted
-        the row move out as a refit without it has them (a balloon query's own, or the
-        sample-point bandwidths of the keys whose k nearest held it), the rule and its k
-        and c held. The bandwidth is held fixed: its own choice from the same data (a learned or CV
-        bandwidth) is not repeated without each row, which makes the residuals a little
-        small. With ``cv``, CV+ instead (Barber et al. 2021): on each split of the
-        training rows a clone of this estimator is fitted on the training part, its
-        bandwidth chosen there as this estimator chose it; the held-out rows' residuals
-        and the predictions at X of the split they were held out of take the place of
-        the leave-one-out ones. It costs one fit per split, and serves every bandwidth.
+        Under an adaptive bandwidth the neighbor distances that counted the row move out
+        as a refit without it has them (a balloon query's own, at any degree; at degree
+        0, the sample-point bandwidths of the keys whose k nearest held it), the rule and
+        its k and c held. The bandwidth is held fixed: its own choice from the same data
+        (a learned or CV bandwidth) is not repeated without each row, which makes the
+        residuals a little small. With ``cv``, CV+ instead (Barber et al. 2021): on each
+        split of the training rows a clone of this estimator is fitted on the training
+        part, its bandwidth chosen there as this estimator chose it; the held-out rows'
+        residuals and the predictions at X of the split they were held out of take the
+        place of the leave-one-out ones. It costs one fit per split, and serves every
+        bandwidth.
 
         Parameters
         ----------
@@ -450,9 +451,9 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         Raises
         ------
         NotImplementedError
-            Without ``cv``: with ``n_neighbors``, or local polynomials under an
-            adaptive bandwidth, whose fits without a row are not computed from the fit
-            with it (the k nearest or the designs change). With ``cv``: with
+            Without ``cv``: with ``n_neighbors``, or local polynomials under a
+            sample-point bandwidth, whose fits without a row are not computed from the
+            fit with it (the k nearest or other keys' designs change). With ``cv``: with
             ``metric="precomputed"``
             (the refits would need distances between the training rows).
         ValueError

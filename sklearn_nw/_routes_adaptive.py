@@ -18,7 +18,7 @@ from ._engine_candidates import dense_pool
 from ._grids import categorical_logits
 from ._routes import Route, pooled_values, torch_dtype
 from ._search import exact_distances
-from ._uncertainty import leave_one_out_sums, weight_unresolved
+from ._uncertainty import leave_one_out_own_fits, leave_one_out_sums, weight_unresolved
 from ._workers import chunk_rows
 
 
@@ -165,20 +165,19 @@ class AdaptiveRoute(Route):
                        dtype=np.float64).reshape(n, -1)  # (n, t)
         v_keys = v[self.index_rows]  # (n', t)
         search_queries = keys.search_space(queries)[:, : self.r]
-        balloon = self.adaptive.kind == "balloon"
-        reverse = None if balloon else self._reverse_neighbors()
+        plans = None if self.adaptive.kind == "balloon" else self._wider_keys()
         fits = np.empty((len(queries), n, v.shape[1]))
         missing = np.zeros((len(queries), n), dtype=bool)
         row_bytes = n * 8 * (8 + 3 * v.shape[1])
         for rows in gen_batches(len(queries), chunk_rows(len(queries), row_bytes,
                                                          settings.working_memory)):
-            if balloon:
+            if plans is None:
                 own, sums, others = self._balloon_without_each(
                     keys, queries[rows], search_queries[rows], v_keys, settings.device)
             else:
                 own, sums, others = self._sample_point_without_each(
                     keys, queries[rows], search_queries[rows], v_keys, settings.device,
-                    reverse)
+                    plans)
             lost = weight_unresolved(others, keys.dtype)  # (b, n')
             others[lost] = 1.0
             sums /= others[:, :, None]
@@ -188,6 +187,42 @@ class AdaptiveRoute(Route):
             block[:, self.index_rows] = sums
             missing[rows][:, self.index_rows] = lost
         return fits, missing
+
+    def leave_one_out_own_fits(self, keys, settings, values=None):
+        """Each training row's fit at its own input without it, as a refit without it
+        (the diagonal of :meth:`leave_one_out_fits` at the training inputs, without its
+        other entries): ``(fits, missing)``, (n, t) and (n,)."""
+        n = keys.X.shape[0]
+        v = np.asarray(keys.values if values is None else values,
+                       dtype=np.float64).reshape(n, -1)  # (n, t)
+        v_keys = v[self.index_rows]  # (n', t)
+        fits = np.empty((n, v.shape[1]))
+        missing = np.zeros(n, dtype=bool)
+        # Rows of weight 0 move nothing: their in-sample fits.
+        zero = np.setdiff1d(np.arange(n), self.index_rows)
+        if len(zero):
+            fits[zero] = self._pool_values(keys, keys.X[zero], v_keys, settings.device)
+        plans = None if self.adaptive.kind == "balloon" else self._wider_keys()
+        row_bytes = len(self.index_rows) * 8 * (8 + 3 * v.shape[1])
+        for weight in np.unique(self.keys_weight):
+            at = np.flatnonzero(self.keys_weight == weight)  # positions among the keys
+            for part in gen_batches(len(at), chunk_rows(len(at), row_bytes,
+                                                        settings.working_memory)):
+                own = at[part]
+                if plans is None:
+                    f, m = self._balloon_own(keys, own, weight, v_keys, settings.device)
+                else:
+                    f, m = self._sample_point_own(keys, own, v_keys, settings.device, plans)
+                fits[self.index_rows[own]], missing[self.index_rows[own]] = f, m
+        return fits, missing
+
+    def _pool_values(self, keys, queries, v_keys, device):
+        """The fits (b, t) of ``v_keys`` at ``queries``, at this route's bandwidths."""
+        search_queries = keys.search_space(queries)[:, : self.r]
+        h = (self._query_bandwidths(search_queries) if self.adaptive.kind == "balloon"
+             else self._key_bandwidths())
+        return self._pool_rows(keys, queries, search_queries, h, v_keys, device,
+                               False).out.double().cpu().numpy()
 
     def _inside(self, search_queries, radius, exclude_zero=False):
         """The keys of positive weight (indices into ``index_rows``) within ``radius``
@@ -205,11 +240,24 @@ class AdaptiveRoute(Route):
         """Each query's fit (b, t) and :func:`~sklearn_nw._uncertainty.leave_one_out_sums`
         over the keys of positive weight (b, n', t), (b, n'), the rows within its
         ``d_k(q)`` at the bandwidth they leave it."""
-        c, k = self.adaptive.scale, self.adaptive.n_neighbors
-        d_k = kth_distances(self.index, self.keys_weight, search_queries, k)  # (b,)
-        h = np.maximum(c * d_k, np.finfo(np.float64).tiny)
+        h = self._query_bandwidths(search_queries)  # (b,)
         pooled = self._pool_rows(keys, queries, search_queries, h, v_keys, device, True)
         sums, others = leave_one_out_sums(pooled.attention.cpu().numpy(), v_keys)
+        for q, j, local, attention in self.wider_attentions(keys, queries, search_queries,
+                                                            device):
+            wide_sums, wide_others = leave_one_out_sums(attention, v_keys)
+            sums[q, j], others[q, j] = wide_sums[local, j], wide_others[local, j]
+        return pooled.out.double().cpu().numpy(), sums, others
+
+    def wider_attentions(self, keys, queries, search_queries, device, columns="keys"):
+        """The balloon's attention without a row inside a query's ``d_k(q)``: per weight
+        among those rows, ``(q, j, local, attention)``, the queries (m,) and rows (m,)
+        concerned (indices into the block and into the keys of positive weight, or into
+        every key with ``columns="all"``), each query's row ``local`` (m,) of
+        ``attention``, dense (h, n') (or (h, n)), at the bandwidth the others hold k
+        units at (each row's removal renormalizes it)."""
+        d_k = kth_distances(self.index, self.keys_weight, search_queries,
+                            self.adaptive.n_neighbors)  # (b,)
         inside = self._inside(search_queries, d_k)
         query = np.repeat(np.arange(len(queries)), [len(j) for j in inside])  # (m,)
         key = np.concatenate(list(inside)).astype(np.intp)  # (m,)
@@ -218,71 +266,147 @@ class AdaptiveRoute(Route):
             q, j = query[at], key[at]
             held, local = np.unique(q, return_inverse=True)  # the queries concerned
             wider = self._query_bandwidths(search_queries[held], more=weight)
-            without = self._pool_rows(keys, queries[held], search_queries[held], wider,
-                                      v_keys, device, True)
-            wide_sums, wide_others = leave_one_out_sums(without.attention.cpu().numpy(),
-                                                        v_keys)
-            sums[q, j], others[q, j] = wide_sums[local, j], wide_others[local, j]
-        return pooled.out.double().cpu().numpy(), sums, others
+            attention = self._pool_rows(keys, queries[held], search_queries[held], wider,
+                                        keys.values[self.index_rows], device,
+                                        True).attention.cpu().numpy()  # (h, n')
+            if columns == "all":
+                full = np.zeros((len(held), keys.X.shape[0]), dtype=attention.dtype)
+                full[:, self.index_rows] = attention
+                attention, j = full, self.index_rows[j]
+            yield q, j, local, attention
 
-    def _reverse_neighbors(self):
-        """``R`` (n', n') CSR, keys of positive weight: ``R[i, j] = 1`` where key j lies
-        within ``d_k(x_i)`` at another location (its sample-point bandwidth counts j)."""
+    def _balloon_own(self, keys, own, weight, v_keys, device):
+        """The fits (b, t) of keys ``own`` (b,) (positions among the keys of positive
+        weight, all of ``weight``) at their own inputs without themselves, and which are
+        missing (b,): their inputs' attention at the bandwidth they leave there (a query
+        at a key counts it within its ``d_k``)."""
+        queries = keys.X[self.index_rows[own]]
+        search_queries = self.index_points[own]
+        wider = self._query_bandwidths(search_queries, more=weight)
+        without = self._pool_rows(keys, queries, search_queries, wider, v_keys, device, True)
+        fits, missing = leave_one_out_own_fits(without.attention.cpu().numpy(), v_keys, own)
+        return fits, missing
+
+    def _wider_keys(self):
+        """Per weight among the keys of positive weight, the sample-point bandwidths that
+        move without a key of that weight: ``(removed, columns, moved, wider)``, the keys
+        of that weight (r,), those whose ``d_k`` holds one of them at another location
+        (m,), which of them each removal moves (CSR (r, m)) and their bandwidths without
+        it (m,)."""
         inside = self._inside(self.index_points, self.key_distance[self.index_rows],
                               exclude_zero=True)
         counts = [len(j) for j in inside]
         m = len(inside)
-        return sp.csr_array((np.ones(sum(counts)), np.concatenate(list(inside)).astype(
+        # holds[i, j] = 1: key i's d_k holds key j (its bandwidth counts j).
+        holds = sp.csr_array((np.ones(sum(counts)), np.concatenate(list(inside)).astype(
             np.intp), np.concatenate([[0], np.cumsum(counts)])), shape=(m, m))
+        plans = []
+        for weight in np.unique(self.keys_weight):
+            removed = np.flatnonzero(self.keys_weight == weight)
+            moved = sp.csr_array(holds.T)[removed]  # (r, n')
+            columns = np.unique(moved.indices)
+            if not len(columns):
+                continue
+            plans.append((removed, columns, sp.csr_array(moved[:, columns]),
+                          self._key_bandwidths(more=weight, columns=columns)))
+        return plans
 
-    def _sample_point_without_each(self, keys, queries, search_queries, v_keys, device,
-                                   reverse):
-        """:meth:`_balloon_without_each` of the sample-point bandwidth: the sums without
-        each key j, and with the keys whose bandwidth counts j (``reverse``) at the wider
-        bandwidth they have without it, all over the query's total weight."""
-        h = self._key_bandwidths()  # (n',)
-        pooled = self._pool_rows(keys, queries, search_queries, h, v_keys, device, True)
-        own = pooled.out.double().cpu().numpy()  # (b, t)
-        logits = self._key_logits(keys, queries, search_queries, h, h)  # (b, n')
+    def _key_weights(self, keys, queries, search_queries):
+        """The sample-point keys' weights at a block of queries, relative to each
+        query's largest: ``(dist, categories, top, e, total, empty)``, the distances (b,
+        n') and categories' distances (or None) they come from, each query's largest
+        logit (b, 1), the weights ``e`` (b, n'), their sums (b, 1) and which queries have
+        no kernel mass (b,) (their sums 1)."""
+        dist = self.index.distances(search_queries)  # (b, n')
+        categories = None if self.r == keys.n_coords else exact_distances(
+            torch.as_tensor(keys.scaled(queries)[:, self.r :]),
+            torch.as_tensor(self.categories)).numpy()  # (b, n')
+        h = self._key_bandwidths()
+        logits = self._key_logits(keys, dist, categories, h, h)  # (b, n')
         top = logits.max(1, keepdims=True)  # (b, 1)
-        empty = ~np.isfinite(top[:, 0])  # no kernel mass: every fit refitted
+        empty = ~np.isfinite(top[:, 0])
         top[empty] = 0.0
         e = np.exp(logits - top)  # (b, n')
         total = e.sum(1, keepdims=True)  # (b, 1)
         total[empty] = 1.0
-        sums, others = leave_one_out_sums(e / total, v_keys)  # (b, n', t), (b, n')
-        for weight in np.unique(self.keys_weight):
-            removed = np.flatnonzero(self.keys_weight == weight)  # the keys left out
-            moved = reverse[:, removed]  # (n', r): whose bandwidth each removal moves
-            columns = np.flatnonzero(np.diff(moved.tocsr().indptr))  # (m,)
-            if not len(columns):
-                continue
-            wider = self._key_bandwidths(more=weight, columns=columns)  # (m,)
-            wide = np.exp(self._key_logits(keys, queries, search_queries, wider, h,
-                                           columns) - top) / total  # (b, m)
-            change = wide - e[:, columns] / total  # (b, m)
-            moved = moved.tocsr()[columns]  # (m, r)
-            others[:, removed] += (moved.T @ change.T).T
+        return dist, categories, top, e, total, empty
+
+    def _wider_weights(self, keys, dist, categories, top, total, columns, wider):
+        """The keys' ``columns`` weights at their ``wider`` bandwidths (b, m), in the
+        unit of :meth:`_key_weights`'s ``e / total``."""
+        logits = self._key_logits(keys, dist[:, columns], None if categories is None
+                                  else categories[:, columns], wider,
+                                  self._key_bandwidths(), columns)
+        return np.exp(logits - top) / total
+
+    def _sample_point_without_each(self, keys, queries, search_queries, v_keys, device,
+                                   plans):
+        """:meth:`_balloon_without_each` of the sample-point bandwidth: the sums without
+        each key j, and with the keys whose bandwidth counts j (``plans``,
+        :meth:`_wider_keys`) at the wider bandwidth they have without it, all over the
+        query's total weight."""
+        dist, categories, top, e, total, empty = self._key_weights(keys, queries,
+                                                                   search_queries)
+        attention = e / total  # (b, n')
+        own = attention @ v_keys  # (b, t)
+        if empty.any():  # no kernel mass: the route's fallback; every fit refitted
+            own[empty] = self._pool_values(keys, queries[empty], v_keys, device)
+        sums, others = leave_one_out_sums(attention, v_keys)  # (b, n', t), (b, n')
+        for removed, columns, moved, wider in plans:
+            change = np.ascontiguousarray((self._wider_weights(
+                keys, dist, categories, top, total, columns, wider)
+                - attention[:, columns]).T)  # (m, b)
+            every = len(removed) == len(self.keys_weight)  # one weight: no gather
+            at = slice(None) if every else removed
+            others[:, at] += (moved @ change).T
             for t in range(v_keys.shape[1]):
-                sums[:, removed, t] += (moved.T @ (change * v_keys[columns, t]).T).T
+                sums[:, at, t] += (moved @ (change * v_keys[columns, t : t + 1])).T
         others[empty] = 0.0
         return own, sums, others
 
-    def _key_logits(self, keys, queries, search_queries, h, reference, columns=None):
-        """The log weights (b, m) of the keys of positive weight (``columns`` of them) at
-        the queries under sample-point bandwidths ``h`` (m,): ``log w_i h_i^(-r) k(u_i /
-        h_i)``, ``h`` relative to the smallest of ``reference``, as
+    def _sample_point_own(self, keys, own, v_keys, device, plans):
+        """:meth:`_balloon_own` of the sample-point bandwidth: the sums without each key
+        at its own input, and with the keys whose bandwidth counts it at their wider
+        ones."""
+        queries = keys.X[self.index_rows[own]]
+        dist, categories, top, e, total, empty = self._key_weights(
+            keys, queries, self.index_points[own])
+        attention = e / total  # (b, n')
+        rows = np.arange(len(own))
+        attention[rows, own] = 0.0
+        others, sums = attention.sum(1), attention @ v_keys  # (b,), (b, t)
+        for removed, columns, moved, wider in plans:
+            position = np.searchsorted(removed, own)
+            held = (position < len(removed)) & (removed[np.minimum(
+                position, len(removed) - 1)] == own)  # the rows of this plan's weight
+            if not held.any():
+                continue
+            mine = moved[position[held]]  # (h, m): the keys each row's removal moves
+            change = (self._wider_weights(keys, dist[held], None if categories is None
+                                          else categories[held], top[held], total[held],
+                                          columns, wider)
+                      - e[held][:, columns] / total[held])  # (h, m)
+            others[held] += mine.multiply(change).sum(1)
+            for t in range(v_keys.shape[1]):
+                sums[held, t] += mine.multiply(change * v_keys[columns, t]).sum(1)
+        lost = weight_unresolved(others, keys.dtype) | empty
+        fits = sums / np.where(lost, 1.0, others)[:, None]
+        fits[lost] = np.nan
+        return fits, lost
+
+    def _key_logits(self, keys, dist, categories, h, reference, columns=None):
+        """The log weights (b, m) of the keys of positive weight (``columns`` of them,
+        whose distances ``dist`` (b, m) and categories' distances ``categories`` (b, m)
+        or None are given) under sample-point bandwidths ``h`` (m,): ``log w_i h_i^(-r)
+        k(u_i / h_i)``, ``h`` relative to the smallest of ``reference``, as
         :meth:`_pool_rows` weighs them."""
         columns = slice(None) if columns is None else columns
-        dist = self.index.distances(search_queries)[:, columns]  # (b, m)
         with np.errstate(over="ignore"):
-            dist = dist / h
-        if self.r < keys.n_coords:
-            dist = np.hypot(dist, exact_distances(
-                torch.as_tensor(keys.scaled(queries)[:, self.r :]),
-                torch.as_tensor(self.categories[columns])).numpy())
+            scaled = dist / h
+        if categories is not None:
+            scaled = np.hypot(scaled, categories)
         log_w = np.log(self.keys_weight[columns]) + self.r * np.log(reference.min() / h)
-        return keys.kernel.log_profile_sq(torch.as_tensor(dist**2)).numpy() + log_w
+        return keys.kernel.log_profile_sq(torch.as_tensor(scaled**2)).numpy() + log_w
 
     def key_scale(self, keys):
         """A sample-point key's distances are divided by its bandwidth (in the search

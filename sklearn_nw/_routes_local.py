@@ -307,8 +307,20 @@ class LocalPolynomialRoute(Route):
                 qs = keys.scaled(queries[rows])[:, self.columns] - self.center  # (b, r)
             f, m = leave_one_out_local_fits(tensor(qs), tensor(xs), tensor(attention),
                                             tensor(keys.values), self.degree, self.bounded)
-            fits.append(f.cpu().numpy())
-            missing.append(m.cpu().numpy())
+            f, m = f.cpu().numpy(), m.cpu().numpy()
+            if getattr(self.base, "adaptive", None) is not None:
+                # A balloon bandwidth widens without a row inside a query's d_k: those
+                # fits from the wider attention (sample-point: refused by the estimator).
+                search = keys.search_space(queries[rows])[:, : self.base.r]
+                for q, j, local, wide in self.base.wider_attentions(
+                        keys, queries[rows], search, settings.device, columns="all"):
+                    f_wide, m_wide = leave_one_out_local_fits(
+                        tensor(qs[np.unique(q)]), tensor(xs), tensor(wide),
+                        tensor(keys.values), self.degree, self.bounded)
+                    f[q, j], m[q, j] = (f_wide.cpu().numpy()[local, j],
+                                        m_wide.cpu().numpy()[local, j])
+            fits.append(f)
+            missing.append(m)
         return np.concatenate(fits), np.concatenate(missing)
 
     def _local_fit(self, keys, qs, pooled, attention, device, need_kernel=True):

@@ -875,11 +875,13 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     assert lprobust["compared"] == (80 if _installed("nprobust") else 0)
     assert len(lprobust["speed"]) == 4 and all(r["ours_s"] > 0 for r in lprobust["speed"])
     cost = saved["sections"]["cost"]["results"]
-    assert [r["case"] for r in cost] == ["dense Gaussian", "k-d tree Epanechnikov",
-                                         "local linear"]
+    assert [r["case"] for r in cost] == [
+        "dense Gaussian", "k-d tree Epanechnikov", "local linear", "balloon Gaussian (k = 40)",
+        "sample-point Gaussian (k = 40)"]
     assert all(r["predict_s"] > 0 and r["predict_interval_s"] > 0 for r in cost)
     sets = saved["sections"]["cost"]["sets"]
-    assert [r["case"] for r in sets] == ["dense Gaussian", "k-d tree Epanechnikov"]
+    assert [r["case"] for r in sets] == ["dense Gaussian", "k-d tree Epanechnikov",
+                                         "sample-point Gaussian (k = 40)"]
     assert all(r["predict_set_lac_s"] > 0 and r["predict_set_aps_s"] > 0 for r in sets)
     around = saved["sections"]["cost"]["neighbourhood"]
     assert [(r["n"], r["d"], r["case"]) for r in around] == [

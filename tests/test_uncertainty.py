@@ -524,10 +524,10 @@ def _adaptive_data(layout, weights, seed=0):
     return X, y, Q, w
 
 
-def _adaptive(kind, kernel, X):
+def _adaptive(kind, kernel, X, degree=0, k=5):
     # The base metric given: a refit measures distances as the fit did.
-    return NadarayaWatsonRegressor(kernel=kernel, bandwidth=AdaptiveBandwidth(
-        kind, n_neighbors=5, base=np.array([0.3, 0.5]) * X.std(0)))
+    return NadarayaWatsonRegressor(kernel=kernel, degree=degree, bandwidth=AdaptiveBandwidth(
+        kind, n_neighbors=k, base=np.array([0.3, 0.5]) * X.std(0)))
 
 
 @pytest.mark.parametrize("kind", ["balloon", "sample_point"])
@@ -554,6 +554,34 @@ def test_adaptive_fits_without_each_row_equal_explicit_refits(kind, kernel, layo
             expected_own[j] = refit.predict(X[j : j + 1])[0]
     np.testing.assert_allclose(fits, expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(own, expected_own, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("layout, weights", [
+    ("scattered", "unit"), ("repeated", "integer"), ("lattice", "unit")])
+def test_local_fits_under_a_balloon_bandwidth_without_each_row_equal_refits(
+        degree, kernel, layout, weights):
+    # Local polynomials on the balloon's attention: a row inside a query's d_k widens
+    # it, and the local fit without the row is the one on the wider attention.
+    X, y, Q, w = _adaptive_data(layout, weights)
+    model = _adaptive("balloon", kernel, X, degree, k=12).fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        # Singular local designs (few distinct inputs in reach) keep their local-constant
+        # values, in the refits alike.
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        warnings.simplefilter("ignore", LocalFitWarning)
+        fits = model._leave_one_out_fits(Q, None, y)  # (n_q, n)
+        own = model._fits_without_each_row(y)  # (n,)
+        expected, expected_own = np.empty_like(fits), np.empty_like(own)
+        for j in range(len(y)):
+            keep = np.arange(len(y)) != j
+            refit = _adaptive("balloon", kernel, X, degree, k=12).fit(
+                X[keep], y[keep], sample_weight=w[keep])
+            expected[:, j] = refit.predict(Q)
+            expected_own[j] = refit.predict(X[j : j + 1])[0]
+    np.testing.assert_allclose(fits, expected, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(own, expected_own, rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("kind", ["balloon", "sample_point"])
@@ -592,8 +620,8 @@ def test_the_cv_regressor_has_intervals_with_an_adaptive_bandwidth():
 
 @pytest.mark.parametrize("params, error, match", [
     ({"n_neighbors": 5}, NotImplementedError, "n_neighbors=5"),
-    ({"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=5), "degree": 1},
-     NotImplementedError, "local polynomials \\(degree=1\\) under an adaptive bandwidth"),
+    ({"bandwidth": AdaptiveBandwidth("sample_point", n_neighbors=5), "degree": 1},
+     NotImplementedError, "local polynomials \\(degree=1\\) under a sample-point"),
 ])
 def test_jackknife_plus_refuses_what_it_does_not_compute(params, error, match):
     X, y, Q, _ = _data(n=30)
