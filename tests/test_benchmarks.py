@@ -904,22 +904,27 @@ def test_intervals_benchmark_measures_coverage_with_or_without_mapie(bench, tmp_
     saved = json.loads((out_dir / "bench_intervals.json").read_text())
     assert saved == json.loads(json.dumps(report))
     rows = {r["dataset"]: r for r in saved["sections"]["coverage"]["results"]}
-    expected = {"engel": {"ours", "ours_cv+"} | ({"mapie"} if _installed("mapie") else set()),
-                "iris": {"ours_lac", "ours_aps", "ours_aps_randomized"}
+    expected = {"engel": {"ours", "ours_cv+", "ours_cv"}
+                | ({"mapie"} if _installed("mapie") else set()),
+                "iris": {"ours_lac", "ours_aps", "ours_aps_randomized", "ours_cv_lac"}
                 | ({"mapie_lac"} if _installed("mapie") else set())}
     for name, methods in expected.items():
         assert rows[name]["status"] == "ok" and set(rows[name]["methods"]) == methods
         for m in rows[name]["methods"].values():
-            assert 0 <= m["covered"] <= 1 and m["width"] >= 0
+            if m["covered"] is not None:  # None: every fold's choice refused
+                assert 0 <= m["covered"] <= 1 and m["width"] >= 0
     # A set holds at most every class (a LAC set may be empty, an APS set never is).
     assert 0 <= rows["iris"]["methods"]["ours_lac"]["width"] <= 3
     assert 1 <= rows["iris"]["methods"]["ours_aps"]["width"] <= 3
     assert 0 <= rows["iris"]["methods"]["ours_aps_randomized"]["width"] <= 3
-    jackknife, cv_plus = saved["targets"]
+    jackknife, cv_plus, cv_estimators = saved["targets"]
     covered = [m["covered"] for r in rows.values() for k, m in r["methods"].items()
-               if k.startswith("ours") and k != "ours_cv+"]
+               if k.startswith("ours") and not k.startswith("ours_cv")]
     assert jackknife["met"] == (min(covered) >= 0.9)
     assert cv_plus["met"] == (rows["engel"]["methods"]["ours_cv+"]["covered"] >= 0.9)
+    by_cv = [m["covered"] for r in rows.values() for k, m in r["methods"].items()
+             if k in ("ours_cv", "ours_cv_lac") and m["covered"] is not None]
+    assert cv_estimators["met"] == (bool(by_cv) and min(by_cv) >= 0.9)
     if _installed("mapie"):  # our CV+ on MAPIE's splits is MAPIE's CV+
         assert rows["engel"]["methods"]["mapie"]["max_difference_from_ours_cv+"] < 1e-6
     speed = saved["sections"]["speed"]["results"][0]
