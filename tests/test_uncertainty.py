@@ -530,6 +530,18 @@ def _adaptive(kind, kernel, X, degree=0, k=5):
         kind, n_neighbors=k, base=np.array([0.3, 0.5]) * X.std(0)))
 
 
+def _refits_without_each_row(make, X, y, Q, w):
+    """The fits (n_q, n) at Q and at each row's own input (n,) of ``make()`` refitted
+    without each row."""
+    fits, own = np.empty((len(Q), len(y))), np.empty(len(y))
+    for j in range(len(y)):
+        keep = np.arange(len(y)) != j
+        refit = make().fit(X[keep], y[keep], sample_weight=w[keep])
+        fits[:, j] = refit.predict(Q)
+        own[j] = refit.predict(X[j : j + 1])[0]
+    return fits, own
+
+
 @pytest.mark.parametrize("kind", ["balloon", "sample_point"])
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
 @pytest.mark.parametrize("layout, weights", [
@@ -546,12 +558,8 @@ def test_adaptive_fits_without_each_row_equal_explicit_refits(kind, kernel, layo
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         fits = model._leave_one_out_fits(Q, None, y)  # (n_q, n)
         own = model._fits_without_each_row(y)  # (n,)
-        expected, expected_own = np.empty_like(fits), np.empty_like(own)
-        for j in range(len(y)):
-            keep = np.arange(len(y)) != j
-            refit = _adaptive(kind, kernel, X).fit(X[keep], y[keep], sample_weight=w[keep])
-            expected[:, j] = refit.predict(Q)
-            expected_own[j] = refit.predict(X[j : j + 1])[0]
+        expected, expected_own = _refits_without_each_row(
+            lambda: _adaptive(kind, kernel, X), X, y, Q, w)
     np.testing.assert_allclose(fits, expected, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(own, expected_own, rtol=1e-12, atol=1e-12)
 
@@ -573,13 +581,8 @@ def test_local_fits_under_a_balloon_bandwidth_without_each_row_equal_refits(
         warnings.simplefilter("ignore", LocalFitWarning)
         fits = model._leave_one_out_fits(Q, None, y)  # (n_q, n)
         own = model._fits_without_each_row(y)  # (n,)
-        expected, expected_own = np.empty_like(fits), np.empty_like(own)
-        for j in range(len(y)):
-            keep = np.arange(len(y)) != j
-            refit = _adaptive("balloon", kernel, X, degree, k=12).fit(
-                X[keep], y[keep], sample_weight=w[keep])
-            expected[:, j] = refit.predict(Q)
-            expected_own[j] = refit.predict(X[j : j + 1])[0]
+        expected, expected_own = _refits_without_each_row(
+            lambda: _adaptive("balloon", kernel, X, degree, k=12), X, y, Q, w)
     np.testing.assert_allclose(fits, expected, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(own, expected_own, rtol=1e-9, atol=1e-9)
 
