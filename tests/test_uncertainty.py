@@ -564,6 +564,28 @@ def test_adaptive_fits_without_each_row_equal_explicit_refits(kind, kernel, layo
     np.testing.assert_allclose(own, expected_own, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["balloon", "sample_point"])
+def test_adaptive_fits_without_each_row_with_a_categorical_feature_equal_refits(kind):
+    # The neighbors are the continuous features'; the categories' factor weighs them.
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 40
+    X = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
+                      "c": pd.Categorical(rng.choice(["x", "y", "z"], n))})
+    y = X["a"].to_numpy() + (X["c"] == "x") + 0.2 * rng.normal(size=n)
+    Q = X.iloc[:5].assign(a=X["a"].iloc[:5] + 0.3)
+
+    def make():
+        return NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(
+            kind, n_neighbors=6, base=np.array([0.5, 0.5, 0.4])))
+
+    model = make().fit(X, y)
+    fits = model._leave_one_out_fits(model._validate_predict_data(Q), None, y)
+    expected = np.column_stack([
+        make().fit(X.iloc[np.arange(n) != j], np.delete(y, j)).predict(Q) for j in range(n)])
+    np.testing.assert_allclose(fits, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("degree", [1, 2])
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
 @pytest.mark.parametrize("layout, weights", [
