@@ -32,6 +32,12 @@ def exact_distances(q, x):
     are not recomputed: their squares would underflow). inf is left only where the
     distance itself passes the largest float."""
     d = torch.cdist(q, x, compute_mode="donot_use_mm_for_euclid_dist")  # (b, n)
+    if not q.numel() or not x.numel():
+        return d
+    # No square overflows below this bound on the coordinates' sums: no pass for inf.
+    top = float(q.abs().max()) + float(x.abs().max())
+    if top * top * q.shape[1] < torch.finfo(d.dtype).max / 2:
+        return d
     far = torch.isinf(d).any(1)  # (b,)
     if bool(far.any()):
         qf = q[far]  # (f, r)
