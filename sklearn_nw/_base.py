@@ -421,18 +421,20 @@ class NadarayaWatsonBase(BaseEstimator):
         """Refuse fits whose leave-one-out refits are not computed from the fit with the
         row; ``what`` begins the message, ``refits`` names what refits the estimator
         instead."""
-        why = None
+        why = instead = None
         if self.bandwidth_kind_ == "sample_point" and self.key_set_.degree:
             why = (f"local polynomials (degree={self.key_set_.degree}) under a sample-point "
                    "bandwidth (a row's removal moves other keys' bandwidths, a design of "
                    "its own for every row)")
+            instead = "degree=0, a balloon or a fixed bandwidth"
         elif self.n_neighbors is not None:
             why = (f"n_neighbors={self.n_neighbors} (the k nearest change when a row "
                    "leaves)")
+            instead = "n_neighbors=None"
         if why is not None:
             raise NotImplementedError(
-                f"{what} from the fit with every row; not with {why}. Use a fixed "
-                f"bandwidth or degree=0 and n_neighbors=None, or {refits}.")
+                f"{what} from the fit with every row; not with {why}. Use {instead}, or "
+                f"{refits}.")
         n_positive = int(np.count_nonzero(self.sample_weight_))
         if n_positive < 2:
             raise ValueError(f"{what} from leave-one-out fits; it needs at least 2 "
