@@ -326,7 +326,7 @@ class AdaptiveRoute(Route):
         top = logits.max(1, keepdims=True)  # (b, 1)
         empty = ~np.isfinite(top[:, 0])
         top[empty] = 0.0
-        e = np.exp(logits - top)  # (b, n')
+        e = torch.from_numpy(logits).sub_(torch.from_numpy(top)).exp_().numpy()  # (b, n')
         total = e.sum(1, keepdims=True)  # (b, 1)
         total[empty] = 1.0
         return dist, categories, top, e, total, empty
@@ -337,7 +337,8 @@ class AdaptiveRoute(Route):
         logits = self._key_logits(keys, dist[:, columns], None if categories is None
                                   else categories[:, columns], wider,
                                   self._key_bandwidths(), columns)
-        return np.exp(logits - top) / total
+        return torch.from_numpy(logits).sub_(torch.from_numpy(top)).exp_().div_(
+            torch.from_numpy(total)).numpy()
 
     def _sample_point_without_each(self, keys, queries, search_queries, v_keys, device,
                                    plans):
@@ -401,12 +402,13 @@ class AdaptiveRoute(Route):
         k(u_i / h_i)``, ``h`` relative to the smallest of ``reference``, as
         :meth:`_pool_rows` weighs them."""
         columns = slice(None) if columns is None else columns
-        with np.errstate(over="ignore"):
-            scaled = dist / h
+        # In torch, in place where it can be: (b, m) passes are this route's cost.
+        scaled = torch.from_numpy(np.ascontiguousarray(dist)) / torch.from_numpy(h)
         if categories is not None:
-            scaled = np.hypot(scaled, categories)
+            scaled = torch.hypot(scaled, torch.from_numpy(np.ascontiguousarray(categories)))
         log_w = np.log(self.keys_weight[columns]) + self.r * np.log(reference.min() / h)
-        return keys.kernel.log_profile_sq(torch.as_tensor(scaled**2)).numpy() + log_w
+        logits = keys.kernel.log_profile_sq(scaled.square_())  # (b, m)
+        return logits.add_(torch.from_numpy(log_w)).numpy()
 
     def key_scale(self, keys):
         """A sample-point key's distances are divided by its bandwidth (in the search
