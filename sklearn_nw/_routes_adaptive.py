@@ -114,29 +114,24 @@ class AdaptiveRoute(Route):
                 self.adaptive.n_neighbors, leave_out_location=True, more=more)
         return np.maximum(h, np.finfo(np.float64).tiny)
 
-    def _pool_rows(self, keys, queries, search_queries, h, values, device, return_attention,
-                   columns=None, reference=None):
+    def _pool_rows(self, keys, queries, search_queries, h, values, device, return_attention):
         """:func:`~sklearn_nw._engine_candidates.dense_pool` of a block of queries over
-        the keys of positive weight (``columns`` of them, indices into ``index_rows``, if
-        given), at the bandwidths ``h``: per query (b,) for the balloon, else per key
-        (n'). A sample-point key's weight ``w_i h_i^(-r)`` is taken relative to the
-        smallest of ``reference`` (default ``h``)."""
-        adaptive, r = self.adaptive, self.r
-        columns = slice(None) if columns is None else columns
-        weight = self.keys_weight[columns]
-        dist = self.index.distances(search_queries)[:, columns]  # (b, m)
+        the keys of positive weight at the bandwidths ``h``: per query (b,) for the
+        balloon, else per key (n')."""
+        r = self.r
+        weight = self.keys_weight
+        dist = self.index.distances(search_queries)  # (b, n')
         with np.errstate(over="ignore"):  # h = tiny: d_k = 0, only distance 0 counts
-            if adaptive.kind == "balloon":
+            if self.adaptive.kind == "balloon":
                 dist /= h[:, None]
             else:
-                reference = h if reference is None else reference
-                dist /= h[columns]
+                dist /= h
                 # w_i h_i^(-r), relative to the smallest h (no overflow at many coordinates).
-                weight = weight * (reference.min() / h[columns]) ** r
+                weight = weight * (h.min() / h) ** r
         if r < keys.n_coords:  # with the categories' distances (in the kernel's unit)
             dist = np.hypot(dist, exact_distances(
                 torch.as_tensor(keys.scaled(queries)[:, r:]),
-                torch.as_tensor(self.categories[columns])).numpy())
+                torch.as_tensor(self.categories)).numpy())
         tensor = lambda a: keys.tensor(a, device)
         return dense_pool(tensor(dist), tensor(values), keys.kernel, log_w=tensor(np.log(weight)),
                           return_attention=return_attention, exact_zeros=keys.exact_zeros)

@@ -290,6 +290,11 @@ class LocalPolynomialRoute(Route):
         ``(fits, missing)``, numpy (n_q, n, t) and (n_q, n), in chunks within
         ``working_memory``. ``missing`` marks the fits not computed (singular designs),
         to be refitted."""
+        adaptive = getattr(self.base, "adaptive", None)
+        if adaptive is not None and adaptive.kind != "balloon":
+            raise NotImplementedError(
+                "Local fits without each key under a sample-point bandwidth: every key "
+                "left out moves other keys' bandwidths, a design of its own per key.")
         xs = self.centered_keys
         n_q, n = queries.shape[0], keys.X.shape[0]
         p = n_terms(xs.shape[1], self.degree)
@@ -308,9 +313,9 @@ class LocalPolynomialRoute(Route):
             f, m = leave_one_out_local_fits(tensor(qs), tensor(xs), tensor(attention),
                                             tensor(keys.values), self.degree, self.bounded)
             f, m = f.cpu().numpy(), m.cpu().numpy()
-            if getattr(self.base, "adaptive", None) is not None:
+            if adaptive is not None:
                 # A balloon bandwidth widens without a row inside a query's d_k: those
-                # fits from the wider attention (sample-point: refused by the estimator).
+                # fits from the wider attention.
                 search = keys.search_space(queries[rows])[:, : self.base.r]
                 for q, j, local, wide in self.base.wider_attentions(
                         keys, queries[rows], search, settings.device, columns="all"):
