@@ -163,6 +163,7 @@ class AdaptiveRoute(Route):
         plans = None if self.adaptive.kind == "balloon" else self._wider_keys()
         fits = np.empty((len(queries), n, v.shape[1]))
         missing = np.zeros((len(queries), n), dtype=bool)
+        zero = np.setdiff1d(np.arange(n), self.index_rows)  # rows of weight 0
         row_bytes = n * 8 * (8 + 3 * v.shape[1])
         for rows in gen_batches(len(queries), chunk_rows(len(queries), row_bytes,
                                                          settings.working_memory)):
@@ -178,7 +179,7 @@ class AdaptiveRoute(Route):
             sums /= others[:, :, None]
             sums[lost] = np.nan
             block = fits[rows]  # (b, n, t), a view
-            block[:] = own[:, None, :]  # rows of weight 0: the query's own fit
+            block[:, zero] = own[:, None, :]  # rows of weight 0: the query's own fit
             block[:, self.index_rows] = sums
             missing[rows][:, self.index_rows] = lost
         return fits, missing
@@ -238,19 +239,19 @@ class AdaptiveRoute(Route):
         h = self._query_bandwidths(search_queries)  # (b,)
         pooled = self._pool_rows(keys, queries, search_queries, h, v_keys, device, True)
         sums, others = leave_one_out_sums(pooled.attention.cpu().numpy(), v_keys)
-        for q, j, local, attention in self.wider_attentions(keys, queries, search_queries,
-                                                            device):
+        for _, q, j, local, attention in self.wider_attentions(keys, queries, search_queries,
+                                                               device):
             wide_sums, wide_others = leave_one_out_sums(attention, v_keys)
             sums[q, j], others[q, j] = wide_sums[local, j], wide_others[local, j]
         return pooled.out.double().cpu().numpy(), sums, others
 
     def wider_attentions(self, keys, queries, search_queries, device, columns="keys"):
         """The balloon's attention without a row inside a query's ``d_k(q)``: per weight
-        among those rows, ``(q, j, local, attention)``, the queries (m,) and rows (m,)
-        concerned (indices into the block and into the keys of positive weight, or into
-        every key with ``columns="all"``), each query's row ``local`` (m,) of
-        ``attention``, dense (h, n') (or (h, n)), at the bandwidth the others hold k
-        units at (each row's removal renormalizes it)."""
+        among those rows, ``(held, q, j, local, attention)``: the queries concerned (h,),
+        the pairs' queries (m,) and rows (m,) (indices into the block and into the keys
+        of positive weight, or into every key with ``columns="all"``), each pair's row
+        ``local`` (m,) of ``attention``, dense (h, n') (or (h, n)), at the bandwidth the
+        others hold k units at (each row's removal renormalizes it)."""
         d_k = kth_distances(self.index, self.keys_weight, search_queries,
                             self.adaptive.n_neighbors)  # (b,)
         inside = self._inside(search_queries, d_k)
@@ -268,7 +269,7 @@ class AdaptiveRoute(Route):
                 full = np.zeros((len(held), keys.X.shape[0]), dtype=attention.dtype)
                 full[:, self.index_rows] = attention
                 attention, j = full, self.index_rows[j]
-            yield q, j, local, attention
+            yield held, q, j, local, attention
 
     def _balloon_own(self, keys, own, weight, v_keys, device):
         """The fits (b, t) of keys ``own`` (b,) (positions among the keys of positive

@@ -317,10 +317,10 @@ class LocalPolynomialRoute(Route):
                 # A balloon bandwidth widens without a row inside a query's d_k: those
                 # fits from the wider attention.
                 search = keys.search_space(queries[rows])[:, : self.base.r]
-                for q, j, local, wide in self.base.wider_attentions(
+                for held, q, j, local, wide in self.base.wider_attentions(
                         keys, queries[rows], search, settings.device, columns="all"):
                     f_wide, m_wide = leave_one_out_local_fits(
-                        tensor(qs[np.unique(q)]), tensor(xs), tensor(wide),
+                        tensor(qs[held]), tensor(xs), tensor(wide),
                         tensor(keys.values), self.degree, self.bounded)
                     f[q, j], m[q, j] = (f_wide.cpu().numpy()[local, j],
                                         m_wide.cpu().numpy()[local, j])
