@@ -46,6 +46,11 @@ _LOG2_E = 1.0 / math.log(2.0)
 # the softmax computes it: the weights dropped are then below 2^-122 of the sum each.
 _FLUSH_BELOW = -1022.0
 _FAST_MIN_LOG2_SUM = -900.0  # a logit in nats times this is the logit in bits
+# Keys whose logit lies more than this (nats) below a row's reference logit, a key that
+# row weighs, are left out of its windowed sums: each weighs at most e^-70 = 4e-31 of
+# that key, far below the float64 rounding of the sums. Shared by the fixed bandwidths'
+# windows of one feature (sklearn_nw._grids) and the adaptive ones' (pooled).
+WINDOW_LOG_RATIO = 70.0
 
 KINDS = ("balloon", "sample_point")
 # Cumulative weights reach k when within this relative tolerance of it (fractional
@@ -220,9 +225,14 @@ class LeaveOneOutNeighbors:
         ``-c ||e_i - e_j||**2`` of their Gaussian factor
         (:mod:`sklearn_nw._categorical`), ``D`` then the distances in the continuous
         features alone (those the neighbors and the bandwidths are measured in).
+    positions : Tensor of shape (L,), default=None
+        With one feature, the inputs' coordinate (``D[i, j] = |p_i - p_j|``), sorted:
+        :meth:`pooled` sums each block of rows over the window of keys whose weight
+        counts (:meth:`_windows`) instead of over every key. None: every key.
     """
 
-    def __init__(self, D, W, max_neighbors=1, self_weight=None, extra=None):
+    def __init__(self, D, W, max_neighbors=1, self_weight=None, extra=None,
+                 positions=None):
         self.D, self.W, self.extra = D, W, extra
         if self_weight is not None and not bool((self_weight > 0).any()):
             self_weight = None
@@ -236,7 +246,12 @@ class LeaveOneOutNeighbors:
         # Keys at one input (the rows of leave_out="row"): a sample-point key's bandwidth
         # counts other locations only, as the fitted estimator's does.
         L = D.shape[0]
-        self.repeated = bool((D == 0).sum() > L)
+        # (count_nonzero: a bool sum would be summed as int64, a copy of the matrix)
+        self.repeated = int(torch.count_nonzero(D == 0)) > L
+        if positions is not None and not (extra is None and self.finite_sq
+                                          and bool((positions[1:] >= positions[:-1]).all())):
+            positions = None  # (windows of sorted finite coordinates only)
+        self.positions = positions
         self._sorted = {}  # whether other keys at a key's own input count -> neighbors
         self._left_out = {}  # k -> the pairs a left-out input changes, for every scale c
         self._left_out_locks = {}  # k -> its lock
@@ -337,11 +352,14 @@ class LeaveOneOutNeighbors:
         plans = self._with_redone(plans, values, step)
         with_ones = torch.cat([values, values.new_ones((L, 1))], 1)  # (L, t + 1)
         out = values.new_empty((len(plans), L, values.shape[1]))
+        everything = [slice(None)] * len(range(0, L, step))
+        windows = [everything if self.positions is None
+                   else self._windows(plan, kernel, step) for plan in plans]
 
         def block(a, workspace):
-            for plan, result in zip(plans, out):
+            for plan, result, columns in zip(plans, out, windows):
                 self._block_into(plan, a, min(a + step, L), kernel, values, with_ones,
-                                 result, workspace)
+                                 result, workspace, columns[a // step])
 
         on_workers(range(0, L, step), block, self.D.device,
                    init=lambda: self.D.new_empty((step, L)))
@@ -434,19 +452,23 @@ class LeaveOneOutNeighbors:
         return _Plan(h, sample_point, nats, nats._replace(factor=factor).in_bits(),
                      redo=~finite[:, 0])
 
-    def _block_into(self, plan, a, b, kernel, values, with_ones, result, workspace):
+    def _block_into(self, plan, a, b, kernel, values, with_ones, result, workspace,
+                    columns=slice(None)):
         """Rows a to b of an attention (:meth:`_plan`) into ``result``: the attention,
         or its product with ``values`` (L, t); ``with_ones`` (L, t + 1) the values and a
-        column of ones, ``workspace`` a (b - a, L) or larger buffer. Returns the number
-        of rows with no kernel mass."""
+        column of ones, ``workspace`` a (b - a, L) or larger buffer. With ``values``,
+        ``columns`` (a slice) holds every key of the rows' weight that counts
+        (:meth:`_windows`): the sums run over those keys. Returns the number of rows with
+        no kernel mass."""
         if plan.bits is not None:
             # Pooled Gaussian values: the weights as powers of 2 of the logits in bits
             # (torch's exp2 keeps its speed where weights underflow, where exp slows
             # ~15x), subnormal ones flushed to 0 (_FLUSH_BELOW), each row's sum by the
             # product with the column of ones.
-            logits = self._block_logits(a, b, plan.bits, kernel, out=workspace[: b - a])
+            logits = self._block_logits(a, b, plan.bits, kernel, columns,
+                                        out=workspace)
             torch.nn.functional.threshold_(logits, _FLUSH_BELOW, -math.inf)
-            sums = logits.exp2_() @ with_ones  # (b, t + 1)
+            sums = logits.exp2_() @ with_ones[columns]  # (b, t + 1)
             # A row of small weights (or whose sum overflowed) is computed as the
             # softmax computes it, shifted by its largest logit.
             if bool(((sums[:, -1] > 2.0**_FAST_MIN_LOG2_SUM)
@@ -457,16 +479,100 @@ class LeaveOneOutNeighbors:
                 rows = torch.nonzero(plan.redo[a:b])[:, 0] + a
                 result[rows] = plan.redone[rows]
                 return len(rows)
-        rows_attention = torch.softmax(self._block_logits(a, b, plan.nats, kernel),
-                                       dim=1)  # (b, L); a row of no mass is NaN
+        rows_attention = torch.softmax(self._block_logits(a, b, plan.nats, kernel, columns),
+                                       dim=1)  # (b, w); a row of no mass is NaN
         empty = (torch.isnan(rows_attention[:, 0])
                  | torch.isnan(rows_attention[:, -1]))  # (b,)
         n_empty = int(empty.sum())
+        if values is None:
+            if n_empty:
+                rows_attention[empty] = self._nearest(torch.nonzero(empty)[:, 0] + a,
+                                                      plan.h, plan.sample_point)
+            result[a:b] = rows_attention
+            return n_empty
+        result[a:b] = rows_attention @ values[columns]
         if n_empty:
-            rows_attention[empty] = self._nearest(torch.nonzero(empty)[:, 0] + a, plan.h,
-                                                  plan.sample_point)
-        result[a:b] = rows_attention if values is None else rows_attention @ values
+            rows = torch.nonzero(empty)[:, 0] + a
+            result[rows] = self._nearest(rows, plan.h, plan.sample_point) @ values
         return n_empty
+
+    def _windows(self, plan, kernel, step):
+        """The keys (a slice) whose weight counts in each block of ``step`` rows of
+        ``plan``, the inputs of one feature sorted (``positions``): a compact kernel's
+        within its support; a Gaussian-family kernel's where their logit can come
+        within ``WINDOW_LOG_RATIO`` of the row's reference logit (its logit at the
+        nearest key of positive weight on either side), with every pair whose key's
+        bandwidth the row changes. Every key for other kernels."""
+        p, W, L = self.positions, self.W, len(self.W)
+        if kernel.quadratic_coef is None and not kernel.is_compact:
+            return [slice(None)] * len(range(0, L, step))
+        terms = plan.nats
+        if kernel.is_compact:
+            reach = kernel.support * plan.h  # (L,) a row's (balloon) or a key's
+        else:
+            reference = self._reference_logits(terms, kernel)  # (L,)
+            floor = reference - WINDOW_LOG_RATIO  # (L,)
+            if terms.per_row:  # below the heaviest key's logit at the row's bandwidth
+                log_w_max = float(torch.log(W[W > 0]).max())
+                # A row of no weight at its nearest keys (a bandwidth of 0) weighs
+                # none at any key farther away: those at its own input are its window.
+                reach = torch.where(floor > -math.inf, plan.h * torch.sqrt(
+                    (log_w_max - floor) / kernel.quadratic_coef), 0.0)
+        starts = torch.arange(0, L, step, device=W.device)  # (B,) each block's first row
+        ends = (starts + step).clamp(max=L) - 1  # (B,) and last
+        if terms.per_row:
+            # The block's widest reach, around its first and last rows.
+            padded = reach.new_zeros(len(starts) * step)
+            padded[:L] = reach
+            r = padded.view(-1, step).amax(1) * (1 + 1e-9)  # (B,)
+            lo = torch.searchsorted(p, p[starts] - r)
+            hi = torch.searchsorted(p, p[ends] + r, right=True)
+        else:
+            if not kernel.is_compact:  # a key's logit above its block's lowest floor
+                padded = floor.new_full((len(starts) * step,), math.inf)
+                padded[:L] = floor
+                lowest = padded.view(-1, step).amin(1)  # (B,)
+                reach = plan.h * torch.sqrt((terms.key_log_w - lowest[:, None]).clamp(
+                    min=0.0) / kernel.quadratic_coef)  # (B, L)
+                reach = reach.nan_to_num(nan=math.inf)
+            reach = reach * (1 + 1e-9)
+            reaching = ((p + reach >= p[starts, None])
+                        & (p - reach <= p[ends, None]))  # (B, L)
+            any_key = reaching.any(1)
+            lo = torch.where(any_key, reaching.int().argmax(1), starts)
+            hi = torch.where(any_key, L - reaching.flip(1).int().argmax(1), ends + 1)
+        lo, hi = torch.minimum(lo, starts), torch.maximum(hi, ends + 1)  # the rows' keys
+        if terms.changed is not None:  # the keys whose bandwidth a row changes
+            pair_rows, pair_cols = terms.changed[:2]
+            block = pair_rows // step
+            lo = lo.scatter_reduce(0, block, pair_cols, "amin")
+            hi = hi.scatter_reduce(0, block, pair_cols + 1, "amax")
+        return [slice(int(a), int(b)) for a, b in zip(lo.tolist(), hi.tolist())]
+
+    def _reference_logits(self, terms, kernel):
+        """Each row's largest logit (nats) at its nearest key of positive weight on
+        either side (itself excluded; -inf for none), as :meth:`_block_logits` gives it:
+        a lower bound of the row's largest logit."""
+        W, L = self.W, len(self.W)
+        positive = torch.nonzero(W > 0)[:, 0]  # (P,) sorted
+        rows = torch.arange(L, device=W.device)
+        reference = W.new_full((L,), -math.inf)
+        if not len(positive):
+            return reference
+        for side in (torch.searchsorted(positive, rows) - 1,  # (L,) the nearest before
+                     torch.searchsorted(positive, rows, right=True)):  # and after
+            inside = (side >= 0) & (side < len(positive))
+            keys = positive[side.clamp(0, len(positive) - 1)]  # (L,)
+            h_sq = terms.h_sq[:, 0] if terms.per_row else terms.h_sq[keys]
+            logit = (kernel.log_profile_sq(self.D_sq[rows, keys] / h_sq)
+                     + terms.key_log_w[keys])  # (L,)
+            if terms.changed is not None:  # the pairs whose key's bandwidth changes
+                pair_rows, pair_cols, pair_logits = terms.changed
+                hit = pair_cols == keys[pair_rows]
+                logit = logit.index_put((pair_rows[hit],), pair_logits[hit])
+            logit = torch.where(inside, logit.nan_to_num(nan=-math.inf), -math.inf)
+            reference = torch.maximum(reference, logit)
+        return reference
 
     def _logit_terms(self, h, sample_point, kernel):
         """What the logits of :meth:`_attention` are made of (:class:`_LogitTerms`), in
@@ -492,25 +598,32 @@ class LeaveOneOutNeighbors:
         return _LogitTerms(sample_point is None, h_sq, key_log_w, changed, factor,
                            self_log_ratio, in_nats=True)
 
-    def _block_logits(self, a, b, terms, kernel, out=None):
-        """The logits (b - a, L) of rows a to b (in nats or in bits, as ``terms``), in
-        ``out`` where given and the terms hold the Gaussian family's factor."""
+    def _block_logits(self, a, b, terms, kernel, columns=slice(None), out=None):
+        """The logits of rows a to b (in nats or in bits, as ``terms``) over the keys
+        ``columns`` (a slice), in ``out`` (a buffer of at least that many elements)
+        where given and the terms hold the Gaussian family's factor."""
         W = self.W
+        lo = columns.start or 0
+        keys = range(len(W))[columns]
         per_row = terms.per_row  # the query's bandwidth, else the keys'
         if terms.factor is not None:
-            factor = terms.factor[a:b] if per_row else terms.factor
-            # (b, L) in one pass
-            logits = torch.addcmul(terms.key_log_w, self.D_sq[a:b], factor, out=out)
+            factor = terms.factor[a:b] if per_row else terms.factor[columns]
+            if out is not None:
+                out = out.view(-1)[: (b - a) * len(keys)].view(b - a, len(keys))
+            # (b, w) in one pass
+            logits = torch.addcmul(terms.key_log_w[columns], self.D_sq[a:b, columns],
+                                   factor, out=out)
         else:
             logits = kernel.log_profile_sq(
-                self.D_sq[a:b] / (terms.h_sq[a:b] if per_row else terms.h_sq))  # (b, L)
-            logits += terms.key_log_w
+                self.D_sq[a:b, columns]
+                / (terms.h_sq[a:b] if per_row else terms.h_sq[columns]))  # (b, w)
+            logits += terms.key_log_w[columns]
         if self.extra is not None:
-            logits.add_(self.extra[a:b], alpha=terms.unit)
+            logits.add_(self.extra[a:b, columns], alpha=terms.unit)
         if terms.changed is not None:
             rows, cols, changed_logits = terms.changed  # sorted by row
             pick = slice(*torch.searchsorted(rows, rows.new_tensor([a, b])).tolist())
-            logits[rows[pick] - a, cols[pick]] = changed_logits[pick]
+            logits[rows[pick] - a, cols[pick] - lo] = changed_logits[pick]
         if terms.in_nats:  # (bits: only where no logit can be NaN, see _attention)
             # An overflowed distance over an overflowed bandwidth (inf / inf) carries no
             # weight: a row left without any falls back to its nearest inputs. (Infinite
@@ -519,12 +632,12 @@ class LeaveOneOutNeighbors:
             logits.nan_to_num_(nan=-math.inf, posinf=math.inf, neginf=-math.inf)
         own = torch.arange(a, b, device=W.device)
         if self.self_weight is None:
-            set_self_(logits, own, -math.inf)
+            set_self_(logits, own - lo, -math.inf)
         else:  # the key's own logit, with the weight it keeps instead of all of it
-            set_self_(logits, own, logits[torch.arange(b - a, device=W.device), own]
+            set_self_(logits, own - lo, logits[torch.arange(b - a, device=W.device), own - lo]
                       + terms.self_log_ratio[a:b])
         if self.zero_weight is not None:
-            logits[:, self.zero_weight] = -math.inf
+            logits[:, self.zero_weight[columns]] = -math.inf
         return logits
 
     def _nearest(self, rows, h, sample_point):

@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from sklearn.utils import gen_batches
 
-from ._adaptive import LeaveOneOutNeighbors
+from ._adaptive import WINDOW_LOG_RATIO, LeaveOneOutNeighbors
 from ._engine import key_center
 from ._engine_candidates import candidate_pool
 from ._engine_loo import loo_grid_pool, loo_linear_grid_pool, moment_passes
@@ -431,10 +431,6 @@ def _local_blocks(L, G, n_coords, degree, working_memory, workers, what):
     return _Blocks(rows, grid_points, workers)
 
 
-# Inputs whose logit lies more than this below a row's nearest other input's are left out
-# of its windowed leave-one-out fits (_window_pool): each weighs at most e^-70 = 4e-31 of
-# the nearest's, far below the float64 rounding of the fits.
-_WINDOW_LOG_RATIO = 70.0
 # Nadaraya-Watson grids of one feature take the windows from this many inputs times 4 on
 # (on fewer the dense pass costs little).
 _WINDOW_MIN = 256
@@ -444,14 +440,14 @@ def window_radius(kernel, h, nearest, spread):
     """Distances (in units of the grid's first bandwidth) beyond which a Gaussian-family
     or compact kernel at bandwidth ``h`` gives an input no weight that counts: the
     support (at least the ``nearest`` other input, the fallback's), or for the Gaussian
-    family the distance whose logit lies ``_WINDOW_LOG_RATIO`` below the nearest's,
+    family the distance whose logit lies ``WINDOW_LOG_RATIO`` below the nearest's,
     the inputs' log weights differing by at most ``spread``. None for other kernels
     (their tails have no such bound)."""
     if kernel.is_compact:
         return np.maximum(h * kernel.support, nearest) * (1 + 1e-9)
     if kernel.quadratic_coef is None:
         return None
-    return np.sqrt(nearest**2 + h * h * (_WINDOW_LOG_RATIO + spread)
+    return np.sqrt(nearest**2 + h * h * (WINDOW_LOG_RATIO + spread)
                    / kernel.quadratic_coef) * (1 + 1e-9)
 
 
@@ -585,10 +581,13 @@ def _check_dense_leave_one_out(L, working_memory, what):
 
 def _neighbors_of(scaled, W, device, max_neighbors=1, self_weight=None, extra=None):
     """:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors` of leave-one-out's keys in the
-    scaled coordinates (L, r), with the ``extra`` logits of every pair (L, L)."""
+    scaled coordinates (L, r), with the ``extra`` logits of every pair (L, L); with one
+    coordinate, its windows (the keys sorted, as :func:`~sklearn_nw._leave_one_out.
+    distinct_inputs` sorts them)."""
     points = torch.as_tensor(scaled, device=device)
     D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
-    return LeaveOneOutNeighbors(D, W, max_neighbors, self_weight, extra)
+    positions = points[:, 0] if points.shape[1] == 1 else None
+    return LeaveOneOutNeighbors(D, W, max_neighbors, self_weight, extra, positions)
 
 
 def categorical_logits(kernel, categories, device):

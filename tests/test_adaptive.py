@@ -530,3 +530,47 @@ def test_candidates_pooled_together_equal_each_attention_times_the_values():
             bits = (-0.5 * D**2 / h[:, None] ** 2 + torch.log(W)) / np.log(2.0)
             flushed += int(((bits < -1022) & (bits > -1075)).sum())
     assert flushed > 0
+
+
+@pytest.mark.parametrize("kernel_name", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("keeps_self", [False, True])
+def test_windows_of_one_feature_pool_as_every_key_does(kernel_name, keeps_self):
+    # With one feature the pooled rows sum over the window of keys whose weight counts
+    # (the inputs sorted): equal to the sums over every key, for both kinds, small and
+    # large k and c, a dense cluster beside a sparse stretch (the sample-point keys'
+    # bandwidths differing a hundredfold), repeated inputs, zero weights and a key's own
+    # copies (leave_out="row"). Enough inputs for several blocks of rows, and windows
+    # that leave keys out.
+    import torch
+
+    import sklearn_nw._adaptive as adaptive
+    from sklearn_nw._adaptive import Adaptive, LeaveOneOutNeighbors
+    from sklearn_nw.kernels import get_kernel
+
+    rng = np.random.default_rng(11)
+    x = np.sort(np.concatenate([rng.normal(size=900), rng.uniform(3.0, 300.0, 900)]))
+    x[100:104] = x[100]  # repeated inputs
+    x = torch.as_tensor(x)
+    D = torch.cdist(x[:, None], x[:, None], compute_mode="donot_use_mm_for_euclid_dist")
+    W = torch.as_tensor(rng.choice([1.0, 2.0, 0.5], len(x)))
+    W[[5, 950]] = 0.0
+    kept = torch.where(W >= 2.0, 1.0, 0.0).double() if keeps_self else None
+    values = torch.as_tensor(np.column_stack([np.sin(x.numpy()), x.numpy()]))
+    kernel = get_kernel(kernel_name)
+    candidates = [Adaptive(kind, k, c) for kind in KINDS for k in (1, 4, 32)
+                  for c in (0.25, 1.0, 2.0)]
+    every_key = LeaveOneOutNeighbors(D, W, 32, kept).pooled(candidates, kernel, 1, values)
+    windowed = LeaveOneOutNeighbors(D, W, 32, kept, positions=x)
+    widths = []
+    original = adaptive.LeaveOneOutNeighbors._windows
+
+    def recorded(self, plan, kernel, step):
+        windows = original(self, plan, kernel, step)
+        widths.extend(window.stop - window.start for window in windows)
+        return windows
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(adaptive.LeaveOneOutNeighbors, "_windows", recorded)
+        pooled = windowed.pooled(candidates, kernel, 1, values)
+    assert len(widths) > 2 * len(candidates) and np.median(widths) < 0.8 * len(x)
+    assert_allclose(pooled.numpy(), every_key.numpy(), rtol=1e-12, atol=1e-14)
