@@ -202,6 +202,26 @@ class _LogitTerms(NamedTuple):
                              unit=_LOG2_E)
 
 
+# Every distance is its square's root (sqrt(fl(d * d)) == d in binary floating point)
+# while the squares are neither subnormal nor overflow: distances from _SQRT_TINY (the
+# root of the smallest normal float64) to _SQRT_HUGE (that of the largest, halved).
+_SQRT_TINY = math.sqrt(torch.finfo(torch.float64).tiny)
+_SQRT_HUGE = math.sqrt(torch.finfo(torch.float64).max / 2)
+
+
+def _roots_exact(points):
+    """Whether every distance between ``points`` (L, r), float64, is its square's root:
+    every positive one at least ``_SQRT_TINY`` (each coordinate's positive differences
+    are) and none beyond ``_SQRT_HUGE`` (the coordinates' ranges bound them)."""
+    if points.dtype != torch.float64 or not bool(torch.isfinite(points).all()):
+        return False
+    span = points.amax(0) - points.amin(0)  # (r,)
+    if float(torch.linalg.vector_norm(span)) >= _SQRT_HUGE:
+        return False
+    gaps = torch.diff(torch.sort(points, dim=0).values, dim=0)  # (L - 1, r)
+    return not bool(((gaps > 0) & (gaps < _SQRT_TINY)).any())
+
+
 class LeaveOneOutNeighbors:
     """The distinct training inputs as exact leave-one-out sees them, shared by every
     candidate bandwidth: their distances, and each one's nearest other inputs (found on
@@ -210,9 +230,9 @@ class LeaveOneOutNeighbors:
 
     Parameters
     ----------
-    D : Tensor of shape (L, L)
+    D : Tensor of shape (L, L) or None
         Distances between the distinct inputs, in the key set's metric (any constant
-        multiple of it).
+        multiple of it); None with ``squares``.
     W : Tensor of shape (L,)
         Their summed sample weights.
     max_neighbors : int
@@ -229,25 +249,29 @@ class LeaveOneOutNeighbors:
         With one feature, the inputs' coordinate (``D[i, j] = |p_i - p_j|``), sorted:
         :meth:`pooled` sums each block of rows over the window of keys whose weight
         counts (:meth:`_windows`) instead of over every key. None: every key.
+    squares : Tensor of shape (L, L), default=None
+        The squared distances, without ``D``: each distance is its square's root, exactly
+        where no positive square is subnormal and none overflows (:meth:`of_points`
+        checks it). One (L, L) matrix instead of two.
     """
 
     def __init__(self, D, W, max_neighbors=1, self_weight=None, extra=None,
-                 positions=None):
+                 positions=None, squares=None):
         self.D, self.W, self.extra = D, W, extra
         if self_weight is not None and not bool((self_weight > 0).any()):
             self_weight = None
         self.self_weight = self_weight
         # The weight that leaves with a key's left-out row: all of it, or one row's.
         self.removed = W if self_weight is None else W - self_weight
-        self.D_sq = D * D  # (L, L)
+        self.D_sq = D * D if squares is None else squares  # (L, L)
         self.finite_sq = bool(self.D_sq.max() < math.inf)  # (False for a NaN too)
         self.zero_weight = (W <= 0) if bool((W <= 0).any()) else None
         self.max_neighbors = max_neighbors
         # Keys at one input (the rows of leave_out="row"): a sample-point key's bandwidth
         # counts other locations only, as the fitted estimator's does.
-        L = D.shape[0]
+        L = len(W)
         # (count_nonzero: a bool sum would be summed as int64, a copy of the matrix)
-        self.repeated = int(torch.count_nonzero(D == 0)) > L
+        self.repeated = int(torch.count_nonzero(self.D_sq == 0)) > L
         if positions is not None and not (extra is None and self.finite_sq
                                           and bool((positions[1:] >= positions[:-1]).all())):
             positions = None  # (windows of sorted finite coordinates only)
@@ -255,6 +279,24 @@ class LeaveOneOutNeighbors:
         self._sorted = {}  # whether other keys at a key's own input count -> neighbors
         self._left_out = {}  # k -> the pairs a left-out input changes, for every scale c
         self._left_out_locks = {}  # k -> its lock
+
+    @classmethod
+    def of_points(cls, points, W, max_neighbors=1, self_weight=None, extra=None,
+                  positions=None):
+        """The neighbors of ``points`` (L, r): their distances computed here and, where
+        every distance is its square's root (no positive one below ``_SQRT_TINY``, the
+        coordinates' range below ``_SQRT_HUGE``), kept as squares alone: a second
+        (L, L) matrix costs its fresh memory (half a second at L = 4,000 on a machine
+        where first-touched pages are slow)."""
+        D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
+        if not _roots_exact(points):
+            return cls(D, W, max_neighbors, self_weight, extra, positions)
+        return cls(None, W, max_neighbors, self_weight, extra, positions,
+                   squares=D.square_())
+
+    def _distances(self, rows):
+        """The distances (b, L) of the keys ``rows`` (a slice or indices) to every key."""
+        return self.D[rows] if self.D is not None else self.D_sq[rows].sqrt()
 
     def reach(self, max_neighbors):
         """Make it serve ``n_neighbors`` up to ``max_neighbors``: the distances, the
@@ -288,7 +330,10 @@ class LeaveOneOutNeighbors:
         other_locations = other_locations and self.repeated
         if other_locations in self._sorted:
             return self._sorted[other_locations]
-        D, W, k = self.D, self.W, self.max_neighbors
+        # The order of the squared distances is the distances' (every distance is its
+        # square's root, or the distances themselves are kept).
+        D = self.D if self.D is not None else self.D_sq
+        W, k = self.W, self.max_neighbors
         L = D.shape[0]
         keeps_self = self.self_weight is not None and not other_locations
         no_weight = W <= 0
@@ -319,6 +364,8 @@ class LeaveOneOutNeighbors:
             parts = on_workers(range(0, L, step), nearest, D.device,
                                init=lambda: D.new_empty((step, L)))
             values = torch.cat([part.values for part in parts])  # (L, m)
+            if D is self.D_sq:  # the distances: the squares' roots
+                values = values.sqrt_()
             indices = torch.cat([part.indices for part in parts])  # (L, m)
             weight = torch.where(torch.isinf(values), 0.0, W[indices])  # (L, m)
             if keeps_self:
@@ -361,8 +408,10 @@ class LeaveOneOutNeighbors:
                 self._block_into(plan, a, min(a + step, L), kernel, values, with_ones,
                                  result, workspace, columns[a // step])
 
-        on_workers(range(0, L, step), block, self.D.device,
-                   init=lambda: self.D.new_empty((step, L)))
+        # Each worker's logits in a workspace as wide as the widest window.
+        width = max(len(range(L)[columns]) for plan in windows for columns in plan)
+        on_workers(range(0, L, step), block, self.D_sq.device,
+                   init=lambda: self.D_sq.new_empty((step, width)))
         return out
 
     def _with_redone(self, plans, values, step):
@@ -373,7 +422,7 @@ class LeaveOneOutNeighbors:
         if not masks:
             return plans
         rows = torch.nonzero(torch.stack(masks).any(0))[:, 0]
-        h = self.D.new_full((len(self.W),), torch.finfo(self.D.dtype).tiny)
+        h = self.D_sq.new_full((len(self.W),), torch.finfo(self.D_sq.dtype).tiny)
         redone = values.new_full((len(self.W), values.shape[1]), math.nan)
         for part in torch.split(rows, step):
             redone[part] = self._nearest(part, h, None) @ values
@@ -383,14 +432,14 @@ class LeaveOneOutNeighbors:
     def fixed_attention(self, h, kernel):
         """Exact leave-one-out attention (L, L) under one bandwidth ``h`` (in units of
         the distances ``D``), and the number of rows with no kernel mass."""
-        return self._attention(self.D.new_full((self.D.shape[0],), h), None, kernel)
+        return self._attention(self.D_sq.new_full((self.D_sq.shape[0],), h), None, kernel)
 
     def _bandwidths(self, adaptive, n_coords):
         """The bandwidths (L,) of ``adaptive`` (the query's for a balloon, the key's for
         a sample point) and the sample point's (k, c, r) (None for a balloon)."""
         k, c = adaptive.n_neighbors, adaptive.scale
         h = (c * self._kth(k, other_locations=adaptive.kind == "sample_point")).clamp(
-            min=torch.finfo(self.D.dtype).tiny)  # (L,)
+            min=torch.finfo(self.D_sq.dtype).tiny)  # (L,)
         return h, None if adaptive.kind == "balloon" else (k, c, n_coords)
 
     def _step(self):
@@ -399,7 +448,7 @@ class LeaveOneOutNeighbors:
         passes gain in cache: a pooled candidate at L = 4,000 took 20.7 ms in blocks of
         128 rows, 17.7 ms in blocks of 512)."""
         L = len(self.W)
-        return chunk_rows(L, 2 * L * self.D.element_size(), workers=n_workers(self.D.device),
+        return chunk_rows(L, 2 * L * self.D_sq.element_size(), workers=n_workers(self.D_sq.device),
                           cap_bytes=8 * CACHE_BYTES)
 
     def _attention(self, h, sample_point, kernel, values=None):
@@ -408,7 +457,7 @@ class LeaveOneOutNeighbors:
         them; with ``values``, its product with them (see :meth:`attention`). In blocks
         of rows on the workers (see :mod:`sklearn_nw._workers`): each row's operations are
         those of the whole matrix, as are its values."""
-        D = self.D
+        D = self.D_sq
         L = len(self.W)
         plan = self._plan(h, sample_point, kernel, values is not None)
         if values is not None:  # (L, t): each block's rows times the values
@@ -456,10 +505,10 @@ class LeaveOneOutNeighbors:
                     columns=slice(None)):
         """Rows a to b of an attention (:meth:`_plan`) into ``result``: the attention,
         or its product with ``values`` (L, t); ``with_ones`` (L, t + 1) the values and a
-        column of ones, ``workspace`` a (b - a, L) or larger buffer. With ``values``,
-        ``columns`` (a slice) holds every key of the rows' weight that counts
-        (:meth:`_windows`): the sums run over those keys. Returns the number of rows with
-        no kernel mass."""
+        column of ones, ``workspace`` a buffer of (b - a) rows of the ``columns`` or
+        more. With ``values``, ``columns`` (a slice) holds every key of the rows' weight
+        that counts (:meth:`_windows`): the sums run over those keys. Returns the number
+        of rows with no kernel mass."""
         if plan.bits is not None:
             # Pooled Gaussian values: the weights as powers of 2 of the logits in bits
             # (torch's exp2 keeps its speed where weights underflow, where exp slows
@@ -643,10 +692,10 @@ class LeaveOneOutNeighbors:
     def _nearest(self, rows, h, sample_point):
         """Attention (e, L) of the rows with no kernel mass: their nearest other
         input(s) in the adaptive metric, every tie, weighted as the kernel weighs keys."""
-        W, D = self.W, self.D
+        W, D = self.W, self._distances(rows)  # (e, L)
         log_w = torch.log(W)
         if sample_point is None:
-            ratio = D[rows] / h[rows, None]  # (e, L)
+            ratio = D / h[rows, None]  # (e, L)
             key_log_w = log_w.expand(len(rows), -1)
         else:
             k, c, r = sample_point
@@ -655,7 +704,7 @@ class LeaveOneOutNeighbors:
             pick = torch.isin(q, rows)
             position = torch.searchsorted(rows, q[pick])
             H[position, i[pick]] = h_left[pick]
-            ratio = D[rows] / H
+            ratio = D / H
             key_log_w = log_w - r * torch.log(H)
         eligible = other_keys(W > 0, rows)  # (e, L)
         if self.self_weight is not None:  # a key keeping weight on itself, at distance 0
@@ -699,7 +748,7 @@ class LeaveOneOutNeighbors:
             if k not in self._left_out:
                 self._left_out[k] = self._left_out_distances(k)
         rows, keys, d_left, pair_sq, key_log_w = self._left_out[k]
-        return (rows, keys, (c * d_left).clamp(min=torch.finfo(self.D.dtype).tiny), pair_sq,
+        return (rows, keys, (c * d_left).clamp(min=torch.finfo(self.D_sq.dtype).tiny), pair_sq,
                 key_log_w)
 
     def _left_out_distances(self, k):

@@ -585,9 +585,9 @@ def _neighbors_of(scaled, W, device, max_neighbors=1, self_weight=None, extra=No
     coordinate, its windows (the keys sorted, as :func:`~sklearn_nw._leave_one_out.
     distinct_inputs` sorts them)."""
     points = torch.as_tensor(scaled, device=device)
-    D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
     positions = points[:, 0] if points.shape[1] == 1 else None
-    return LeaveOneOutNeighbors(D, W, max_neighbors, self_weight, extra, positions)
+    return LeaveOneOutNeighbors.of_points(points, W, max_neighbors, self_weight, extra,
+                                          positions)
 
 
 def categorical_logits(kernel, categories, device):

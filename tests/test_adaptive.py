@@ -539,8 +539,8 @@ def test_windows_of_one_feature_pool_as_every_key_does(kernel_name, keeps_self):
     # (the inputs sorted): equal to the sums over every key, for both kinds, small and
     # large k and c, a dense cluster beside a sparse stretch (the sample-point keys'
     # bandwidths differing a hundredfold), repeated inputs, zero weights and a key's own
-    # copies (leave_out="row"). Enough inputs for several blocks of rows, and windows
-    # that leave keys out.
+    # copies (leave_out="row"). Blocks of 100 rows (their size follows the threads
+    # otherwise), whose windows leave keys out.
     import torch
 
     import sklearn_nw._adaptive as adaptive
@@ -571,6 +571,47 @@ def test_windows_of_one_feature_pool_as_every_key_does(kernel_name, keeps_self):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(adaptive.LeaveOneOutNeighbors, "_windows", recorded)
+        patch.setattr(windowed, "_step", lambda: 100)
         pooled = windowed.pooled(candidates, kernel, 1, values)
-    assert len(widths) > 2 * len(candidates) and np.median(widths) < 0.8 * len(x)
+    assert len(widths) == 18 * len(candidates) and np.median(widths) < len(x) / 2
     assert_allclose(pooled.numpy(), every_key.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_neighbors_of_points_keep_squares_alone_where_their_roots_are_the_distances():
+    # of_points keeps the squared distances alone (one (L, L) matrix) where every
+    # distance is its square's root: the neighbors, k-th distances, attentions and
+    # pooled values are then those of the distances given, bit for bit (ties and
+    # repeated inputs included). Points a subnormal square apart, or far enough apart
+    # for a square to overflow, keep the distances.
+    import torch
+
+    from sklearn_nw._adaptive import Adaptive, LeaveOneOutNeighbors
+    from sklearn_nw.kernels import get_kernel
+
+    rng = np.random.default_rng(5)
+    X = np.round(rng.normal(size=(80, 2)) * 4) / 4  # ties
+    X[3] = X[4]
+    points = torch.as_tensor(X)
+    W = torch.as_tensor(rng.integers(1, 3, len(X)).astype(float))
+    D = torch.cdist(points, points, compute_mode="donot_use_mm_for_euclid_dist")
+    values = torch.as_tensor(rng.normal(size=(len(X), 2)))
+    squares = LeaveOneOutNeighbors.of_points(points, W, 8)
+    given = LeaveOneOutNeighbors(D, W, 8)
+    assert squares.D is None
+    for kernel in (get_kernel("gaussian"), get_kernel("epanechnikov")):
+        for candidate in (Adaptive("balloon", 3, 0.5), Adaptive("sample_point", 5, 1.0)):
+            for a, b in ((squares.attention(candidate, kernel, 2)[0],
+                          given.attention(candidate, kernel, 2)[0]),
+                         (squares.pooled([candidate], kernel, 2, values),
+                          given.pooled([candidate], kernel, 2, values))):
+                np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for k in (1, 3, 8):
+        np.testing.assert_array_equal(squares._kth(k, True).numpy(),
+                                      given._kth(k, True).numpy())
+    near = points.clone()
+    near[6, :], near[7, :] = 0.0, 0.0
+    near[7, 0] = 1e-160
+    far = points.clone()
+    far[7, 0] = 1e160
+    for kept in (near, far):
+        assert LeaveOneOutNeighbors.of_points(kept, W, 8).D is not None
