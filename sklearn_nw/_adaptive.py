@@ -36,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ._engine import values_and_ones_t
 from ._leave_one_out import distinct_inputs, nearest_keys, other_keys, set_self_
 from ._workers import CACHE_BYTES, chunk_rows, n_workers, on_workers
 
@@ -397,7 +398,7 @@ class LeaveOneOutNeighbors:
                  for candidate in candidates]
         L, step = len(self.W), self._step()
         plans = self._with_redone(plans, values, step)
-        with_ones = torch.cat([values, values.new_ones((L, 1))], 1)  # (L, t + 1)
+        with_ones = values_and_ones_t(values)  # (t + 1, L)
         out = values.new_empty((len(plans), L, values.shape[1]))
         everything = [slice(None)] * len(range(0, L, step))
         windows = [everything if self.positions is None
@@ -462,7 +463,7 @@ class LeaveOneOutNeighbors:
         plan = self._plan(h, sample_point, kernel, values is not None)
         if values is not None:  # (L, t): each block's rows times the values
             result = D.new_empty((L, values.shape[1]), dtype=values.dtype)
-            with_ones = torch.cat([values, values.new_ones((L, 1))], 1)  # (L, t + 1)
+            with_ones = values_and_ones_t(values)  # (t + 1, L)
         else:
             result, with_ones = torch.empty_like(D), None  # (L, L)
         step = self._step()
@@ -504,11 +505,11 @@ class LeaveOneOutNeighbors:
     def _block_into(self, plan, a, b, kernel, values, with_ones, result, workspace,
                     columns=slice(None)):
         """Rows a to b of an attention (:meth:`_plan`) into ``result``: the attention,
-        or its product with ``values`` (L, t); ``with_ones`` (L, t + 1) the values and a
-        column of ones, ``workspace`` a buffer of (b - a) rows of the ``columns`` or
-        more. With ``values``, ``columns`` (a slice) holds every key of the rows' weight
-        that counts (:meth:`_windows`): the sums run over those keys. Returns the number
-        of rows with no kernel mass."""
+        or its product with ``values`` (L, t); ``with_ones`` (t + 1, L) the values and a
+        row of ones (:func:`~sklearn_nw._engine.values_and_ones_t`), ``workspace`` a
+        buffer of (b - a) rows of the ``columns`` or more. With ``values``, ``columns``
+        (a slice) holds every key of the rows' weight that counts (:meth:`_windows`):
+        the sums run over those keys. Returns the number of rows with no kernel mass."""
         if plan.bits is not None:
             # Pooled Gaussian values: the weights as powers of 2 of the logits in bits
             # (torch's exp2 keeps its speed where weights underflow, where exp slows
@@ -517,7 +518,7 @@ class LeaveOneOutNeighbors:
             logits = self._block_logits(a, b, plan.bits, kernel, columns,
                                         out=workspace)
             torch.nn.functional.threshold_(logits, _FLUSH_BELOW, -math.inf)
-            sums = logits.exp2_() @ with_ones[columns]  # (b, t + 1)
+            sums = torch.mm(with_ones[:, columns], logits.exp2_().T).T  # (b, t + 1)
             # A row of small weights (or whose sum overflowed) is computed as the
             # softmax computes it, shifted by its largest logit.
             if bool(((sums[:, -1] > 2.0**_FAST_MIN_LOG2_SUM)
