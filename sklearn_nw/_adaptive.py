@@ -458,14 +458,14 @@ class LeaveOneOutNeighbors:
         them; with ``values``, its product with them (see :meth:`attention`). In blocks
         of rows on the workers (see :mod:`sklearn_nw._workers`): each row's operations are
         those of the whole matrix, as are its values."""
-        D = self.D_sq
+        D_sq = self.D_sq
         L = len(self.W)
         plan = self._plan(h, sample_point, kernel, values is not None)
         if values is not None:  # (L, t): each block's rows times the values
-            result = D.new_empty((L, values.shape[1]), dtype=values.dtype)
+            result = D_sq.new_empty((L, values.shape[1]), dtype=values.dtype)
             with_ones = values_and_ones_t(values)  # (t + 1, L)
         else:
-            result, with_ones = torch.empty_like(D), None  # (L, L)
+            result, with_ones = torch.empty_like(D_sq), None  # (L, L)
         step = self._step()
         plan = plan if values is None else self._with_redone([plan], values, step)[0]
 
@@ -474,8 +474,8 @@ class LeaveOneOutNeighbors:
                                     result, workspace)
 
         n_fallback = sum(on_workers(
-            range(0, L, step), block, D.device,
-            init=(lambda: D.new_empty((step, L))) if plan.bits is not None else None))
+            range(0, L, step), block, D_sq.device,
+            init=(lambda: D_sq.new_empty((step, L))) if plan.bits is not None else None))
         return result, n_fallback
 
     def _plan(self, h, sample_point, kernel, pooling):
