@@ -341,59 +341,62 @@ def local_fit_sparse(qs, xs, crow, col, val, v, degree, bounded=False):
 
 
 def _moment_columns(u, v, degree, workspace):
-    """The columns (b, n, k) whose attention-weighted sums are the moments of
-    :func:`local_fit_many`: the entries of ``z z^T`` (``entries`` (p, p) indexes ``M``'s
-    among them), then ``z v``, then a flag of the keys whose outer products overflow
-    (their columns zeroed). ``u`` (b, n, r) are the keys' differences from the queries.
-    Returns ``columns, entries, p, n_outer`` (the number of ``z z^T`` columns) and
-    ``overflow`` (b, n), or None where the bound shows no key can overflow."""
+    """The columns (b, k, n), laid out as rows, whose attention-weighted sums are the
+    moments of :func:`local_fit_many`: the entries of ``z z^T`` (``entries`` (p, p)
+    indexes ``M``'s among them), then ``z v``, then a flag of the keys whose outer
+    products overflow (their columns zeroed). ``u`` (b, n, r) are the keys' differences
+    from the queries. Returns ``columns, entries, p, n_outer`` (the number of ``z z^T``
+    columns) and ``overflow`` (b, n), or None where the bound shows no key can overflow.
+    (Each column a row of n keys: written in one contiguous pass each, and summed by the
+    product BLAS runs fastest, the columns times the attentions transposed.)"""
     b, n, r = u.shape
     t = v.shape[1]
+    v_t = v.T[None, None]  # (1, 1, t, n)
     if r == 1:
         # One coordinate: M's entries are the moments sum_j a_j u_j^(k + l), k + l <= 2p.
         p = degree + 1
         k = 2 * p - 1 + p * t + 1
-        columns = (workspace[: b * n * k].view(b, n, k)
+        columns = (workspace[: b * n * k].view(b, k, n)
                    if workspace is not None and workspace.numel() >= b * n * k
                    and workspace.dtype == u.dtype
-                   else u.new_empty(b, n, k))  # (b, n, 2p - 1 + p t + 1)
-        columns[:, :, 0].fill_(1.0)
-        columns[:, :, 1:2] = u
+                   else u.new_empty(b, k, n))  # (b, 2p - 1 + p t + 1, n)
+        columns[:, 0].fill_(1.0)
+        columns[:, 1] = u[:, :, 0]
         for k in range(2, 2 * p - 1):
-            torch.mul(columns[:, :, k - 1], u[:, :, 0], out=columns[:, :, k])
-        z = columns[:, :, :p]  # (b, n, p)
-        outer = columns[:, :, : 2 * p - 1]  # (b, n, 2p - 1)
-        zv = columns[:, :, 2 * p - 1 : 2 * p - 1 + p * t].view(b, n, p, t)
-        torch.mul(z[:, :, :, None], v[None, :, None, :], out=zv)
+            torch.mul(columns[:, k - 1], u[:, :, 0], out=columns[:, k])
+        z = columns[:, :p]  # (b, p, n)
+        outer = columns[:, : 2 * p - 1]  # (b, 2p - 1, n)
+        zv = columns[:, 2 * p - 1 : 2 * p - 1 + p * t].view(b, p, t, n)
+        torch.mul(z[:, :, None, :], v_t, out=zv)
         entries = torch.arange(p)[:, None] + torch.arange(p)  # (p, p): k + l
     else:
-        z = design(u, degree)  # (b, n, p)
-        p = z.shape[2]
-        outer = (z[:, :, :, None] * z[:, :, None, :]).reshape(b, n, p * p)  # (b, n, p p)
-        zv = z[:, :, :, None] * v[None, :, None, :]  # (b, n, p, t)
+        z = design(u, degree).transpose(1, 2)  # (b, p, n)
+        p = z.shape[1]
+        outer = (z[:, :, None, :] * z[:, None, :, :]).reshape(b, p * p, n)  # (b, p p, n)
+        zv = z[:, :, None, :] * v_t  # (b, p, t, n)
         entries = torch.arange(p * p).reshape(p, p)
-    n_outer = outer.shape[2]
+    n_outer = outer.shape[1]
     # Keys whose outer products overflow: only possible where the largest difference's
     # 2p-th power does (checked on the bound first: the check is a pass over the block).
     largest = float(u.detach().abs().amax()) if u.numel() else 0.0
     overflow = None
     if not largest < (torch.finfo(u.dtype).max / n_outer) ** (1 / (2 * degree)):
-        overflow = ~torch.isfinite(outer.detach()).all(2)  # (b, n)
+        overflow = ~torch.isfinite(outer.detach()).all(1)  # (b, n)
     if r == 1:
         if overflow is not None:
-            columns.masked_fill_(overflow[:, :, None], 0.0)
+            columns.masked_fill_(overflow[:, None, :], 0.0)
         if overflow is None:
-            columns[:, :, -1].fill_(0.0)
+            columns[:, -1].fill_(0.0)
         else:
-            columns[:, :, -1] = overflow.to(u.dtype)
+            columns[:, -1] = overflow.to(u.dtype)
     else:
         if overflow is not None:
-            outer = torch.where(overflow[:, :, None], 0.0, outer)
-            z = torch.where(overflow[:, :, None], 0.0, z)
-            zv = z[:, :, :, None] * v[None, :, None, :]
-        flag = (u.new_zeros(b, n, 1) if overflow is None
-                else overflow[:, :, None].to(u.dtype))  # (b, n, 1)
-        columns = torch.cat([outer, zv.reshape(b, n, p * t), flag], dim=2)  # (b, n, k)
+            outer = torch.where(overflow[:, None, :], 0.0, outer)
+            z = torch.where(overflow[:, None, :], 0.0, z)
+            zv = z[:, :, None, :] * v_t
+        flag = (u.new_zeros(b, 1, n) if overflow is None
+                else overflow[:, None, :].to(u.dtype))  # (b, 1, n)
+        columns = torch.cat([outer, zv.reshape(b, p * t, n), flag], dim=1)  # (b, k, n)
     return columns, entries, p, n_outer, overflow
 
 
@@ -594,7 +597,7 @@ def _moments(qs, xs, v, degree, by_query, workspace):
                 no_overflow)
     u = xs[None, :, :] - qs[:, None, :]  # (b, n, r)
     columns, entries, p, n_outer, _ = _moment_columns(u, v, degree, workspace)
-    moments = torch.bmm(by_query, columns)  # (b, G, n_outer + p t + 1)
+    moments = torch.bmm(columns, by_query.transpose(1, 2)).transpose(1, 2)  # (b, G, k)
     M = moments[:, :, entries.to(u.device)]  # (b, G, p, p)
     zv = moments[:, :, n_outer : n_outer + p * t].reshape(b, G, p, t)
     return M, zv, moments[:, :, -1] > 0
