@@ -566,8 +566,9 @@ def _attention_rows(D_sq, rows, W, self_log_w, h, kernel, group=None):
 
 def dense_leave_one_out_bytes(L):
     """Bytes of the dense (L, L) matrices of an adaptive exact leave-one-out grid over L
-    distinct inputs: the distances and their squares, and a candidate's logits,
-    attention and temporaries."""
+    distinct inputs, at most: the distances and their squares (the squares alone where
+    the distances are their roots: ``LeaveOneOutNeighbors.of_points``), and a
+    candidate's logits, attention and temporaries."""
     return 6 * L * L * 8
 
 
@@ -585,8 +586,8 @@ def _check_dense_leave_one_out(L, working_memory, what):
 def _neighbors_of(scaled, W, device, max_neighbors=1, self_weight=None, extra=None):
     """:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors` of leave-one-out's keys in the
     scaled coordinates (L, r), with the ``extra`` logits of every pair (L, L); with one
-    coordinate, its windows (the keys sorted, as :func:`~sklearn_nw._leave_one_out.
-    distinct_inputs` sorts them)."""
+    coordinate, its windows (the keys sorted, as
+    :func:`~sklearn_nw._leave_one_out.distinct_inputs` sorts them)."""
     points = torch.as_tensor(scaled, device=device)
     positions = points[:, 0] if points.shape[1] == 1 else None
     return LeaveOneOutNeighbors.of_points(points, W, max_neighbors, self_weight, extra,
