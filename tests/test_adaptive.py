@@ -532,6 +532,60 @@ def test_candidates_pooled_together_equal_each_attention_times_the_values():
     assert flushed > 0
 
 
+@pytest.mark.parametrize("data", ["synthetic", "iris"])
+@pytest.mark.parametrize("keeps_self", [False, True])
+def test_scales_that_halve_pool_as_squared_weights_as_each_attention_does(data, keeps_self):
+    # Candidates of one kind and k whose scales halve take their weights from the
+    # largest scale's by squaring, each one's own pairs (a row's own key and its copies,
+    # the sample-point keys whose bandwidth a left-out row changes, its own among them)
+    # set again: each equal to its attention's softmax rows times the values, for
+    # weights 1 to 3 and 0, repeated inputs, tied distances (iris's distinct inputs, one
+    # of them twice), small and large k, and scales from 1/16 (rows whose weights
+    # underflow, by the softmax) to 4, halving, quartering and not.
+    import torch
+    from sklearn.datasets import load_iris
+
+    import sklearn_nw._adaptive as adaptive
+    from sklearn_nw._adaptive import Adaptive, LeaveOneOutNeighbors
+    from sklearn_nw.kernels import get_kernel
+
+    rng = np.random.default_rng(13)
+    if data == "iris":
+        X, W = np.unique(load_iris().data, axis=0, return_counts=True)
+        X, W = X / X.std(0), torch.as_tensor(W.astype(float))
+    else:
+        X = np.concatenate([np.round(rng.normal(size=(70, 3)) * 4) / 4,
+                            rng.normal(size=(20, 3)) * 0.05 + 5])
+        X[10] = X[11] = X[12]
+        W = torch.as_tensor(rng.integers(1, 4, len(X)).astype(float))
+        W[[5, 80]] = 0.0
+    Xt = torch.as_tensor(X)
+    D = torch.cdist(Xt, Xt, compute_mode="donot_use_mm_for_euclid_dist")
+    kept = torch.where(W >= 2.0, W - 1.0, 0.0) if keeps_self else None
+    values = torch.as_tensor(rng.normal(size=(len(X), 2)))
+    kernel = get_kernel("gaussian")
+    candidates = [Adaptive(kind, k, c) for kind in KINDS for k in (1, 6, 24)
+                  for c in (4.0, 2.0, 1.0, 0.5, 0.3, 0.25, 0.0625)]
+    chained = []
+    original = adaptive.LeaveOneOutNeighbors._chain_into
+
+    def recorded(self, chain, *args):
+        chained.extend(chain.members)
+        return original(self, chain, *args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(adaptive.LeaveOneOutNeighbors, "_chain_into", recorded)
+        pooled = LeaveOneOutNeighbors(D, W, 24, kept).pooled(candidates, kernel, X.shape[1],
+                                                              values)
+    # 4 -> 2 -> 1 (weights to the 16th power at most), 0.25 -> 0.0625; 0.5 and 0.3 alone
+    assert {candidates[i].scale for i in chained} == {4.0, 2.0, 1.0, 0.25, 0.0625}
+    fresh = LeaveOneOutNeighbors(D, W, 24, kept)
+    for candidate, result in zip(candidates, pooled):
+        attention, _ = fresh.attention(candidate, kernel, X.shape[1])
+        assert_allclose(result.numpy(), (attention @ values).numpy(), rtol=1e-12,
+                        atol=1e-14)
+
+
 @pytest.mark.parametrize("kernel_name", ["gaussian", "epanechnikov"])
 @pytest.mark.parametrize("keeps_self", [False, True])
 def test_windows_of_one_feature_pool_as_every_key_does(kernel_name, keeps_self):
