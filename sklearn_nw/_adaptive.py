@@ -44,7 +44,7 @@ from ._workers import CACHE_BYTES, chunk_rows, n_workers, on_workers
 _LOG2_E = 1.0 / math.log(2.0)
 # The pooled attention's weights as powers of 2 of logits in bits: a logit below -1022
 # (a subnormal weight, whose exp2 and products run several times slower) counts as no
-# weight, and a row whose weights sum to at most 2^_FAST_MIN_LOG2_SUM is computed as
+# weight (flushed by the CPU on x86, thresholded elsewhere), and a row whose weights sum to at most 2^_FAST_MIN_LOG2_SUM is computed as
 # the softmax computes it: the weights dropped are then below 2^-122 of the sum each.
 _FLUSH_BELOW = -1022.0
 _FAST_MIN_LOG2_SUM = -900.0  # a logit in nats times this is the logit in bits
@@ -242,14 +242,28 @@ def _flushes_subnormals():
 @contextlib.contextmanager
 def _subnormals_as_zero():
     """Subnormal floats as zero on this thread where torch can set it (x86: they cost
-    dozens of cycles an operation there), restored after."""
-    if _flushes_subnormals() or not torch.set_flush_denormal(True):
-        yield
+    dozens of cycles an operation there), restored after. Yields whether they are."""
+    if _flushes_subnormals():
+        yield True
+        return
+    if not torch.set_flush_denormal(True):
+        yield False
         return
     try:
-        yield
+        yield True
     finally:
         torch.set_flush_denormal(False)
+
+
+def _pooled_weights(weighted, logits):
+    """The sums (b, t + 1) of ``weighted`` (t + 1, w) times the weights ``2^logits``
+    (b, w, bits; overwritten by the weights), each below the smallest normal float
+    (a logit below -1022) counted as none: flushed by the CPU where it can (no pass over
+    the logits), else thresholded first."""
+    with _subnormals_as_zero() as flushing:
+        if not flushing:
+            torch.nn.functional.threshold_(logits, _FLUSH_BELOW, -math.inf)
+        return torch.mm(weighted, logits.exp2_().T).T
 
 
 def _roots_exact(points):
@@ -541,8 +555,7 @@ class LeaveOneOutNeighbors:
         for n, (i, steps, terms) in enumerate(zip(chain.members, chain.steps, chain.terms)):
             if not n:
                 weights = self._block_logits(a, b, terms, kernel, columns, out=workspace)
-                torch.nn.functional.threshold_(weights, _FLUSH_BELOW, -math.inf)
-                weights.exp2_()
+                sums = _pooled_weights(weighted, weights)  # (b - a, t + 1)
             else:
                 with _subnormals_as_zero():
                     for _ in range(2 * steps):
@@ -560,8 +573,8 @@ class LeaveOneOutNeighbors:
                 else:
                     diagonal = weights[torch.arange(b - a, device=own.device), own]
                     set_self_(weights, own, diagonal * terms.self_log_ratio[a:b].exp2())
-            with _subnormals_as_zero():
-                sums = torch.mm(weighted, weights.T).T  # (b - a, t + 1)
+                with _subnormals_as_zero():
+                    sums = torch.mm(weighted, weights.T).T  # (b - a, t + 1)
             if self._from_sums(plans[i], sums, a, b, out[i]) is None:
                 self._softmax_into(plans[i], a, b, kernel, values, out[i], columns)
 
@@ -663,12 +676,11 @@ class LeaveOneOutNeighbors:
         if plan.bits is not None:
             # Pooled Gaussian values: the weights as powers of 2 of the logits in bits
             # (torch's exp2 keeps its speed where weights underflow, where exp slows
-            # ~15x), subnormal ones flushed to 0 (_FLUSH_BELOW), each row's sum by the
-            # product with the column of ones.
+            # ~15x), subnormal ones flushed to 0 (_pooled_weights), each row's sum by
+            # the product with the column of ones.
             logits = self._block_logits(a, b, plan.bits, kernel, columns,
                                         out=workspace)
-            torch.nn.functional.threshold_(logits, _FLUSH_BELOW, -math.inf)
-            sums = torch.mm(with_ones[:, columns], logits.exp2_().T).T  # (b, t + 1)
+            sums = _pooled_weights(with_ones[:, columns], logits)  # (b, t + 1)
             done = self._from_sums(plan, sums, a, b, result)
             if done is not None:
                 return done

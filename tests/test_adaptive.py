@@ -532,16 +532,21 @@ def test_candidates_pooled_together_equal_each_attention_times_the_values():
     assert flushed > 0
 
 
+@pytest.mark.parametrize("flushing", [True, False])
 @pytest.mark.parametrize("data", ["synthetic", "iris"])
 @pytest.mark.parametrize("keeps_self", [False, True])
-def test_scales_that_halve_pool_as_squared_weights_as_each_attention_does(data, keeps_self):
+def test_scales_that_halve_pool_as_squared_weights_as_each_attention_does(
+        data, keeps_self, flushing):
     # Candidates of one kind and k whose scales halve take their weights from the
     # largest scale's by squaring, each one's own pairs (a row's own key and its copies,
     # the sample-point keys whose bandwidth a left-out row changes, its own among them)
     # set again: each equal to its attention's softmax rows times the values, for
     # weights 1 to 3 and 0, repeated inputs, tied distances (iris's distinct inputs, one
     # of them twice), small and large k, and scales from 1/16 (rows whose weights
-    # underflow, by the softmax) to 4, halving, quartering and not.
+    # underflow, by the softmax) to 4, halving, quartering and not; subnormal weights
+    # flushed by the CPU (x86) or, where it cannot, thresholded.
+    import contextlib
+
     import torch
     from sklearn.datasets import load_iris
 
@@ -573,8 +578,14 @@ def test_scales_that_halve_pool_as_squared_weights_as_each_attention_does(data, 
         chained.extend(chain.members)
         return original(self, chain, *args)
 
+    @contextlib.contextmanager
+    def not_flushing():
+        yield False
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(adaptive.LeaveOneOutNeighbors, "_chain_into", recorded)
+        if not flushing:
+            patch.setattr(adaptive, "_subnormals_as_zero", not_flushing)
         pooled = LeaveOneOutNeighbors(D, W, 24, kept).pooled(candidates, kernel, X.shape[1],
                                                               values)
     # 4 -> 2 -> 1 (weights to the 16th power at most), 0.25 -> 0.0625; 0.5 and 0.3 alone
