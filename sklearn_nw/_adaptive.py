@@ -44,8 +44,9 @@ from ._workers import CACHE_BYTES, chunk_rows, n_workers, on_workers
 _LOG2_E = 1.0 / math.log(2.0)
 # The pooled attention's weights as powers of 2 of logits in bits: a logit below -1022
 # (a subnormal weight, whose exp2 and products run several times slower) counts as no
-# weight (flushed by the CPU on x86, thresholded elsewhere), and a row whose weights sum to at most 2^_FAST_MIN_LOG2_SUM is computed as
-# the softmax computes it: the weights dropped are then below 2^-122 of the sum each.
+# weight (flushed by the CPU on x86, thresholded elsewhere), and a row whose weights sum
+# to at most 2^_FAST_MIN_LOG2_SUM is computed as the softmax computes it: the weights
+# dropped are then below 2^-122 of the sum each.
 _FLUSH_BELOW = -1022.0
 _FAST_MIN_LOG2_SUM = -900.0  # a logit in nats times this is the logit in bits
 # Candidates of one kind and k whose scales halve pool their weights as the first one's
