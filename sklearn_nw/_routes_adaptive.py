@@ -198,6 +198,10 @@ class AdaptiveRoute(Route):
         zero = np.setdiff1d(np.arange(n), self.index_rows)
         if len(zero):
             fits[zero] = self._pool_values(keys, keys.X[zero], v_keys, settings.device)
+        dense = self._own_fits_dense(keys, v_keys, settings)
+        if dense is not None:
+            fits[self.index_rows] = dense
+            return fits, missing
         plans = None if self.adaptive.kind == "balloon" else self._wider_keys()
         row_bytes = len(self.index_rows) * 8 * (8 + 3 * v.shape[1])
         for weight in np.unique(self.keys_weight):
@@ -211,6 +215,30 @@ class AdaptiveRoute(Route):
                     f, m = self._sample_point_own(keys, own, v_keys, settings.device, plans)
                 fits[self.index_rows[own]], missing[self.index_rows[own]] = f, m
         return fits, missing
+
+    def _own_fits_dense(self, keys, v_keys, settings):
+        """The keys' fits of ``v_keys`` (n', t) without each, at their own inputs, from
+        the exact leave-one-out of the keys on each other
+        (:class:`~sklearn_nw._adaptive.LeaveOneOutNeighbors`: one pass over their dense
+        distances, a row of no kernel mass attending to its nearest others as a refit
+        does), where every key lies at an input of its own and their (n', n') matrices
+        fit in ``working_memory``; else None (each key's own refit,
+        :meth:`_sample_point_own` and :meth:`_balloon_own`)."""
+        n_keys = len(self.index_rows)
+        if (3 * n_keys * n_keys * 8 > settings.working_memory * 2**20
+                or len(np.unique(keys.X[self.index_rows], axis=0)) < n_keys):
+            return None
+        device = settings.device
+        points = torch.as_tensor(self.index_points, device=device)  # (n', r)
+        extra = (None if self.categories is None else
+                 categorical_logits(keys.kernel, self.categories, device))
+        neighbors = LeaveOneOutNeighbors.of_points(
+            points, torch.as_tensor(self.keys_weight, dtype=torch.float64, device=device),
+            self.adaptive.n_neighbors, extra=extra)
+        neighbors.prepare()
+        values = torch.as_tensor(v_keys, dtype=torch.float64, device=device)
+        fits, _ = neighbors.attention(self.adaptive, keys.kernel, self.r, values=values)
+        return fits.cpu().numpy()
 
     def _pool_values(self, keys, queries, v_keys, device):
         """The fits (b, t) of ``v_keys`` at ``queries``, at this route's bandwidths."""

@@ -545,13 +545,15 @@ def _refits_without_each_row(make, X, y, Q, w):
 @pytest.mark.parametrize("kind", ["balloon", "sample_point"])
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
 @pytest.mark.parametrize("layout, weights", [
-    ("scattered", "unit"), ("repeated", "integer"), ("repeated", "fractional"),
-    ("lattice", "unit"), ("lattice", "integer")])
+    ("scattered", "unit"), ("scattered", "fractional"), ("repeated", "integer"),
+    ("repeated", "fractional"), ("lattice", "unit"), ("lattice", "integer")])
 def test_adaptive_fits_without_each_row_equal_explicit_refits(kind, kernel, layout,
                                                                weights):
     # Without a row, the neighbor distances that counted it move out (a query's, for
     # the balloon; the keys', for sample-point bandwidths) as a refit without it has
-    # them: every such fit at the queries and at the row's own input.
+    # them: every such fit at the queries and at the row's own input (where every row
+    # has an input of its own, from the rows' leave-one-out on each other; else row by
+    # row).
     X, y, Q, w = _adaptive_data(layout, weights)
     model = _adaptive(kind, kernel, X).fit(X, y, sample_weight=w)
     with warnings.catch_warnings():
@@ -581,9 +583,12 @@ def test_adaptive_fits_without_each_row_with_a_categorical_feature_equal_refits(
 
     model = make().fit(X, y)
     fits = model._leave_one_out_fits(model._validate_predict_data(Q), None, y)
-    expected = np.column_stack([
-        make().fit(X.iloc[np.arange(n) != j], np.delete(y, j)).predict(Q) for j in range(n)])
+    refits = [make().fit(X.iloc[np.arange(n) != j], np.delete(y, j)) for j in range(n)]
+    expected = np.column_stack([refit.predict(Q) for refit in refits])
     np.testing.assert_allclose(fits, expected, rtol=1e-12, atol=1e-12)
+    expected_own = [refit.predict(X.iloc[j : j + 1])[0] for j, refit in enumerate(refits)]
+    np.testing.assert_allclose(model._fits_without_each_row(np.asarray(y)), expected_own,
+                               rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("degree", [1, 2])
