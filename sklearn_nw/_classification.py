@@ -352,6 +352,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             scores = conformity_scores(fits, conformity_score, own_mass=share)
             parts.append(conformal_sets(scores, training_scores, alphas, tolerance))
 
-        proba = self._pool_in_chunks(X, each, 4 + 3 * len(self.classes_))
+        with self.key_set_.leave_one_out_session():  # (the chunks share it)
+            proba = self._pool_in_chunks(X, each, 4 + 3 * len(self.classes_))
         y_pred = self.classes_[np.argmax(proba, axis=1)]
         return y_pred, np.concatenate(parts)

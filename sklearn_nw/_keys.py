@@ -271,6 +271,12 @@ class FittedKeys:
         settings = PoolSettings(torch.device(device), True, "eager", working_memory)
         return self.route.leave_one_out_fits(self, queries, settings)
 
+    def leave_one_out_session(self):
+        """A context in which the fits without each row at several chunks of queries
+        share what the route finds from the keys alone
+        (:meth:`~sklearn_nw._routes.Route.leave_one_out_session`)."""
+        return self.route.leave_one_out_session()
+
     def leave_one_out_adaptive_fits(self, queries, values, *, device="cpu",
                                     working_memory=1024):
         """The fits of ``values`` (n, t) at ``queries`` without each key under an adaptive

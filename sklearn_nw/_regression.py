@@ -507,18 +507,19 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             y_pred = self._outputs(self._pool(X)[0])
             step = chunk_rows(X.shape[0], 8 * 4 * self.X_fit_.shape[0],
                               get_config()["working_memory"], cap_bytes=PASS_BYTES)
-            for rows in gen_batches(X.shape[0], step):
-                fits = self._leave_one_out_fits(X[rows], None, y)[:, positive]
-                # The bounds decided on the few rows whose moves can reach them: the
-                # moves from the query's fit, each at most its largest.
-                moves = fits - y_pred[rows, None]
-                bound = np.abs(moves).max(1, initial=0.0)
-                if not np.isfinite(bound).all():  # (no bound: every row ranked)
-                    parts.append(jackknife_plus(fits, residuals[positive], alphas))
-                    continue
-                parts.append(jackknife_plus_windows(
-                    y_pred[rows], bound, residuals[positive], alphas,
-                    lambda queries, columns, moves=moves: moves[queries][:, columns]))
+            with self.key_set_.leave_one_out_session():  # (the chunks share it)
+                for rows in gen_batches(X.shape[0], step):
+                    fits = self._leave_one_out_fits(X[rows], None, y)[:, positive]
+                    # The bounds decided on the few rows whose moves can reach them: the
+                    # moves from the query's fit, each at most its largest.
+                    moves = fits - y_pred[rows, None]
+                    bound = np.abs(moves).max(1, initial=0.0)
+                    if not np.isfinite(bound).all():  # (no bound: every row ranked)
+                        parts.append(jackknife_plus(fits, residuals[positive], alphas))
+                        continue
+                    parts.append(jackknife_plus_windows(
+                        y_pred[rows], bound, residuals[positive], alphas,
+                        lambda queries, columns, moves=moves: moves[queries][:, columns]))
             return y_pred, np.concatenate(parts)
 
         def each_query(rows, attention):

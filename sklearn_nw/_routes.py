@@ -37,6 +37,7 @@ This module holds what the routes share: the settings of a call, the pooled resu
 pooling of per-query candidates and the leave-one-out attention of a fixed bandwidth.
 """
 
+import contextlib
 import threading
 from typing import NamedTuple
 
@@ -179,6 +180,12 @@ class Route:
     name = None
     index = None
     key_bandwidth = None
+
+    def leave_one_out_session(self):
+        """A context in which the fits without each row at several chunks of queries
+        share what depends on the keys alone (nothing here): see
+        :meth:`~sklearn_nw._routes_adaptive.AdaptiveRoute.leave_one_out_session`."""
+        return contextlib.nullcontext()
 
     def __init__(self, keys):
         self.attention_is_sparse = keys.kernel.is_compact

@@ -8,6 +8,8 @@ features'; the categories' Gaussian factor multiplies the weights, whatever the
 bandwidth (:mod:`sklearn_nw._categorical`).
 """
 
+import contextlib
+
 import numpy as np
 import scipy.sparse as sp
 import torch
@@ -160,7 +162,7 @@ class AdaptiveRoute(Route):
                        dtype=np.float64).reshape(n, -1)  # (n, t)
         v_keys = v[self.index_rows]  # (n', t)
         search_queries = keys.search_space(queries)[:, : self.r]
-        plans = None if self.adaptive.kind == "balloon" else self._wider_keys()
+        plans = None if self.adaptive.kind == "balloon" else self._held_wider_keys()
         fits = np.empty((len(queries), n, v.shape[1]))
         missing = np.zeros((len(queries), n), dtype=bool)
         zero = np.setdiff1d(np.arange(n), self.index_rows)  # rows of weight 0
@@ -310,6 +312,26 @@ class AdaptiveRoute(Route):
         without = self._pool_rows(keys, queries, search_queries, wider, v_keys, device, True)
         fits, missing = leave_one_out_own_fits(without.attention.cpu().numpy(), v_keys, own)
         return fits, missing
+
+    @contextlib.contextmanager
+    def leave_one_out_session(self):
+        """Within it, the sample-point keys' bandwidths without each key
+        (:meth:`_wider_keys`, the keys' alone) are found once for every chunk of queries
+        whose fits without each row are asked for, and dropped after: the route stays as
+        fitted."""
+        if self.adaptive.kind == "balloon" or "_held_wider" in vars(self):
+            yield
+            return
+        self._held_wider = self._wider_keys()
+        try:
+            yield
+        finally:
+            vars(self).pop("_held_wider", None)
+
+    def _held_wider_keys(self):
+        """:meth:`_wider_keys`, as held by :meth:`leave_one_out_session` if inside one."""
+        held = vars(self).get("_held_wider")
+        return self._wider_keys() if held is None else held
 
     def _wider_keys(self):
         """Per weight among the keys of positive weight, the sample-point bandwidths that

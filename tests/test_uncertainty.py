@@ -620,10 +620,13 @@ def test_jackknife_plus_with_an_adaptive_bandwidth_equals_explicit_refits(kind, 
     X, y, Q, w = _adaptive_data("repeated", "fractional")
     levels = [0.5, 0.8, 0.9]
     model = _adaptive(kind, kernel, X).fit(X, y, sample_weight=w)
+    fitted = dict(vars(model.key_set_.route))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         y_pred, intervals = model.predict_interval(Q, confidence_level=levels)
         np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
+    # What the chunks of queries shared is dropped after: the route stays as fitted.
+    assert vars(model.key_set_.route).keys() == fitted.keys()
     expected = _oracle_jackknife_plus(lambda: _adaptive(kind, kernel, X), X, y, Q, w, levels)
     np.testing.assert_allclose(intervals, expected, rtol=1e-10, atol=1e-10)
 
