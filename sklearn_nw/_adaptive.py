@@ -337,6 +337,8 @@ class LeaveOneOutNeighbors:
         self._sorted = {}  # whether other keys at a key's own input count -> neighbors
         self._left_out = {}  # k -> the pairs a left-out input changes, for every scale c
         self._left_out_locks = {}  # k -> its lock
+        self._spare = []  # workspaces of the calls before, for the next ones
+        self._spare_lock = threading.Lock()
 
     @classmethod
     def of_points(cls, points, W, max_neighbors=1, self_weight=None, extra=None,
@@ -477,9 +479,33 @@ class LeaveOneOutNeighbors:
 
         # Each worker's logits in a workspace as wide as the widest window.
         width = max(len(range(L)[columns]) for chain in windows for columns in chain)
-        on_workers(range(0, L, step), block, self.D_sq.device,
-                   init=lambda: self.D_sq.new_empty((step, width)))
+        with self._workspaces(step * width) as workspace:
+            on_workers(range(0, L, step), block, self.D_sq.device, init=workspace)
         return out
+
+    @contextlib.contextmanager
+    def _workspaces(self, size):
+        """Yields ``init`` for :func:`~sklearn_nw._workers.on_workers`: each worker's
+        workspace of ``size`` elements (flat), taken from those of the calls before
+        where one is large enough, and given back for the next calls after: a search
+        pools its candidates in several calls, and fresh memory costs its page faults
+        (tens of milliseconds for each worker's 16 MB at L = 4,000, several times that
+        on some machines)."""
+        taken = []
+
+        def init():
+            with self._spare_lock:
+                fits = [i for i, w in enumerate(self._spare) if w.numel() >= size]
+                workspace = (self._spare.pop(fits[0]) if fits
+                             else self.D_sq.new_empty(size))
+                taken.append(workspace)
+            return workspace
+
+        try:
+            yield init
+        finally:
+            with self._spare_lock:
+                self._spare.extend(taken)
 
     def _chains(self, candidates, plans, with_ones):
         """The plans in :class:`_Chain` s: those of one kind and k pooled as powers of 2,
@@ -637,9 +663,9 @@ class LeaveOneOutNeighbors:
             return self._block_into(plan, a, min(a + step, L), kernel, values, with_ones,
                                     result, workspace)
 
-        n_fallback = sum(on_workers(
-            range(0, L, step), block, D_sq.device,
-            init=(lambda: D_sq.new_empty((step, L))) if plan.bits is not None else None))
+        with self._workspaces(step * L) as workspace:
+            n_fallback = sum(on_workers(range(0, L, step), block, D_sq.device,
+                                        init=workspace if plan.bits is not None else None))
         return result, n_fallback
 
     def _plan(self, h, sample_point, kernel, pooling):

@@ -586,8 +586,11 @@ def test_scales_that_halve_pool_as_squared_weights_as_each_attention_does(
         patch.setattr(adaptive.LeaveOneOutNeighbors, "_chain_into", recorded)
         if not flushing:
             patch.setattr(adaptive, "_subnormals_as_zero", not_flushing)
-        pooled = LeaveOneOutNeighbors(D, W, 24, kept).pooled(candidates, kernel, X.shape[1],
-                                                              values)
+        neighbors = LeaveOneOutNeighbors(D, W, 24, kept)
+        pooled = neighbors.pooled(candidates, kernel, X.shape[1], values)
+    # Again on the same neighbors, in the workspaces the first call gave back.
+    again = neighbors.pooled(candidates[::-1], kernel, X.shape[1], values)
+    assert_allclose(again.numpy()[::-1], pooled.numpy(), rtol=1e-15, atol=0)
     # 4 -> 2 -> 1 (weights to the 16th power at most), 0.25 -> 0.0625; 0.5 and 0.3 alone
     assert {candidates[i].scale for i in chained} == {4.0, 2.0, 1.0, 0.25, 0.0625}
     fresh = LeaveOneOutNeighbors(D, W, 24, kept)
