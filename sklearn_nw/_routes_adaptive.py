@@ -231,7 +231,8 @@ class AdaptiveRoute(Route):
                 or len(np.unique(keys.X[self.index_rows], axis=0)) < n_keys):
             return None
         device = settings.device
-        points = torch.as_tensor(self.index_points, device=device)  # (n', r)
+        points = torch.as_tensor(self.index_points, dtype=torch.float64,
+                                 device=device)  # (n', r), as the CV grid's
         extra = (None if self.categories is None else
                  categorical_logits(keys.kernel, self.categories, device))
         neighbors = LeaveOneOutNeighbors.of_points(
