@@ -526,16 +526,18 @@ class LeaveOneOutNeighbors:
                 groups.setdefault((candidate.kind, candidate.n_neighbors), []).append(i)
         for members in groups.values():
             members.sort(key=lambda i: -candidates[i].scale)
-            runs, power = [[members[0]]], 1
+            # Runs of (plan, its squarings / 2 from the one before it: 0 for the first).
+            runs, power = [[(members[0], 0)]], 1
             for i in members[1:]:
-                steps = _squarings(plans[runs[-1][-1]].bits.factor, plans[i].bits.factor)
+                steps = _squarings(plans[runs[-1][-1][0]].bits.factor, plans[i].bits.factor)
                 power *= 4**steps
                 if steps and power <= _CHAIN_MAX_POWER:
-                    runs[-1].append(i)
+                    runs[-1].append((i, steps))
                 else:
-                    runs.append([i])
+                    runs.append([(i, 0)])
                     power = 1
-            for run in runs:
+            for run_steps in runs:
+                run, steps = [i for i, _ in run_steps], [s for _, s in run_steps]
                 if len(run) == 1:
                     chains.append(_Chain(run))
                     continue
@@ -549,8 +551,6 @@ class LeaveOneOutNeighbors:
                         scaled[finite].min()) < 2.0**_FAST_MIN_LOG2_SUM:
                     chains.extend(_Chain([i]) for i in run)
                     continue
-                steps = [0] + [_squarings(plans[p].bits.factor, plans[i].bits.factor)
-                               for p, i in zip(run, run[1:])]
                 chains.append(_Chain(run, steps, with_ones * scaled,
                                      [self._relative_terms(plans[i].bits) for i in run]))
         return chains
@@ -585,7 +585,7 @@ class LeaveOneOutNeighbors:
                 weights = self._block_logits(a, b, terms, kernel, columns, out=workspace)
                 sums = _pooled_weights(weighted, weights)  # (b - a, t + 1)
             else:
-                with _subnormals_as_zero():
+                with _subnormals_as_zero():  # (products flushed as they underflow)
                     for _ in range(2 * steps):
                         weights.mul_(weights)
                 # As the logits are made (_block_logits): the own key at distance 0,
