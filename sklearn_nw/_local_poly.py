@@ -342,61 +342,63 @@ def local_fit_sparse(qs, xs, crow, col, val, v, degree, bounded=False):
 
 def _moment_columns(u, v, degree, workspace):
     """The columns (b, k, n), laid out as rows, whose attention-weighted sums are the
-    moments of :func:`local_fit_many`: the entries of ``z z^T`` (``entries`` (p, p)
-    indexes ``M``'s among them), then ``z v``, then a flag of the keys whose outer
+    moments of :func:`local_fit_many`: the distinct entries of ``z z^T`` (``entries``
+    (p, p) indexes ``M``'s among them), then ``z v``, then a flag of the keys whose outer
     products overflow (their columns zeroed). ``u`` (b, n, r) are the keys' differences
     from the queries. Returns ``columns, entries, p, n_outer`` (the number of ``z z^T``
     columns) and ``overflow`` (b, n), or None where the bound shows no key can overflow.
     (Each column a row of n keys: written in one contiguous pass each, and summed by the
-    product BLAS runs fastest, the columns times the attentions transposed.)"""
+    product BLAS runs fastest, the columns times the attentions transposed.)
+
+    The entries: with one coordinate the powers ``u^(k + l)``, k + l <= 2 p - 2; with
+    more, the products ``z_k z_l``, k <= l, by rows of ``M``'s upper triangle, whose
+    first row, ``1 z_l``, is the design ``z`` itself (its quadratic terms written first,
+    as :func:`design` writes them)."""
     b, n, r = u.shape
     t = v.shape[1]
-    v_t = v.T[None, None]  # (1, 1, t, n)
+    p = n_terms(r, degree)
     if r == 1:
-        # One coordinate: M's entries are the moments sum_j a_j u_j^(k + l), k + l <= 2p.
-        p = degree + 1
-        k = 2 * p - 1 + p * t + 1
-        columns = (workspace[: b * n * k].view(b, k, n)
-                   if workspace is not None and workspace.numel() >= b * n * k
-                   and workspace.dtype == u.dtype
-                   else u.new_empty(b, k, n))  # (b, 2p - 1 + p t + 1, n)
-        columns[:, 0].fill_(1.0)
-        columns[:, 1] = u[:, :, 0]
-        for k in range(2, 2 * p - 1):
-            torch.mul(columns[:, k - 1], u[:, :, 0], out=columns[:, k])
-        z = columns[:, :p]  # (b, p, n)
-        outer = columns[:, : 2 * p - 1]  # (b, 2p - 1, n)
-        zv = columns[:, 2 * p - 1 : 2 * p - 1 + p * t].view(b, p, t, n)
-        torch.mul(z[:, :, None, :], v_t, out=zv)
+        n_outer = 2 * p - 1
         entries = torch.arange(p)[:, None] + torch.arange(p)  # (p, p): k + l
     else:
-        z = design(u, degree).transpose(1, 2)  # (b, p, n)
-        p = z.shape[1]
-        outer = (z[:, :, None, :] * z[:, None, :, :]).reshape(b, p * p, n)  # (b, p p, n)
-        zv = z[:, :, None, :] * v_t  # (b, p, t, n)
-        entries = torch.arange(p * p).reshape(p, p)
-    n_outer = outer.shape[1]
+        upper = torch.triu_indices(p, p)  # (2, p (p + 1) / 2): row by row
+        n_outer = upper.shape[1]
+        entries = torch.empty(p, p, dtype=torch.long)
+        entries[upper[0], upper[1]] = entries[upper[1], upper[0]] = torch.arange(n_outer)
+    k = n_outer + p * t + 1
+    columns = (workspace[: b * n * k].view(b, k, n)
+               if workspace is not None and workspace.numel() >= b * n * k
+               and workspace.dtype == u.dtype
+               else u.new_empty(b, k, n))  # (b, n_outer + p t + 1, n)
+    columns[:, 0].fill_(1.0)
+    columns[:, 1 : 1 + r] = u.transpose(1, 2)
+    if r == 1:
+        for power in range(2, n_outer):
+            torch.mul(columns[:, power - 1], u[:, :, 0], out=columns[:, power])
+    else:
+        if degree >= 2:  # the design's u_f u_s, f <= s
+            first, second = torch.triu_indices(r, r)
+            for term, (f, s) in enumerate(zip(first.tolist(), second.tolist())):
+                torch.mul(columns[:, 1 + f], columns[:, 1 + s], out=columns[:, 1 + r + term])
+        at = p  # row ``row`` of the upper triangle: z_row z_l, l >= row
+        for row in range(1, p):
+            torch.mul(columns[:, row : row + 1], columns[:, row:p],
+                      out=columns[:, at : at + p - row])
+            at += p - row
+    z = columns[:, :p]  # (b, p, n)
+    zv = columns[:, n_outer : n_outer + p * t].view(b, p, t, n)
+    torch.mul(z[:, :, None, :], v.T[None, None], out=zv)
     # Keys whose outer products overflow: only possible where the largest difference's
     # 2p-th power does (checked on the bound first: the check is a pass over the block).
     largest = float(u.detach().abs().amax()) if u.numel() else 0.0
     overflow = None
-    if not largest < (torch.finfo(u.dtype).max / n_outer) ** (1 / (2 * degree)):
-        overflow = ~torch.isfinite(outer.detach()).all(1)  # (b, n)
-    if r == 1:
-        if overflow is not None:
-            columns.masked_fill_(overflow[:, None, :], 0.0)
-        if overflow is None:
-            columns[:, -1].fill_(0.0)
-        else:
-            columns[:, -1] = overflow.to(u.dtype)
+    products = n_outer if r == 1 else p * p
+    if not largest < (torch.finfo(u.dtype).max / products) ** (1 / (2 * degree)):
+        overflow = ~torch.isfinite(columns[:, :n_outer]).all(1)  # (b, n)
+        columns.masked_fill_(overflow[:, None, :], 0.0)
+        columns[:, -1] = overflow.to(u.dtype)
     else:
-        if overflow is not None:
-            outer = torch.where(overflow[:, None, :], 0.0, outer)
-            z = torch.where(overflow[:, None, :], 0.0, z)
-            zv = z[:, :, None, :] * v_t
-        flag = (u.new_zeros(b, 1, n) if overflow is None
-                else overflow[:, None, :].to(u.dtype))  # (b, 1, n)
-        columns = torch.cat([outer, zv.reshape(b, p * t, n), flag], dim=1)  # (b, k, n)
+        columns[:, -1].fill_(0.0)
     return columns, entries, p, n_outer, overflow
 
 
