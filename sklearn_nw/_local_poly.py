@@ -462,13 +462,17 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
         singular = singular | ~torch.isfinite(kernel.detach()).all(2)
         kernel = torch.where(singular[:, :, None], 0.0, kernel)
     out = torch.where(singular[:, :, None], 0.0, out)
-    if bounded:
-        out, kernel = bound(out, kernel, by_query, v)
+    out, singular = out.transpose(0, 1), singular.T  # (G, b, t), (G, b)
+    kernel = None if kernel is None else kernel.transpose(0, 1)  # (G, b, n)
+    if not bool(weighs_overflow.any()):  # z_0 = 1: the first of sum_j a_j z_j v_j
+        nadaraya_watson = zv_moments[:, :, 0].transpose(0, 1)  # (G, b, t)
+    else:  # keys left out of the moments
+        nadaraya_watson = attentions @ v  # (G, b, t)
+    if bounded:  # on the attentions as laid out (a product with a transposed view copies)
+        out, kernel = bound(out, kernel, attentions, v, nadaraya_watson)
         out.masked_fill_(singular[:, :, None], 0.0)
         if kernel is not None:
             kernel = kernel.masked_fill(singular[:, :, None], 0.0)
-    out, singular = out.transpose(0, 1), singular.T  # (G, b, t), (G, b)
-    kernel = None if kernel is None else kernel.transpose(0, 1)  # (G, b, n)
     # Fits whose query lies beyond one weighted spread of its keys' mean are centered at
     # the mean instead (_origin), as local_fit_dense centers them: recomputed one by one.
     outside = beyond_spread(M, xs.shape[1]).T.nonzero(as_tuple=True)  # over (G, b)
@@ -484,10 +488,6 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
         return out, singular, kernel
     if not return_nadaraya_watson:
         return out, singular
-    if not bool(weighs_overflow.any()):  # z_0 = 1: the first of sum_j a_j z_j v_j
-        nadaraya_watson = zv_moments[:, :, 0].transpose(0, 1)  # (G, b, t)
-    else:  # keys left out of the moments
-        nadaraya_watson = attentions @ v  # (G, b, t)
     return out, singular, nadaraya_watson
 
 
@@ -821,7 +821,7 @@ def _bound_without_each(fits, attention, v):
     return m + lam * (fits - m), missing
 
 
-def bound(out, kernel, attention, v):
+def bound(out, kernel, attention, v, nadaraya_watson=None):
     """Local fits kept within the range of the targets that carry their weight.
 
     Each query's correction of its Nadaraya-Watson value ``m = attention @ v`` is shrunk,
@@ -839,6 +839,8 @@ def bound(out, kernel, attention, v):
     attention : Tensor (..., n)
         The Nadaraya-Watson attention, rows summing to 1.
     v : Tensor (n, t)
+    nadaraya_watson : Tensor (..., t), optional
+        ``m`` where the caller has it (the first of a local fit's moments).
 
     Returns
     -------
@@ -847,7 +849,7 @@ def bound(out, kernel, attention, v):
     kernel : Tensor (..., n) or None
         Their equivalent kernels, ``attention + lam (kernel - attention)``.
     """
-    m = attention @ v  # (..., t)
+    m = attention @ v if nadaraya_watson is None else nadaraya_watson  # (..., t)
     held = attention >= RANGE_SHARE * attention.amax(-1, keepdim=True)  # (..., n)
     lo, hi = held_range(held, v)  # (..., t) each
     lam = _shrink(out, m, lo, hi)  # (..., 1)
