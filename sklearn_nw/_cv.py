@@ -316,7 +316,12 @@ _DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default="auto"
         there are samples, no more terms than ``n_neighbors`` (k nearest identify at
         most k), (samples x terms)^2 stays below 5e7 (the exact leave-one-out fits' cost
         per grid point) and one row of its fits fits in ``working_memory``;
-        ``cv_results_["degree"]`` lists each candidate's. Adaptive bandwidths are tried
+        ``cv_results_["degree"]`` lists each candidate's. With the default grid
+        (``bandwidths`` None or an int) and fixed bandwidths of degree 0 searched first,
+        a local polynomial's grid is placed around their best point, at the same ratio
+        from half of it to 8 times it or the default grid's end, whichever is lower (at
+        least to twice it), and extended past an end as any default grid: a local
+        polynomial's best bandwidth is rarely below Nadaraya-Watson's. Adaptive bandwidths are tried
         with local polynomials (``"auto"``) only while (samples x terms)^2 stays below
         5e6: their candidates outnumber the fixed grid's; a higher degree is kept as
         ``selection`` says.

@@ -34,6 +34,7 @@ from ._selection import (
     choose,
     concatenate_results,
     default_multiples,
+    local_anchor,
     rank_scores,
     search_choice,
     search_fixed,
@@ -179,12 +180,16 @@ class BandwidthGridSearch:
                             and (len(training.X) * n_terms(training.X.shape[1], degree)) ** 2
                             > _ADAPTIVE_LOCAL_MAX_WORK)]
         runs = []
+        anchor = None  # where Nadaraya-Watson's fixed bandwidths do best (local_anchor)
         for degree, kind in families:
             # The best score so far: an adaptive family goes on past its grid's edges
             # only while it beats it.
             leader = max((float(run.scores[i]) for run in runs
                           if (i := best_finite(run.scores)) is not None), default=None)
-            runs.append(self._search(training, degree, kind, leader))
+            runs.append(self._search(training, degree, kind, leader,
+                                     anchor if degree else None))
+            if (degree, kind) == (0, "fixed"):
+                anchor = local_anchor(runs[-1], self._reference(training))
         grid = np.concatenate([run.grid for run in runs])
         cv_results = concatenate_results([run.cv_results for run in runs])
         if self.degree == "auto":
@@ -240,10 +245,12 @@ class BandwidthGridSearch:
             return FAMILIES
         return ("fixed",)
 
-    def _search(self, training, degree, kind, leader=None):
+    def _search(self, training, degree, kind, leader=None, anchor=None):
         """Scores, results and grid of one family, the default grid extended past an end
         that holds its best point (an adaptive family's only while its best beats
-        ``leader``, the best score of the families searched before it)."""
+        ``leader``, the best score of the families searched before it); a fixed family's
+        default grid placed around ``anchor`` when given
+        (:func:`~sklearn_nw._selection.default_multiples`)."""
         if kind != "fixed":
             return self._adaptive_search(training, degree, kind, leader)
         bandwidths = self.bandwidths
@@ -253,7 +260,8 @@ class BandwidthGridSearch:
                                    for row in np.asarray(bandwidths, dtype=object)])
         reference = self._reference(training)
         return search_fixed(lambda grid: self._scores(grid, training, degree),
-                            bandwidths, reference, training.nearest_multiple(reference))
+                            bandwidths, reference, training.nearest_multiple(reference),
+                            anchor)
 
     def _reference(self, training):
         """The center of the default grid: Scott's rule; with categorical features the

@@ -422,6 +422,58 @@ def test_a_default_grid_probes_below_a_local_minimum_near_scotts_rule():
     np.testing.assert_allclose(near[1:] / near[:-1], 2**0.25, rtol=1e-12)
 
 
+def _degree_grid(cv, degree):
+    """The sorted bandwidths (one feature) and scores of one degree's candidates."""
+    of = cv.cv_results_["degree"] == degree
+    h = cv.bandwidths_[of, 0]
+    order = np.argsort(h)
+    return h[order], cv.cv_results_["mean_test_score"][of][order]
+
+
+@pytest.mark.parametrize("slope", [0.0, 3.0])
+def test_a_local_polynomial_grid_is_placed_around_nadaraya_watsons_best(slope):
+    # The degree-1 grid spans half the best degree-0 bandwidth to 8 times it or the
+    # default grid's end (8 times Scott's rule), whichever is lower, at the default grid's
+    # ratio, and goes on past an end holding its best point: with a steep trend,
+    # Nadaraya-Watson's boundary bias keeps its bandwidth small while a line fits best
+    # at ever wider ones.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 1, (300, 1))
+    y = slope * X[:, 0] + np.sin(4 * X[:, 0]) * (slope == 0) + 0.3 * rng.standard_normal(300)
+    cv = NadarayaWatsonRegressorCV(**FIXED_KINDS, selection="min").fit(X, y)
+    reference = search_reference(X, np.ones(len(X)))[0]
+    h0, scores0 = _degree_grid(cv, 0)
+    default = (h0 > reference / 8 * (1 - 1e-9)) & (h0 < 8 * reference * (1 + 1e-9))
+    assert default.sum() == 25  # the default grid (and a probe below it)
+    best0 = h0[np.argmax(scores0)]
+    top = min(8 * best0, 8 * reference)
+    assert top >= 2 * best0
+    placed = best0 * 2 ** (np.arange(-4, round(4 * np.log2(top / best0)) + 1) / 4)
+    h1, scores1 = _degree_grid(cv, 1)
+    grid = h1 >= placed[0] * (1 - 1e-9)  # the grid and its extensions (probes below)
+    assert np.all(h1[~grid] < placed[0] / 2**1.75)  # probes: 8 grid ratios apart
+    np.testing.assert_allclose(h1[grid][: len(placed)], placed, rtol=1e-12)
+    np.testing.assert_allclose(h1[grid][1:] / h1[grid][:-1], 2**0.25, rtol=1e-12)
+    # Each placed point is one of the default grid's.
+    assert all(np.isclose(h0, x, rtol=1e-12).any() for x in placed)
+    best1 = int(np.argmax(scores1))
+    assert grid[best1]
+    best1 -= int((~grid).sum())  # its place in the grid
+    if slope == 0:
+        assert grid.sum() == len(placed) and 0 < best1 < len(placed) - 1
+    else:  # extended upwards until its best point is interior (or 4 times)
+        assert grid.sum() > len(placed) and h1[grid][best1] > top
+        assert best1 < grid.sum() - 1 or grid.sum() == len(placed) + 4 * 8
+    # Each point's score is its own: the same as a given grid of those bandwidths.
+    given = NadarayaWatsonRegressorCV(bandwidths=h1, **FIXED_KINDS, degree=1).fit(X, y)
+    np.testing.assert_allclose(given.cv_results_["mean_test_score"], scores1, rtol=1e-12)
+    # A given grid is the user's for every degree.
+    grid = [0.05, 0.1, 0.2]
+    fixed = NadarayaWatsonRegressorCV(bandwidths=grid, **FIXED_KINDS).fit(X, y)
+    for degree in (0, 1, 2):
+        np.testing.assert_array_equal(_degree_grid(fixed, degree)[0], grid)
+
+
 def test_squaring_chains_of_gaussian_coefficients():
     default = [1 / m**2 for m in np.geomspace(1 / 8, 8, 25)]
     chains = squaring_chains(default, max_depth=10)
