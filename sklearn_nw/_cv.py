@@ -318,10 +318,11 @@ _DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default="auto"
         per grid point) and one row of its fits fits in ``working_memory``;
         ``cv_results_["degree"]`` lists each candidate's. With the default grid
         (``bandwidths`` None or an int) and fixed bandwidths of degree 0 searched first,
-        a local polynomial's grid is placed around their best point, at the same ratio
-        from half of it to 8 times it or the default grid's end, whichever is lower (at
-        least to twice it), and extended past an end as any default grid: a local
-        polynomial's best bandwidth is rarely below Nadaraya-Watson's. Adaptive bandwidths are tried
+        a local polynomial's grid starts at half their best point (a local polynomial's
+        best bandwidth is rarely below Nadaraya-Watson's): the default grid's points from
+        there on; for a best point below the default grid (a series with a short
+        period), half to 8 times it, probed above every 8 points up to past the default
+        grid's end; extended past an end as any default grid. Adaptive bandwidths are tried
         with local polynomials (``"auto"``) only while (samples x terms)^2 stays below
         5e6: their candidates outnumber the fixed grid's; a higher degree is kept as
         ``selection`` says.

@@ -22,6 +22,7 @@ from sklearn_nw import (
 )
 from sklearn_nw._engine_loo import loo_loss, squaring_chains
 from sklearn_nw._scale import search_reference
+from sklearn_nw._selection import search_fixed
 from sklearn_nw.bandwidth import scott_bandwidth
 from sklearn_nw.kernels import Gaussian, get_kernel
 
@@ -432,11 +433,10 @@ def _degree_grid(cv, degree):
 
 @pytest.mark.parametrize("slope", [0.0, 3.0])
 def test_a_local_polynomial_grid_is_placed_around_nadaraya_watsons_best(slope):
-    # The degree-1 grid spans half the best degree-0 bandwidth to 8 times it or the
-    # default grid's end (8 times Scott's rule), whichever is lower, at the default grid's
-    # ratio, and goes on past an end holding its best point: with a steep trend,
-    # Nadaraya-Watson's boundary bias keeps its bandwidth small while a line fits best
-    # at ever wider ones.
+    # The degree-1 grid is the default grid from half the best degree-0 bandwidth on
+    # (to 8 times Scott's rule), and goes on past an end holding its best point: with a
+    # steep trend, Nadaraya-Watson's boundary bias keeps its bandwidth small while a line
+    # fits best at ever wider ones.
     rng = np.random.default_rng(0)
     X = rng.uniform(0, 1, (300, 1))
     y = slope * X[:, 0] + np.sin(4 * X[:, 0]) * (slope == 0) + 0.3 * rng.standard_normal(300)
@@ -446,9 +446,10 @@ def test_a_local_polynomial_grid_is_placed_around_nadaraya_watsons_best(slope):
     default = (h0 > reference / 8 * (1 - 1e-9)) & (h0 < 8 * reference * (1 + 1e-9))
     assert default.sum() == 25  # the default grid (and a probe below it)
     best0 = h0[np.argmax(scores0)]
-    top = min(8 * best0, 8 * reference)
-    assert top >= 2 * best0
+    assert best0 > reference / 4
+    top = 8 * reference
     placed = best0 * 2 ** (np.arange(-4, round(4 * np.log2(top / best0)) + 1) / 4)
+    assert len(placed) < 25
     h1, scores1 = _degree_grid(cv, 1)
     grid = h1 >= placed[0] * (1 - 1e-9)  # the grid and its extensions (probes below)
     assert np.all(h1[~grid] < placed[0] / 2**1.75)  # probes: 8 grid ratios apart
@@ -472,6 +473,40 @@ def test_a_local_polynomial_grid_is_placed_around_nadaraya_watsons_best(slope):
     fixed = NadarayaWatsonRegressorCV(bandwidths=grid, **FIXED_KINDS).fit(X, y)
     for degree in (0, 1, 2):
         np.testing.assert_array_equal(_degree_grid(fixed, degree)[0], grid)
+
+
+def test_a_grid_anchored_below_the_default_one_is_probed_above():
+    # An anchor below the default grid (a series' Nadaraya-Watson bandwidth): the grid
+    # spans half to 8 times it; a local optimum there, and the best score far above
+    # (a global polynomial), found by probes every 8 points of the grid's ratio up to
+    # the first past the default grid's end, then the points around the best probe and
+    # their extension.
+    scored = []
+
+    def score(grid):  # (G, 1) multiples of a unit reference
+        m = grid[:, 0]
+        scored.extend(m)
+        values = np.where(m > 1.0, 10.0 + np.log(m), -np.log(m / 0.01) ** 2)
+        return values, {"mean_test_score": values}, None
+
+    family = search_fixed(score, None, np.ones(1), anchor=0.01)
+    m = family.grid[:, 0]
+    assert len(np.unique(np.round(np.log2(scored) * 4))) == len(scored)  # each once
+    assert len(scored) == len(m)
+    placed = 0.01 * 2 ** (np.arange(-4, 13) / 4)  # half to 8 times the anchor
+    np.testing.assert_allclose(m[:17], placed, rtol=1e-12)
+    # Probes 0.32, 1.28, 5.12 and 20.48 (the first past 8): the last is the best.
+    np.testing.assert_allclose(m[17:20], 0.08 * 4.0 ** np.arange(1, 4), rtol=1e-12)
+    # Then the points around it, the probe among them, extended upwards 4 times.
+    around = 20.48 * 2 ** (np.arange(-4, 5 + 8 * 4) / 4)
+    np.testing.assert_allclose(m[20:], around, rtol=1e-12)
+    assert np.argmax(family.scores) == len(m) - 1
+    # An anchor within the default grid: the default grid's points from half of it on,
+    # no probe above.
+    scored.clear()
+    family = search_fixed(score, None, np.ones(1), anchor=1.0)
+    np.testing.assert_allclose(family.grid[:9, 0], 2 ** (np.arange(-4, 5) / 4), rtol=1e-12)
+    assert family.grid[:, 0].max() >= 8 * (1 - 1e-9)
 
 
 def test_squaring_chains_of_gaussian_coefficients():
