@@ -547,9 +547,11 @@ def _attention_rows(D_sq, rows, W, self_log_w, h, kernel, group=None):
     else:
         logits = kernel.log_profile_sq(shared / h_sq)  # (b, g, L)
     log_w = torch.log(W)  # (L,)
-    logits += log_w
+    if not bool((W == 1).all()):  # unit weights add log 1 = 0
+        logits += log_w
     own = torch.arange(rows.start, rows.stop, device=D_sq.device)  # (b,) each row's own input
-    logits[:, :, W <= 0] = -math.inf
+    if bool((W <= 0).any()):
+        logits[:, :, W <= 0] = -math.inf
     set_self_(logits.transpose(0, 1), own, self_logits(kernel, self_log_w, own))
     leave_group_out_(logits.transpose(0, 1), group, own)
     attention = torch.softmax(logits, dim=2)  # (b, g, L); a row of no mass is NaN
