@@ -986,6 +986,11 @@ def test_fit_time_benchmark_runs(bench, tmp_path):
         # 48 training rows: the ks up to 32, each weighting.
         assert r["ours_s"] > 0 and r["knn_s"] > 0 and r["knn_candidates"] == 12
         assert r["ratio"] == pytest.approx(r["ours_s"] / r["knn_s"])
+        # The medians of three fits each, the first of ours reported apart.
+        assert len(r["ours_times_s"]) == len(r["knn_times_s"]) == 3
+        assert r["ours_s"] == np.median(r["ours_times_s"])
+        assert r["knn_s"] == np.median(r["knn_times_s"])
+        assert r["ours_first_s"] == r["ours_times_s"][0]
         assert r["ours_mse"] >= 0 and r["knn_mse"] >= 0
     assert [t["met"] for t in cv["targets"]] == [r["ratio"] <= 1 for r in cv["results"]]
     loo = saved["sections"]["loo"]
