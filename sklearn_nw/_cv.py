@@ -214,8 +214,9 @@ _SHARED_DOC = r"""
         goes on past it, 8 points at a time at the same ratio, up to 4 times (to 1/2048
         or 2048 times Scott's rule), and is probed below, every 8 points of its ratio
         down to the median input's nearest-neighbor distance (a series' best bandwidth
-        can lie there, past a local minimum near Scott's rule); a given grid is
-        searched as it is. With categorical features the default grid is multiples of the learned per-feature bandwidths
+        can lie there, past a local minimum near Scott's rule); the regressor's local
+        polynomials place theirs by Nadaraya-Watson's best (see ``degree``); a given
+        grid is searched as it is. With categorical features the default grid is multiples of the learned per-feature bandwidths
         (``bandwidth="loo"``'s, a bandwidth per continuous feature and a smoothing per
         categorical one) instead of Scott's rule, and a given grid holds the smoothing
         ``lambda`` at the categorical positions.
