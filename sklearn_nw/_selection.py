@@ -256,11 +256,11 @@ def default_multiples(bandwidths, anchor=None):
     around the best fixed bandwidth of Nadaraya-Watson: see :func:`local_anchor`), at
     the default grid's ratio, from half of it up to the default grid's end (at least
     twice it), or, for an anchor below the default grid, up to ``ANCHORED_SPAN`` times
-    it. Within the default grid's range the points are the default grid's from half
-    the anchor on (its end kept: a family's smoothest candidate within one standard
-    error of its best lies there); below it (a series whose period is short) far fewer
-    than the default grid's, each a full pass of local fits at a bandwidth far above the
-    anchor."""
+    it. For an anchor within the default grid's range the points are the default grid's
+    from half the anchor on (its end kept: the one-standard-error rule's smoothest
+    candidate of a family lies there); for one below it (a series whose period is
+    short), four octaves of points instead of the default grid's six, each of which was
+    a full pass of local fits at a bandwidth far above the anchor."""
     if bandwidths is None or isinstance(bandwidths, Integral):
         n = DEFAULT_N_BANDWIDTHS if bandwidths is None else bandwidths
         multiples = np.geomspace(*DEFAULT_GRID, n) if n > 1 else np.ones(1)
@@ -353,9 +353,9 @@ def search_fixed(score, bandwidths, reference, nearest=None, anchor=None):
     Such a grid (extended) whose highest point lies below the default grid's end is
     probed above too, every ``EXTEND_BY`` points of its ratio, up to the first probe
     past that end: a local polynomial's loss can have a local minimum near
-    Nadaraya-Watson's bandwidth and its global one at a global polynomial (measured,
-    bench_accuracy's engel: a local-quadratic minimum at 0.84 times Scott's rule, the
-    best at 2,048 times it)."""
+    Nadaraya-Watson's bandwidth and its global one at a global polynomial (measured
+    with grids that ended at 8 times every anchor: bench_accuracy's engel, a
+    local-quadratic minimum at 0.84 times Scott's rule, the best at 2,048 times it)."""
     multiples = default_multiples(bandwidths, anchor)
     grid = bandwidth_grid(bandwidths, multiples, reference)
     family = _extended(score, multiples, grid, reference, *score(grid))
