@@ -14,9 +14,11 @@ bandwidth lies far below the default grid's center, Scott's rule), statsmodels' 
 ``co2`` (2,225 values after dropping NaN, x the time index) when statsmodels is
 installed, and standard normal inputs in ``--dims`` features at ``--sizes`` points with
 a smooth target (``sum_of_sines``: the optimum near Scott's rule) and a fast wave
-(``sine_wave_on_slope``: below it). Each fit is timed once (they take seconds); 20 % of
-the rows, drawn at random, are held out and each model's test MSE is reported beside its
-time. Target per row: our fit takes at most the KNN search's time (ratio <= 1).
+(``sine_wave_on_slope``: below it). Each fit is timed three times in a row and the
+medians compared (one fit of the same data varies by 20-50 % from call to call on a
+shared machine); our first fit, the process's first of that data, is shown beside them.
+20 % of the rows, drawn at random, are held out and each model's test MSE is reported
+beside its time. Target per row: our median fit takes at most the KNN search's (ratio <= 1).
 
 Section ``loo``: ``NadarayaWatsonRegressor(bandwidth="loo", degree=1)`` and
 ``bandwidth="loo"`` (degree 0) fitted on 3,000 points in 2 features (uniform on [-1, 1],
