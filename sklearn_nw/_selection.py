@@ -351,11 +351,13 @@ def search_fixed(score, bandwidths, reference, nearest=None, anchor=None):
 
     ``anchor``: the multiple a default grid is placed around (:func:`default_multiples`).
     Such a grid (extended) whose highest point lies below the default grid's end is
-    probed above too, every ``EXTEND_BY`` points of its ratio, up to the first probe
-    past that end: a local polynomial's loss can have a local minimum near
+    probed there too, once: a local polynomial's loss can have a local minimum near
     Nadaraya-Watson's bandwidth and its global one at a global polynomial (measured
     with grids that ended at 8 times every anchor: bench_accuracy's engel, a
-    local-quadratic minimum at 0.84 times Scott's rule, the best at 2,048 times it)."""
+    local-quadratic minimum at 0.84 times Scott's rule, the best at 2,048 times it). One
+    probe, not one every ``EXTEND_BY`` points: on a series each is a pass of local fits
+    over nearly every pair of points (statsmodels' co2, degree 2: 0.135 s each against
+    0.045 s at the anchor, ad hoc)."""
     multiples = default_multiples(bandwidths, anchor)
     grid = bandwidth_grid(bandwidths, multiples, reference)
     family = _extended(score, multiples, grid, reference, *score(grid))
@@ -367,11 +369,8 @@ def search_fixed(score, bandwidths, reference, nearest=None, anchor=None):
     if nearest is not None:
         below = family.grid[:, 0].min() / reference[0] / steps
         probes = below[below >= nearest]
-    highest = family.grid[:, 0].max() / reference[0]
-    if anchor is not None and highest < DEFAULT_GRID[1] * (1 - 1e-9):
-        above = highest * steps
-        probes = np.concatenate([probes, above[: np.searchsorted(
-            above, DEFAULT_GRID[1] * (1 - 1e-9)) + 1]])
+    if anchor is not None and family.grid[:, 0].max() / reference[0] < DEFAULT_GRID[1]:
+        probes = np.append(probes, DEFAULT_GRID[1])  # the default grid's end
     if not len(probes):
         return family
     probe_grid = bandwidth_grid(None, probes, reference)

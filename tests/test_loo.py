@@ -478,9 +478,8 @@ def test_a_local_polynomial_grid_is_placed_around_nadaraya_watsons_best(slope):
 def test_a_grid_anchored_below_the_default_one_is_probed_above():
     # An anchor below the default grid (a series' Nadaraya-Watson bandwidth): the grid
     # spans half to 8 times it; a local optimum there, and the best score far above
-    # (a global polynomial), found by probes every 8 points of the grid's ratio up to
-    # the first past the default grid's end, then the points around the best probe and
-    # their extension.
+    # (a global polynomial), found by one probe at the default grid's end, then the
+    # points around it and their extension.
     scored = []
 
     def score(grid):  # (G, 1) multiples of a unit reference
@@ -495,12 +494,18 @@ def test_a_grid_anchored_below_the_default_one_is_probed_above():
     assert len(scored) == len(m)
     placed = 0.01 * 2 ** (np.arange(-4, 13) / 4)  # half to 8 times the anchor
     np.testing.assert_allclose(m[:17], placed, rtol=1e-12)
-    # Probes 0.32, 1.28, 5.12 and 20.48 (the first past 8): the last is the best.
-    np.testing.assert_allclose(m[17:20], 0.08 * 4.0 ** np.arange(1, 4), rtol=1e-12)
-    # Then the points around it, the probe among them, extended upwards 4 times.
-    around = 20.48 * 2 ** (np.arange(-4, 5 + 8 * 4) / 4)
-    np.testing.assert_allclose(m[20:], around, rtol=1e-12)
+    # The probe at 8 beats the grid: the points around it, the probe among them,
+    # extended upwards 4 times (the score grows with m).
+    around = 8.0 * 2 ** (np.arange(-4, 5 + 8 * 4) / 4)
+    np.testing.assert_allclose(m[17:], around, rtol=1e-12)
     assert np.argmax(family.scores) == len(m) - 1
+    # An optimum the probe does not beat: the probe alone is added.
+    def peaked(grid):
+        values = -np.log(grid[:, 0] / 0.01) ** 2
+        return values, {"mean_test_score": values}, None
+
+    family = search_fixed(peaked, None, np.ones(1), anchor=0.01)
+    np.testing.assert_allclose(family.grid[:, 0], np.append(placed, 8.0), rtol=1e-12)
     # An anchor within the default grid: the default grid's points from half of it on,
     # no probe above.
     scored.clear()
