@@ -322,8 +322,8 @@ _DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default="auto"
         a local polynomial's grid starts at half their best point (a local polynomial's
         best bandwidth is rarely below Nadaraya-Watson's): the default grid's points from
         there on; for a best point below the default grid (a series with a short
-        period), half to 8 times it, probed above every 8 points up to past the default
-        grid's end; extended past an end as any default grid. Adaptive bandwidths are tried
+        period), half to 8 times it, probed once at the default grid's end; extended
+        past an end as any default grid. Adaptive bandwidths are tried
         with local polynomials (``"auto"``) only while (samples x terms)^2 stays below
         5e6: their candidates outnumber the fixed grid's; a higher degree is kept as
         ``selection`` says.
