@@ -397,8 +397,7 @@ def _moment_columns(u, v, degree, workspace):
     # 2p-th power does (checked on the bound first: the check is a pass over the block).
     largest = float(u.detach().abs().amax()) if u.numel() else 0.0
     overflow = None
-    products = n_outer if r == 1 else p * p
-    if not largest < (torch.finfo(u.dtype).max / products) ** (1 / (2 * degree)):
+    if not largest < (torch.finfo(u.dtype).max / (p * p)) ** (1 / (2 * degree)):
         overflow = ~torch.isfinite(columns[:, :n_outer]).all(1)  # (b, n)
         columns.masked_fill_(overflow[:, None, :], 0.0)
         columns[:, -1] = overflow.to(u.dtype)
