@@ -303,7 +303,8 @@ class LeaveOneOutGrid:
             fit = _local_blocks(min(L, 2 * width), len(grid_rows), coords.shape[1],
                                 self.degree, working_memory, n_workers(device),
                                 "for local polynomials")
-            for rows in gen_batches(L, fit.rows):
+            for rows in gen_batches(L, _window_rows(fit, L, width, coords.shape[1],
+                                                    self.degree, working_memory)):
                 r = reach[rows].max()
                 lo = int(np.searchsorted(x, x[rows.start] - r, "left"))
                 hi = int(np.searchsorted(x, x[rows.stop - 1] + r, "right"))
@@ -432,6 +433,29 @@ def _local_blocks(L, G, n_coords, degree, working_memory, workers, what):
     grid_points = int(max(1, min(G, min(total / workers, block) // row)))
     rows = chunk_rows(L, row * grid_points, working_memory, workers=workers, cap_bytes=block)
     return _Blocks(rows, grid_points, workers)
+
+
+# A block of a windowed pool (:meth:`LeaveOneOutGrid._window_pool`) holds at least this
+# many (query, key, grid point) triples where memory allows: each block costs some fifty
+# torch calls whatever its size, which on narrow windows (statsmodels' co2, 45 inputs)
+# outweighed its work, and two workers contending for the interpreter ran slower than one.
+_WINDOW_BLOCK_MIN = 2**16
+
+
+def _window_rows(fit, L, width, n_coords, degree, working_memory):
+    """Query rows per block of a windowed pool: ``fit``'s (:func:`_local_blocks`, sized
+    for rows of ``2 width`` keys), or more, up to ``_WINDOW_BLOCK_MIN`` triples over
+    their span of keys (the rows and a window's ``width``), within a worker's block of
+    memory (:func:`_block_bytes`, and its share of ``working_memory`` MiB)."""
+    g = fit.grid_points
+    # The least rows b with g b (b + width) >= _WINDOW_BLOCK_MIN.
+    wanted = int(np.ceil((np.sqrt(width**2 + 4 * _WINDOW_BLOCK_MIN / g) - width) / 2))
+    rows = min(L, max(fit.rows, wanted))
+    cap = min(_block_bytes(n_coords, degree), working_memory * 2**20 / fit.workers)
+    while rows > fit.rows and g * rows * local_fit_row_bytes(
+            min(L, rows + width), n_coords, degree) > cap:
+        rows = max(fit.rows, rows // 2)
+    return rows
 
 
 # Nadaraya-Watson grids of one feature take the windows from this many inputs times 4 on

@@ -697,3 +697,28 @@ def test_intercept_rows_skip_the_eigenvalues_only_where_there_is_no_null_space()
     c_bad, singular_bad = intercept_rows(M_bad, E, 2)
     assert bool(singular_bad[39]) and float(c_bad[39].abs().sum()) == 0.0
     assert torch.equal(c_bad[:39], c[:39].detach())
+
+
+def test_windowed_blocks_of_narrow_windows_hold_enough_work_within_memory():
+    # A windowed pool's blocks (one feature) of narrow windows take more rows than the
+    # memory-sized ones, up to the minimum of (query, key, grid point) triples; never
+    # fewer rows than those, never more than a worker's block of memory or the inputs.
+    import sklearn_nw._grids as grids
+
+    for degree, width, g in [(1, 45, 4), (2, 82, 4), (0, 29, 1), (1, 400, 5)]:
+        fit = grids._local_blocks(2 * width, g, 1, degree, 1024, 2, "for a test")
+        rows = grids._window_rows(fit, 1780, width, 1, degree, 1024)
+        assert rows >= fit.rows
+        if fit.rows * (fit.rows + width) * fit.grid_points < grids._WINDOW_BLOCK_MIN:
+            assert rows > fit.rows
+            assert rows * (rows + width) * fit.grid_points >= grids._WINDOW_BLOCK_MIN
+            assert (rows - 1) * (rows - 1 + width) * fit.grid_points < grids._WINDOW_BLOCK_MIN
+        else:
+            assert rows == fit.rows
+    # Bounded by the memory a worker's block may take (4 MiB for two workers: the
+    # 256 rows a window of 1 input wants would take 11 MB), and by the inputs.
+    fit = grids._local_blocks(2, 1, 1, 2, 4, 2, "for a test")
+    rows = grids._window_rows(fit, 100_000, 1, 1, 2, 4)
+    assert fit.rows < rows < 256
+    assert rows * grids.local_fit_row_bytes(rows + 1, 1, 2) <= 2 * 2**20
+    assert grids._window_rows(fit, 7, 1, 1, 2, 1024) == 7
