@@ -361,7 +361,8 @@ def section_cv(sizes=(2000, 5000), d=3, n_grid=20, repeats=3, seed=0):
                                                     - score).max())})
     report = {"config": {"sizes": list(sizes), "d": d, "n_grid": n_grid, "repeats": repeats,
                          "grids": {"default": "NadarayaWatson...CV(bandwidths=None).bandwidths_"
-                                              " = scott_bandwidth(X) * geomspace(1/8, 8, 25)",
+                                              ": the points of scott_bandwidth(X) * "
+                                              "geomspace(1/8, 8, 25) its search scored",
                                    f"{n_grid} points": "scott_bandwidth(X) * geomspace(1/8, 8, "
                                                        f"{n_grid})"},
                          "gridsearch": f"GridSearchCV(cv={N_FOLDS}), refit included",

@@ -210,13 +210,16 @@ _SHARED_DOC = r"""
     bandwidths : int, array-like of shape (n_bandwidths,) or (n_bandwidths, n_features), default=None
         The grid of fixed bandwidths: scalar bandwidths, or per-feature bandwidth vectors.
         An int ``m`` means ``m`` multiples of Scott's rule, geometrically spaced from 1/8
-        to 8; None means 25. Such a default grid whose best point is at one of its ends
-        goes on past it, 8 points at a time at the same ratio, up to 4 times (to 1/2048
-        or 2048 times Scott's rule), and is probed below, every 8 points of its ratio
-        down to the median input's nearest-neighbor distance (a series' best bandwidth
-        can lie there, past a local minimum near Scott's rule); the regressor's local
-        polynomials place theirs by Nadaraya-Watson's best (see ``degree``); a given
-        grid is searched as it is. With categorical features the default grid is multiples of the learned per-feature bandwidths
+        to 8; None means 25. Such a default grid is searched, not scored at every point:
+        every fourth point (its ends among them), then the points around the best one
+        and, with ``selection="one_se"``, from the best one up to the first more than 3
+        standard errors short of it (``cv_results_`` lists the candidates scored). A
+        best point at one of its ends goes on past it, 8 points at a time at the same
+        ratio, up to 4 times (to 1/2048 or 2048 times Scott's rule), and the grid is
+        probed below, every 8 points of its ratio down to the median input's
+        nearest-neighbor distance (a series' best bandwidth can lie there, past a local
+        minimum near Scott's rule); the regressor's local polynomials place theirs by
+        Nadaraya-Watson's best (see ``degree``); a given grid is scored at every point. With categorical features the default grid is multiples of the learned per-feature bandwidths
         (``bandwidth="loo"``'s, a bandwidth per continuous feature and a smoothing per
         categorical one) instead of Scott's rule, and a given grid holds the smoothing
         ``lambda`` at the categorical positions.
@@ -322,8 +325,8 @@ _DEGREE_DOC = """    degree : {0, 1, 2} or "auto", default="auto"
         a local polynomial's grid starts at half their best point (a local polynomial's
         best bandwidth is rarely below Nadaraya-Watson's): the default grid's points from
         there on; for a best point below the default grid (a series with a short
-        period), half to 8 times it, probed once at the default grid's end; extended
-        past an end as any default grid. Adaptive bandwidths are tried
+        period), half to 8 times it, probed once at the default grid's end; searched and
+        extended as any default grid, not probed below. Adaptive bandwidths are tried
         with local polynomials (``"auto"``) only while (samples x terms)^2 stays below
         5e6: their candidates outnumber the fixed grid's; a higher degree is kept as
         ``selection`` says.

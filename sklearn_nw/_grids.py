@@ -293,6 +293,7 @@ class LeaveOneOutGrid:
         multiples = grid / grid[0]  # (G,)
         out = torch.empty(G, L, values.shape[1], dtype=torch.float64)
         blocks = []
+        groups = []
         for grid_rows in _similar_bandwidths(multiples):
             h = multiples[grid_rows].max()
             reach = window_radius(kernel, h, nearest, spread)  # (L,)
@@ -300,6 +301,12 @@ class LeaveOneOutGrid:
             # at most b more inputs).
             width = int((np.searchsorted(x, x + reach, "right")
                          - np.searchsorted(x, x - reach, "left")).max())
+            if groups and groups[-1][2] >= L:
+                # Windows of every input: one group, whose blocks share their designs.
+                groups[-1] = (np.concatenate([groups[-1][0], grid_rows]), reach, width)
+            else:
+                groups.append((grid_rows, reach, width))
+        for grid_rows, reach, width in groups:
             fit = _local_blocks(min(L, 2 * width), len(grid_rows), coords.shape[1],
                                 self.degree, working_memory, n_workers(device),
                                 "for local polynomials")

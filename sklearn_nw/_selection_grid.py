@@ -261,7 +261,7 @@ class BandwidthGridSearch:
         reference = self._reference(training)
         return search_fixed(lambda grid: self._scores(grid, training, degree),
                             bandwidths, reference, training.nearest_multiple(reference),
-                            anchor)
+                            anchor, self.selection)
 
     def _reference(self, training):
         """The center of the default grid: Scott's rule; with categorical features the

@@ -119,15 +119,19 @@ def test_a_default_grid_is_not_extended_towards_failed_candidates():
     est = NadarayaWatsonRegressorCV(cv=KFold(3), bandwidth_kinds=["fixed"], degree=0,
                                     selection="min")
     h = clone(est).fit(X, y).bandwidths_[:, 0]
-    assert len(h) == 25  # the optimum lies inside the default grid
-    # The five smallest bandwidths of the default grid fail: its best point is inside it.
-    est = _fit_with_failures(est.set_params(scoring=_failing(h_min=h[5] * (1 - 1e-9))), X, y)
-    np.testing.assert_allclose(est.bandwidths_[:, 0], h, rtol=1e-12)
+    default = np.geomspace(h[0], h[-1], 25)  # the optimum lies inside the default grid
+    assert all(np.isclose(default, x, rtol=1e-12).any() for x in h)
+    # The five smallest bandwidths of the default grid fail: its best point is inside it,
+    # the best of the points that do not fail (every one scored by GridSearchCV).
+    est = _fit_with_failures(
+        est.set_params(scoring=_failing(h_min=default[5] * (1 - 1e-9))), X, y)
+    h_failing = est.bandwidths_[:, 0]
+    assert h_failing.min() == pytest.approx(default[0], rel=1e-12)  # not extended
     scores = est.cv_results_["mean_test_score"]
-    assert np.isnan(scores[:5]).all() and np.isfinite(scores[5:]).all()
-    oracle = GridSearchCV(NadarayaWatsonRegressor(), {"bandwidth": list(h[5:])},
+    np.testing.assert_array_equal(np.isnan(scores), h_failing < default[5] * (1 - 1e-9))
+    oracle = GridSearchCV(NadarayaWatsonRegressor(), {"bandwidth": list(default[5:])},
                           cv=KFold(3)).fit(X, y)
-    assert est.best_index_ == 5 + oracle.best_index_
+    assert est.bandwidth_[0] == pytest.approx(oracle.best_params_["bandwidth"], rel=1e-12)
     assert est.best_score_ == pytest.approx(oracle.best_score_, rel=1e-12)
 
 

@@ -327,7 +327,15 @@ def test_default_grid_scores_equal_refits(dtype, rtol):
     X, y, w = _data(n=50, d=3)
     cv = NadarayaWatsonRegressorCV(**FIXED, selection="min").fit(X.astype(dtype), y,
                                                                  sample_weight=w)
-    assert len(cv.bandwidths_) == 25
+    # The default grid's points every four (the Gaussian coefficient quadrupling: two
+    # squarings), then the points around the best one.
+    reference = search_reference(X.astype(dtype), w)
+    default = np.geomspace(1 / 8, 8, 25)[:, None] * reference
+    scored = [int(np.argmin(np.abs(np.log(default[:, 0] / h[0])))) for h in cv.bandwidths_]
+    np.testing.assert_allclose(cv.bandwidths_, default[scored], rtol=1e-6)
+    assert set(range(0, 25, 4)) <= set(scored) and len(scored) < 25
+    best = scored[cv.best_index_]
+    assert {best - 1, best + 1} & set(range(25)) <= set(scored)
     losses = []
     for h in cv.bandwidths_:
         preds = _refit_loo_predictions(
@@ -379,11 +387,14 @@ def test_a_default_grid_goes_on_past_an_edge_holding_the_optimum():
     y = np.sin(2 * np.pi * X[:, 0]) + 0.2 * rng.standard_normal(400)
     cv = NadarayaWatsonRegressorCV(**FIXED).fit(X, y)
     reference = search_reference(X, np.ones(len(X)))  # the default grid's unit
-    assert len(cv.bandwidths_) > 25
     assert 0 < cv.best_index_ < len(cv.bandwidths_) - 1  # an interior optimum
     assert cv.bandwidth_[0] < reference[0] / 8
-    ratios = cv.bandwidths_[1:, 0] / cv.bandwidths_[:-1, 0]
-    np.testing.assert_allclose(ratios, 2 ** 0.25)  # the same geometric step throughout
+    # Points of the default grid's lattice (its ratio 2**(1/4) continued), ascending; the
+    # best one's neighbors one step away.
+    steps = 4 * np.log2(cv.bandwidths_[1:, 0] / cv.bandwidths_[:-1, 0])
+    np.testing.assert_allclose(steps, np.round(steps), atol=1e-9)
+    assert np.all(np.round(steps) >= 1)
+    np.testing.assert_allclose(steps[cv.best_index_ - 1 : cv.best_index_ + 1], 1.0)
     refits = _refit_loo_predictions(
         lambda: NadarayaWatsonRegressor(bandwidth=cv.bandwidth_), X, y, np.ones(400))
     assert cv.best_score_ == pytest.approx(-np.mean((refits - y) ** 2), rel=1e-10)
@@ -406,7 +417,7 @@ def test_a_default_grid_probes_below_a_local_minimum_near_scotts_rule():
     reference = search_reference(X, np.ones(n))[0]
     h, scores = cv.bandwidths_[:, 0], cv.cv_results_["mean_test_score"]
     grid = np.flatnonzero((h > reference / 8 * (1 - 1e-9)) & (h < reference * 8 * (1 + 1e-9)))
-    assert len(grid) == 25
+    assert 7 <= len(grid) < 25  # every fourth point of the default grid, at least
     first = grid[np.argmax(scores[grid])]  # the default grid's best: interior, near Scott
     assert first not in (grid.min(), grid.max()) and h[first] > reference / 4
     assert cv.bandwidth_[0] < reference / 32 and cv.best_score_ > scores[first] + 1.0
@@ -418,9 +429,10 @@ def test_a_default_grid_probes_below_a_local_minimum_near_scotts_rule():
         **FIXED).fit(X, y)
     assert fine.bandwidth_[0] / 2**0.25 <= cv.bandwidth_[0] <= fine.bandwidth_[0] * 2**0.25
     assert cv.best_score_ >= fine.best_score_ - 0.005 * abs(fine.best_score_)
-    near = np.sort(h[np.abs(np.log2(h / cv.bandwidth_[0])) < 1 + 1e-9])  # the refined block
-    assert len(near) >= 5 and 0 < np.searchsorted(near, cv.bandwidth_[0]) < len(near) - 1
-    np.testing.assert_allclose(near[1:] / near[:-1], 2**0.25, rtol=1e-12)
+    # Its neighbors one step of the default grid's ratio away scored.
+    near = np.sort(h[np.abs(np.log2(h / cv.bandwidth_[0])) < 0.25 + 1e-9])
+    np.testing.assert_allclose(near, cv.bandwidth_[0] * 2.0 ** np.array([-0.25, 0, 0.25]),
+                               rtol=1e-12)
 
 
 def _degree_grid(cv, degree):
@@ -443,28 +455,27 @@ def test_a_local_polynomial_grid_is_placed_around_nadaraya_watsons_best(slope):
     cv = NadarayaWatsonRegressorCV(**FIXED_KINDS, selection="min").fit(X, y)
     reference = search_reference(X, np.ones(len(X)))[0]
     h0, scores0 = _degree_grid(cv, 0)
-    default = (h0 > reference / 8 * (1 - 1e-9)) & (h0 < 8 * reference * (1 + 1e-9))
-    assert default.sum() == 25  # the default grid (and a probe below it)
     best0 = h0[np.argmax(scores0)]
     assert best0 > reference / 4
+    # On the default grid's lattice (its points and their continuation at its ratio).
+    k0 = 4 * np.log2(best0 / (reference / 8))
+    assert abs(k0 - round(k0)) < 1e-9
     top = 8 * reference
-    placed = best0 * 2 ** (np.arange(-4, round(4 * np.log2(top / best0)) + 1) / 4)
-    assert len(placed) < 25
     h1, scores1 = _degree_grid(cv, 1)
-    grid = h1 >= placed[0] * (1 - 1e-9)  # the grid and its extensions (probes below)
-    assert np.all(h1[~grid] < placed[0] / 2**1.75)  # probes: 8 grid ratios apart
-    np.testing.assert_allclose(h1[grid][: len(placed)], placed, rtol=1e-12)
-    np.testing.assert_allclose(h1[grid][1:] / h1[grid][:-1], 2**0.25, rtol=1e-12)
-    # Each placed point is one of the default grid's.
-    assert all(np.isclose(h0, x, rtol=1e-12).any() for x in placed)
+    k = 4 * np.log2(h1 / best0)  # degree 1's points in the default grid's steps
+    np.testing.assert_allclose(k, np.round(k), atol=1e-9)
+    k, above = np.round(k).astype(int), round(4 * np.log2(top / best0))
+    # From half the best degree-0 bandwidth (no probes below) to the default grid's end,
+    # every fourth point from the end scored, the points around the best one too.
+    assert k.min() == -4 and set(range(above, -5, -4)) | {-4} <= set(k)
+    assert len(k) < k.max() - k.min() + 1  # not every point
     best1 = int(np.argmax(scores1))
-    assert grid[best1]
-    best1 -= int((~grid).sum())  # its place in the grid
     if slope == 0:
-        assert grid.sum() == len(placed) and 0 < best1 < len(placed) - 1
+        assert -4 < k[best1] < above
     else:  # extended upwards until its best point is interior (or 4 times)
-        assert grid.sum() > len(placed) and h1[grid][best1] > top
-        assert best1 < grid.sum() - 1 or grid.sum() == len(placed) + 4 * 8
+        assert k[best1] > above and k.max() > above
+    assert k[best1] == k.max() or k[best1 + 1] == k[best1] + 1
+    assert k[best1 - 1] == k[best1] - 1
     # Each point's score is its own: the same as a given grid of those bandwidths (to
     # rounding: one feature's blocks of rows span keys as their grid points' windows do).
     given = NadarayaWatsonRegressorCV(bandwidths=h1, **FIXED_KINDS, degree=1).fit(X, y)
@@ -477,42 +488,85 @@ def test_a_local_polynomial_grid_is_placed_around_nadaraya_watsons_best(slope):
 
 
 def test_a_grid_anchored_below_the_default_one_is_probed_above():
-    # An anchor below the default grid (a series' Nadaraya-Watson bandwidth): the grid
-    # spans half to 8 times it; a local optimum there, and the best score far above
-    # (a global polynomial), found by one probe at the default grid's end, then the
-    # points around it and their extension.
-    scored = []
+    # An anchor below the default grid (a series' Nadaraya-Watson bandwidth, a point of
+    # the default grid's lattice): the grid spans half to 8 times it; a local optimum
+    # there, and the best score far above (a global polynomial), found by one probe at
+    # the default grid's end, then extended past it and the points below its best scored.
+    calls = []
 
     def score(grid):  # (G, 1) multiples of a unit reference
         m = grid[:, 0]
-        scored.extend(m)
-        values = np.where(m > 1.0, 10.0 + np.log(m), -np.log(m / 0.01) ** 2)
+        calls.append(m)
+        values = np.where(m > 1.0, 10.0 + np.log(m), -np.log(m / anchor) ** 2)
         return values, {"mean_test_score": values}, None
 
-    family = search_fixed(score, None, np.ones(1), anchor=0.01)
+    anchor = 2.0**-7  # 1/8 of the reference, 16 steps of 2**(1/4) below
+    family = search_fixed(score, None, np.ones(1), anchor=anchor)
     m = family.grid[:, 0]
-    assert len(np.unique(np.round(np.log2(scored) * 4))) == len(scored)  # each once
-    assert len(scored) == len(m)
-    placed = 0.01 * 2 ** (np.arange(-4, 13) / 4)  # half to 8 times the anchor
-    np.testing.assert_allclose(m[:17], placed, rtol=1e-12)
-    # The probe at 8 beats the grid: the points around it, the probe among them,
-    # extended upwards 4 times (the score grows with m).
-    around = 8.0 * 2 ** (np.arange(-4, 5 + 8 * 4) / 4)
-    np.testing.assert_allclose(m[17:], around, rtol=1e-12)
+    k = 4 * np.log2(m / anchor)  # in steps of the grid's ratio from the anchor
+    np.testing.assert_allclose(k, np.round(k), atol=1e-9)
+    k = np.round(k).astype(int)
+    assert np.all(np.diff(k) > 0) and sum(map(len, calls)) == len(k)  # each once
+    # Every fourth point of half to 8 times the anchor first, then the probe at 8.
+    np.testing.assert_array_equal(np.round(4 * np.log2(calls[0] / anchor)), [-4, 0, 4, 8, 12])
+    np.testing.assert_allclose(calls[1], [8.0], rtol=1e-12)
+    # The probe beats the grid: the three points below it, then extended upwards 4 times
+    # (the score grows with m), every fourth point and the end, the three points below
+    # the best each time.
+    probe = round(4 * np.log2(8.0 / anchor))
+    assert set(k) == {-4, 0, 4, 8, 12, *range(probe - 3, probe + 1),
+                      *(probe + e for e in range(4, 33) if e % 8 not in (1, 2, 3))}
     assert np.argmax(family.scores) == len(m) - 1
-    # An optimum the probe does not beat: the probe alone is added.
+
+    # An optimum the probe does not beat: the probe alone, the points around the optimum.
     def peaked(grid):
-        values = -np.log(grid[:, 0] / 0.01) ** 2
+        values = -np.log(grid[:, 0] / anchor) ** 2
         return values, {"mean_test_score": values}, None
 
-    family = search_fixed(peaked, None, np.ones(1), anchor=0.01)
-    np.testing.assert_allclose(family.grid[:, 0], np.append(placed, 8.0), rtol=1e-12)
+    family = search_fixed(peaked, None, np.ones(1), anchor=anchor)
+    k = np.round(4 * np.log2(family.grid[:, 0] / anchor)).astype(int)
+    np.testing.assert_array_equal(k, [*range(-4, 5), 8, 12, probe])
     # An anchor within the default grid: the default grid's points from half of it on,
     # no probe above.
-    scored.clear()
     family = search_fixed(score, None, np.ones(1), anchor=1.0)
-    np.testing.assert_allclose(family.grid[:9, 0], 2 ** (np.arange(-4, 5) / 4), rtol=1e-12)
+    assert family.grid[:, 0].min() == pytest.approx(0.5, rel=1e-12)
     assert family.grid[:, 0].max() >= 8 * (1 - 1e-9)
+
+
+def test_a_default_grid_is_searched_up_to_a_margin_of_standard_errors():
+    # A candidate's standard error grows with its distance from the best: one far
+    # above it can be within one standard error where nearer ones are not. The default
+    # grid is scored every four points first (steps k = 0, 4, ..., 24 of 2**(1/4)),
+    # then every point between the best and the first point more than SE_MARGIN
+    # standard errors short of it: here the best at k = 8, k = 12 within 3 standard
+    # errors (not one), k = 14 within one (the choice), k = 16 beyond 3.
+    from sklearn_nw._selection import SE_MARGIN, smoothest_within_one_se
+
+    gain = {9: (20, 10), 10: (40, 20), 11: (60, 30), 12: (300, 120), 13: (310, 150),
+            14: (320, 330), 15: (330, 100), 16: (500, 100)}  # k: (mean, se) short of k = 8
+    z = np.tile([1.0, -1.0], 50)  # mean 0, standard deviation 1: se = the scale given
+    calls = []
+
+    def score(grid):
+        k = np.round(4 * np.log2(grid[:, 0] * 8)).astype(int)
+        calls.append(k)
+        mean, se = np.array([gain.get(j, (1000 + 100 * abs(j - 8), 1.0)) if j != 8
+                             else (0.0, 0.0) for j in k]).T
+        samples = -(mean[:, None] + se[:, None] * np.sqrt(len(z)) * z)  # (G, m)
+        return samples.mean(1), {"mean_test_score": samples.mean(1)}, (samples, np.ones(len(z)))
+
+    assert 60 <= SE_MARGIN * 30 and 300 <= SE_MARGIN * 120 and 500 > SE_MARGIN * 100
+    family = search_fixed(score, None, np.ones(1))
+    k = np.concatenate(calls)
+    assert len(set(k)) == len(k)  # each once
+    np.testing.assert_array_equal(calls[0], [0, 4, 8, 12, 16, 20, 24])
+    assert set(k) == {0, 4, *range(5, 17), 20, 24}  # nothing above k = 16 but the grid's
+    chosen = smoothest_within_one_se(family)
+    assert k[np.argsort(k)][chosen] == 14
+    # The best point only (selection="min"): the points on either side of it.
+    calls.clear()
+    search_fixed(score, None, np.ones(1), selection="min")
+    assert set(np.concatenate(calls)) == {0, 4, 8, 12, 16, 20, 24, 5, 6, 7, 9, 10, 11}
 
 
 def test_squaring_chains_of_gaussian_coefficients():
