@@ -277,8 +277,9 @@ class LeaveOneOutGrid:
         """:meth:`_local_pool` of one input feature (Nadaraya-Watson at degree 0), over
         ``grid`` (None: the whole grid): the inputs sorted, each block of query rows
         attends to the window of inputs within :func:`window_radius` of it
-        (contiguous), in blocks of grid points of similar bandwidths: O(L w) per grid
-        point, w the window's inputs, instead of O(L^2)."""
+        (contiguous), in blocks of grid points of similar bandwidths (all those whose
+        windows hold every input in one): O(L w) per grid point, w the window's inputs,
+        instead of O(L^2)."""
         grid = np.asarray(self.grid if grid is None else grid, dtype=np.float64)[:, 0]  # (G,)
         G, L = len(grid), len(loo.weight)
         order, x, weight, nearest, spread = _sorted_inputs(loo)

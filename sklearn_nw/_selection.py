@@ -8,7 +8,8 @@ with one method, ``select(training) -> Choice``: :class:`Training` is what the e
 knows at fit, :class:`Choice` what the strategy chose.
 
 The searches over a grid share what follows here: the default grid (multiples of the
-reference bandwidth), its extension past an end that holds the best point, the ranking of
+reference bandwidth), its search (every fourth point first, then where the choice is
+made) and extension past an end that holds the best point, the ranking of
 the scores (non-finite ones last, as GridSearchCV ranks them), the one-standard-error rule
 and the candidates' ``params``.
 """

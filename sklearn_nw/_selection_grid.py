@@ -157,11 +157,12 @@ class BandwidthGridSearch:
         best candidate. With ``selection="min"`` the best candidate of all (the first on
         ties).
 
-        A default grid (multiples of the reference bandwidth) whose best point is at one
-        of its ends goes on past it, ``EXTEND_BY`` points at a time at the grid's ratio,
-        up to ``MAX_EXTENSIONS`` times: the optimum can lie far from Scott's rule (a
-        series with a short period, or no signal at all); so do the adaptive
-        candidates' k and c.
+        A default grid (multiples of the reference bandwidth) is searched rather than
+        scored at every point (:func:`~sklearn_nw._selection.search_fixed`); one whose
+        best point is at one of its ends goes on past it, ``EXTEND_BY`` points at a time
+        at the grid's ratio, up to ``MAX_EXTENSIONS`` times: the optimum can lie far from
+        Scott's rule (a series with a short period, or no signal at all); so do the
+        adaptive candidates' k and c.
         """
         degrees = (_auto_degrees(training.X.shape, self.estimator.n_neighbors,
                                  training.working_memory) if self.degree == "auto"
