@@ -375,7 +375,7 @@ def search_fixed(score, bandwidths, reference, nearest=None, anchor=None,
     Each point costs a pass of leave-one-out fits. A score that varies smoothly between
     points ``COARSE_STRIDE`` apart has its best point and the one-standard-error choice
     where scoring every point would have put them. Measured (ad hoc, against scoring
-    every point): the same choice on each of bench_fit_time's 19 data sets, with 16 to
+    every point): the same choice on each of bench_fit_time's 18 data sets, with 16 to
     53 % fewer candidates in all (the adaptive ones unchanged; the series of 16,000
     points 36 -> 17, its fit 3.1 -> 1.7 s); on bench_accuracy's 14 data sets at seeds
     0-4, the same choice on 348 of the 350 outer folds (grunfeld, 176 training rows: a
