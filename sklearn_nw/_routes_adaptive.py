@@ -18,7 +18,7 @@ from sklearn.utils import gen_batches
 from ._adaptive import LeaveOneOutNeighbors, kth_distances
 from ._engine_candidates import dense_pool
 from ._grids import categorical_logits
-from ._routes import Route, pooled_values, torch_dtype
+from ._routes import PooledWithVariance, Route, pooled_values, torch_dtype
 from ._search import exact_distances
 from ._uncertainty import leave_one_out_own_fits, leave_one_out_sums, weight_unresolved
 from ._workers import chunk_rows
@@ -67,20 +67,10 @@ class AdaptiveRoute(Route):
         """Each query against every key of positive weight, the distances divided by the
         query's bandwidth ``c d_k(q)`` (balloon) or each key's (sample-point, whose
         weights carry ``h_i^(-r)``), in chunks of queries within ``working_memory``."""
-        search_queries = keys.search_space(queries)[:, : self.r]
-        h = (self._query_bandwidths(search_queries) if self.adaptive.kind == "balloon"
-             else self._key_bandwidths())
-        # Per query a row of distances, logits and weights (and of the attention, and
-        # of the categories' distances and their sum with the others').
-        row_bytes = len(self.index_rows) * keys.dtype.itemsize * (
-            4 + settings.return_attention + 2 * (self.categories is not None))
-        n_q = queries.shape[0]
         outs, attentions, n_fallback = [], [], 0
-        for rows in gen_batches(n_q, chunk_rows(n_q, row_bytes, settings.working_memory)):
-            part = self._pool_rows(keys, queries[rows], search_queries[rows],
-                                   h[rows] if self.adaptive.kind == "balloon" else h,
-                                   keys.values[self.index_rows], settings.device,
-                                   settings.return_attention)
+        for rows, part in self._pool_chunks(keys, queries, settings.device,
+                                            settings.working_memory,
+                                            settings.return_attention):
             outs.append(part.out)
             n_fallback += part.n_fallback
             if settings.return_attention:
@@ -92,7 +82,59 @@ class AdaptiveRoute(Route):
         if settings.return_attention:
             attention = (sp.vstack(attentions, format="csr") if keys.kernel.is_compact
                          else torch.from_numpy(np.concatenate(attentions)))
+        n_q = queries.shape[0]
         return pooled_values(torch.cat(outs), attention, n_fallback, n_q, keys.X.shape[0])
+
+    def pool_with_variance(self, keys, queries, variance, *, device="cpu",
+                           working_memory=1024):
+        """The predictions at ``queries`` (n_q, t) and ``sum_i l_i**2 s_i**2`` (n_q, t)
+        for the targets' variances ``variance`` (n, t), ``l`` the attention: each chunk's
+        attention squared (in float64) against the variances, no attention matrix
+        formed. A :class:`~sklearn_nw._routes.PooledWithVariance`."""
+        s2 = torch.as_tensor(np.asarray(variance, dtype=np.float64)[self.index_rows],
+                             device=device)  # (n', t)
+        outs, variances, n_fallback = [], [], 0
+        for _, part in self._pool_chunks(keys, queries, device, working_memory, True):
+            outs.append(part.out.cpu().numpy().astype(np.float64, copy=False))
+            weights = part.attention.to(torch.float64)  # (b, n'), the engine's own or a copy
+            variances.append((weights.mul_(weights) @ s2).cpu().numpy())
+            n_fallback += part.n_fallback
+        return PooledWithVariance(np.concatenate(outs), np.concatenate(variances), n_fallback)
+
+    def in_sample_with_leverage(self, keys, *, device="cpu", working_memory=1024):
+        """The in-sample fits (n, t) of the keys and each key's weight in its own fit (n,)
+        (0 for the keys of weight 0, in no fit), from each chunk's attention, no
+        attention matrix formed; float64 numpy."""
+        n = keys.X.shape[0]
+        place = np.full(n, -1)
+        place[self.index_rows] = np.arange(len(self.index_rows))  # each key's column
+        outs, leverage = [], np.zeros(n)
+        for rows, part in self._pool_chunks(keys, keys.X, device, working_memory, True):
+            outs.append(part.out.cpu().numpy().astype(np.float64, copy=False))
+            own = place[rows]  # (b,)
+            held = np.flatnonzero(own >= 0)
+            leverage[rows.start + held] = part.attention[
+                torch.as_tensor(held), torch.as_tensor(own[held])].double().cpu().numpy()
+        return np.concatenate(outs), leverage
+
+    def _pool_chunks(self, keys, queries, device, working_memory, return_attention):
+        """The queries' pooling over the keys of positive weight in chunks within
+        ``working_memory``: ``(rows, part)`` per chunk, ``rows`` a slice of the queries
+        and ``part`` a :class:`~sklearn_nw._engine.PoolResult` (attention (b, n') on the
+        keys of positive weight, if asked for)."""
+        search_queries = keys.search_space(queries)[:, : self.r]
+        h = (self._query_bandwidths(search_queries) if self.adaptive.kind == "balloon"
+             else self._key_bandwidths())
+        # Per query a row of distances, logits and weights (and of the attention, and
+        # of the categories' distances and their sum with the others').
+        row_bytes = len(self.index_rows) * keys.dtype.itemsize * (
+            4 + return_attention + 2 * (self.categories is not None))
+        n_q = queries.shape[0]
+        values = keys.values[self.index_rows]
+        for rows in gen_batches(n_q, chunk_rows(n_q, row_bytes, working_memory)):
+            yield rows, self._pool_rows(keys, queries[rows], search_queries[rows],
+                                        h[rows] if self.adaptive.kind == "balloon" else h,
+                                        values, device, return_attention)
 
     def _query_bandwidths(self, search_queries, more=0.0):
         """The balloon's bandwidths ``c d_k(q)`` (b,) of queries in the search space (at

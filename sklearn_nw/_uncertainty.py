@@ -51,7 +51,11 @@ def dense_rows(attention):
 def squared_attention(attention):
     """The squared weights ``l_i(x)**2`` of attention rows, dense or CSR, in float64."""
     if sp.issparse(attention):
-        return sp.csr_array(attention, dtype=np.float64).power(2)
+        attention = sp.csr_array(attention, dtype=np.float64)
+        if not attention.has_canonical_format:  # (power sorts every row: only if needed)
+            return attention.power(2)
+        return sp.csr_array((attention.data**2, attention.indices, attention.indptr),
+                            shape=attention.shape)
     return np.asarray(attention, dtype=np.float64) ** 2
 
 
@@ -159,17 +163,30 @@ def nearest_others(positive, n_neighbors, *, points=None, distances=None,
             "residual_variance='nn' compares each training point with its nearest others; "
             f"it needs at least 2 training points of positive weight, got {len(rows)}.")
     J = min(n_neighbors, len(rows) - 1)
-    found = []
+    owners, found = [], []  # (row, its neighbors) in blocks
     if points is not None:
         Tree = KDTree if points.shape[1] <= TREE_MAX_FEATURES else BallTree
         tree = Tree(points[rows])
         # The (J + 1)-th nearest, the row itself (at 0) among them, is its J-th other;
         # the radius is widened by rounding, as the tree's two searches round apart.
-        reach = tree.query(points[rows], k=J + 1)[0][:, J]
-        radius = reach * (1 + 1e-12) + np.finfo(np.float64).tiny
-        for i, near in zip(rows, tree.query_radius(points[rows], r=radius)):
+        k = min(J + 2, len(rows))
+        dist, ind = tree.query(points[rows], k=k)
+        radius = dist[:, J] * (1 + 1e-12) + np.finfo(np.float64).tiny
+        nearest = rows[ind[:, : J + 1]]  # (m, J + 1)
+        itself = nearest == rows[:, None]
+        # Where the next one lies beyond the radius and the row is among its J + 1
+        # nearest, those are every row within the radius: the row and its J others.
+        alone = itself.any(1) & (dist[:, J + 1] > radius if k > J + 1 else True)
+        owners.append(np.repeat(rows[alone], J))
+        found.append(nearest[alone][~itself[alone]])
+        # The others (ties at the radius): every row within it, by a radius search.
+        tied = rows[~alone]
+        for i, near in zip(tied, tree.query_radius(points[tied], r=radius[~alone])
+                           if len(tied) else ()):
             near = rows[near]
-            found.append(near[near != i])
+            near = near[near != i]
+            owners.append(np.full(len(near), i))
+            found.append(near)
     else:
         step = chunk_rows(len(rows), 8 * 4 * max(1, n), working_memory)  # 4 float64 blocks
         for start in range(0, len(rows), step):
@@ -178,12 +195,11 @@ def nearest_others(positive, n_neighbors, *, points=None, distances=None,
             d[:, ~positive] = np.inf
             d[np.arange(len(block)), block] = np.inf
             reach = np.partition(d, J - 1, axis=1)[:, J - 1]  # (b,) the J-th nearest other
-            found.extend(np.flatnonzero(row <= r) for row, r in zip(d, reach))
-    counts = np.zeros(n, dtype=np.int64)
-    counts[rows] = [len(f) for f in found]
-    indptr = np.concatenate([[0], np.cumsum(counts)])
-    indices = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-    return sp.csr_array((np.ones(len(indices)), indices, indptr), shape=(n, n))
+            at, near = np.nonzero(d <= reach[:, None])
+            owners.append(block[at])
+            found.append(near)
+    owners, found = np.concatenate(owners), np.concatenate(found)
+    return sp.csr_array((np.ones(len(found)), (owners, found)), shape=(n, n))
 
 
 def _without_top(A, v):

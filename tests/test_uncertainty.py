@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import sklearn
 from sklearn.model_selection import KFold
 from sklearn.utils._param_validation import InvalidParameterError
 
@@ -197,6 +198,22 @@ def test_bounded_local_std_takes_the_equivalent_kernel():
     assert np.all(np.isfinite(model.predict(Q, return_std=True)[1]))
 
 
+@pytest.mark.parametrize("J", [1, 3, 6])
+def test_nn_variance_counts_every_tie_and_repeated_input(J):
+    # On a grid, rows share inputs and many others lie at the J-th distance: all of them
+    # are neighbors (nprobust's rule), as the oracle counts them one pair at a time.
+    rng = np.random.default_rng(1)
+    X = rng.integers(0, 4, (60, 2)).astype(float)
+    y = np.sin(X.sum(1)) + 0.3 * rng.normal(size=60)
+    Q = rng.uniform(0, 3, (7, 2))
+    w = np.ones(60)
+    model = NadarayaWatsonRegressor(bandwidth=0.7, residual_variance="nn",
+                                    residual_neighbors=J).fit(X, y)
+    expected = _oracle_std(X, y, Q, np.full(2, 0.7), w, 0, "nn", J=J)
+    np.testing.assert_allclose(model.predict(Q, return_std=True)[1], expected[:, 0],
+                               rtol=1e-9)
+
+
 def test_std_on_the_k_nearest_route():
     X, y, Q, w = _data(n=50, d=2)
     model = NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=8,
@@ -207,18 +224,41 @@ def test_std_on_the_k_nearest_route():
                                rtol=1e-9)
 
 
+@pytest.mark.parametrize("kind", ["balloon", "sample_point"])
 @pytest.mark.parametrize("degree", [0, 1, 2])
-def test_std_with_an_adaptive_bandwidth_is_its_attentions(degree):
+@pytest.mark.parametrize("variance", ["hc2", "nn"])
+def test_std_with_an_adaptive_bandwidth_is_its_attentions(kind, degree, variance):
     # The adaptive route's attention is tested elsewhere; here the standard error is
-    # assembled from it by hand: in-sample residuals and self-weights, then sum l^2 s^2.
-    X, y, Q, _ = _data(n=50, d=1)
-    model = NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth("balloon", n_neighbors=10),
-                                    degree=degree, residual_variance="hc2").fit(X, y)
+    # assembled from it by hand: in-sample residuals and self-weights (hc2) or the
+    # nearest others' targets (nn), then sum l^2 s^2. Degree 0 sums each chunk's
+    # attention on the route (no attention matrix); chunks of a few rows, a row of
+    # weight 0 (no variance, in no fit) and two features must not change it.
+    d = 2 if degree == 0 else 1
+    X, y, Q, w = _data(n=50, d=d)
+    w[3] = 0.0
+    model = NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(kind, n_neighbors=10),
+                                    degree=degree, residual_variance=variance)
+    model.fit(X, y, sample_weight=w)
     fitted, L = model.predict(X, return_attention=True)
-    s2 = (y - fitted) ** 2 / (1 - np.diag(L))
-    _, A = model.predict(Q, return_attention=True)
-    np.testing.assert_allclose(model.predict(Q, return_std=True)[1], np.sqrt(A**2 @ s2),
-                               rtol=1e-9)
+    if variance == "hc2":
+        s2 = (y - fitted) ** 2 / (1 - np.diag(L))
+    else:  # in the kernel's metric: the inputs over the bandwidth's scale
+        u = X / model.bandwidth_
+        dist = np.sqrt(((u[:, None] - u[None]) ** 2).sum(-1))
+        dist[:, w == 0] = np.inf
+        np.fill_diagonal(dist, np.inf)
+        reach = np.sort(dist, 1)[:, 2]
+        near = dist <= reach[:, None]
+        count = near.sum(1)
+        s2 = count / (count + 1) * (y - (near @ y) / count) ** 2
+    s2[w == 0] = 0.0
+    y_pred, A = model.predict(Q, return_attention=True)
+    expected = np.sqrt(A**2 @ s2)
+    for memory in (None, 0.002):
+        with sklearn.config_context(working_memory=memory or 1024):
+            got = model.predict(Q, return_std=True)
+        np.testing.assert_allclose(got[1], expected, rtol=1e-9)
+        np.testing.assert_allclose(got[0], y_pred, rtol=1e-12, atol=1e-14)
 
 
 def test_std_of_precomputed_distances_equals_the_features():
