@@ -155,11 +155,13 @@ class NadarayaWatsonBase(BaseEstimator):
         "device": [str],
         "categorical_features": [StrOptions({"from_dtype"}), "array-like", None],
         "categorical_kernel": [StrOptions(set(CATEGORICAL_KERNELS))],
+        "store_loo": ["boolean"],
     }
 
     def __init__(self, kernel="gaussian", bandwidth="scott", *, n_neighbors=None,
                  algorithm="auto", compute="auto", metric="euclidean", device="cpu",
-                 categorical_features="from_dtype", categorical_kernel="li_racine"):
+                 categorical_features="from_dtype", categorical_kernel="li_racine",
+                 store_loo=False):
         self.kernel = kernel
         self.bandwidth = bandwidth
         self.n_neighbors = n_neighbors
@@ -169,6 +171,7 @@ class NadarayaWatsonBase(BaseEstimator):
         self.device = device
         self.categorical_features = categorical_features
         self.categorical_kernel = categorical_kernel
+        self.store_loo = store_loo
 
     # -- fitting ---------------------------------------------------------------------------
 
@@ -216,7 +219,32 @@ class NadarayaWatsonBase(BaseEstimator):
         degree = self._fit_bandwidth(values, classifier=classifier, search=search,
                                      degree=degree, raw_X=raw_X, groups=groups)
         self._fit_keys(values, degree)
+        self._store_leave_one_out()
         return self
+
+    # What store_loo keeps: the leave-one-out predictions (public) and, for the
+    # regressor, the in-sample fits and self-weights.
+    _stored_leave_one_out = ()
+
+    def _store_leave_one_out(self):
+        """With ``store_loo``, compute what the uncertainty methods take from the
+        training points and keep it (:meth:`_leave_one_out_state`); else forget a
+        previous fit's."""
+        for name in self._stored_leave_one_out:
+            self.__dict__.pop(name, None)
+        if self.store_loo:
+            for name, value in self._leave_one_out_state().items():
+                setattr(self, name, value)
+
+    def _leave_one_out_state(self):
+        """The fitted attributes ``store_loo`` keeps, by name."""
+        raise NotImplementedError
+
+    def _has_leave_one_out_fits(self):
+        """Whether each training row's fit without it is computed from the fit with it
+        (:meth:`_check_leave_one_out_fits` would pass)."""
+        return (not (self.bandwidth_kind_ == "sample_point" and self.key_set_.degree)
+                and self.n_neighbors is None and np.count_nonzero(self.sample_weight_) >= 2)
 
     def _fit_categorical(self, X):
         """Find the categorical features (``categorical_features``), learn their
@@ -493,26 +521,33 @@ class NadarayaWatsonBase(BaseEstimator):
                              working_memory=get_config()["working_memory"])
         return self._outputs(pooled.out)
 
-    def _fits_without_each_row(self, values):
+    def _fits_without_each_row(self, values, sums=None):
         """Each training row's output without it at its own input, (n,) or (n, t) as
         ``values``: ``(f_i - L_ii v_i) / (1 - L_ii)`` from the in-sample fits and each
         row's weight in its own (Nadaraya-Watson and unbounded local polynomials alike: a
         least-squares fit at a point without one of its rows), where the route has them
-        from sums and ``L_ii <= 1/2``; else from the attention
-        (:meth:`_leave_one_out_at_training_points`)."""
-        if self.bandwidth_kind_ != "fixed":
+        from sums (:meth:`_in_sample_sums`, or ``sums`` given) and ``L_ii <= 1/2``; else
+        from the attention (:meth:`_leave_one_out_at_training_points`)."""
+        if self.bandwidth_kind_ != "fixed" or getattr(self, "bounded", False):
             return self._leave_one_out_at_training_points(values)
-        sums = None if getattr(self, "bounded", False) else self.key_set_.in_sample_with_leverage(
-            device=self._compute_device(), working_memory=get_config()["working_memory"])
+        sums = self._in_sample_sums() if sums is None else sums
         if sums is None:
             return self._leave_one_out_at_training_points(values)
-        fitted, leverage = self._outputs(sums[0]), sums[1]
+        fitted, leverage = sums
         share = np.minimum(leverage, 0.5).reshape((-1,) + (1,) * (np.ndim(values) - 1))
         fits = (fitted - share * values) / (1 - share)
         rest = np.flatnonzero(~(leverage <= 0.5))
         if len(rest):
             fits[rest] = self._leave_one_out_at_training_points(values, rest)
         return fits
+
+    def _in_sample_sums(self):
+        """The training rows' in-sample outputs (n,) or (n, t) and each row's weight in
+        its own fit (n,), where the route has them from sums or moments (no attention
+        matrix: :meth:`~sklearn_nw._keys.FittedKeys.in_sample_with_leverage`); else None."""
+        sums = self.key_set_.in_sample_with_leverage(
+            device=self._compute_device(), working_memory=get_config()["working_memory"])
+        return None if sums is None else (self._outputs(sums[0]), sums[1])
 
     def _leave_one_out_at_training_points(self, values, training_rows=None):
         """Each training row's output without it, :meth:`_leave_one_out_fits` at its own

@@ -8,7 +8,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase, confidence_levels
-from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
+from ._docs import ATTRIBUTES, LEAVE_ONE_OUT, PARAMETERS, entries, fill_doc
 from ._uncertainty import (
     CONFORMITY_SCORES,
     conformal_sets,
@@ -24,7 +24,7 @@ _REGRESSOR_ONLY = ("degree", "bounded", "residual_variance", "residual_neighbors
 
 @fill_doc(parameters=entries(PARAMETERS, *(k for k in PARAMETERS
                                             if k not in _REGRESSOR_ONLY)),
-          attributes=entries(ATTRIBUTES))
+          attributes=entries(ATTRIBUTES) + "\n" + LEAVE_ONE_OUT["loo_proba_"])
 class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
     r"""Nadaraya-Watson kernel classification: attention pooling of one-hot labels.
 
@@ -106,6 +106,16 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
     def _fit_targets(self, y):
         self.classes_, self.y_fit_ = np.unique(y, return_inverse=True)
         return self._values()
+
+    _stored_leave_one_out = ("loo_proba_",)
+
+    def _leave_one_out_state(self):
+        """``store_loo``'s: each row's class probabilities without it (``loo_proba_``:
+        the conformal sets' scores), where computed from the fit with it."""
+        if not self._has_leave_one_out_fits():
+            return {}
+        one_hot = np.eye(len(self.classes_))[self.y_fit_]
+        return {"loo_proba_": self._fits_without_each_row(one_hot)}
 
     def _targets(self):
         return self.classes_[self.y_fit_]
@@ -257,7 +267,9 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             query_share = rng.uniform(size=(len(X), 1))  # one per query
         else:
             train_share, query_share = 1.0, 0.0 if include_last_label else 1.0
-        own = conformity_scores(self._fits_without_each_row(one_hot),
+        loo_proba = (self.loo_proba_ if hasattr(self, "loo_proba_")
+                     else self._fits_without_each_row(one_hot))
+        own = conformity_scores(loo_proba,
                                 conformity_score, own_mass=train_share)  # (n, c)
         training_scores = own[np.arange(len(one_hot)), self.y_fit_][positive]
         tolerance = score_tolerance(self.X_fit_.dtype)

@@ -26,7 +26,7 @@ from sklearn.utils.metadata_routing import (
 )
 
 from ._classification import NadarayaWatsonClassifier
-from ._docs import ATTRIBUTES, PARAMETERS, entries
+from ._docs import ATTRIBUTES, LEAVE_ONE_OUT, PARAMETERS, entries
 from ._regression import NadarayaWatsonRegressor
 from ._selection_grid import FAMILIES, BandwidthGridSearch
 from ._validation import NumberInterval, check_combinations
@@ -135,9 +135,10 @@ def _fit_with_grid_search(estimator, X, y, sample_weight, groups, params):
                 "they are the exact leave-one-out's unit).")
         groups = None
     # The plain estimator with every parameter the two share (the regressor's degree; its
-    # degree is set for each candidate when the search chooses it).
+    # degree is set for each candidate when the search chooses it; the candidates' fits
+    # keep no leave-one-out state).
     shared = (set(estimator._plain_class().get_params(deep=False))
-              & set(estimator.get_params(deep=False)) - {"degree"})
+              & set(estimator.get_params(deep=False)) - {"degree", "store_loo"})
     plain = estimator._plain_class(**{k: getattr(estimator, k) for k in sorted(shared)})
     degree = getattr(estimator, "degree", 0)
     kinds = _check_kinds(estimator)
@@ -405,7 +406,7 @@ _NOTES_DOC = r"""
 """
 
 # The regressor's standard errors (predict(X, return_std=True)), as the plain one's.
-_RESIDUAL_DOC = entries(PARAMETERS, "residual_variance", "residual_neighbors")
+_RESIDUAL_DOC = entries(PARAMETERS, "residual_variance", "residual_neighbors", "store_loo")
 
 # The plain estimators' fitted attributes that the CV estimators share.
 _FITTED = entries(ATTRIBUTES, "bandwidth_kind_", "bandwidth_neighbors_", "bandwidth_scale_",
@@ -435,7 +436,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
     y_fit_ : ndarray of shape (n_samples_fit,) or (n_samples_fit, n_outputs)
         Training targets, float64.
 """
-        + _FITTED
+        + _FITTED + "\n" + LEAVE_ONE_OUT["loo_prediction_"]
         + """
 
     See Also
@@ -485,7 +486,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
                  device="cpu", degree="auto", bounded=True, selection="one_se",
                  leave_out="row", categorical_features="from_dtype",
                  categorical_kernel="li_racine", residual_variance="nn",
-                 residual_neighbors=3):
+                 residual_neighbors=3, store_loo=False):
         self.bandwidths = bandwidths
         self.categorical_features = categorical_features
         self.categorical_kernel = categorical_kernel
@@ -503,6 +504,7 @@ class NadarayaWatsonRegressorCV(NadarayaWatsonRegressor):
         self.bounded = bounded
         self.residual_variance = residual_variance
         self.residual_neighbors = residual_neighbors
+        self.store_loo = store_loo
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, groups=None, **params):
@@ -532,13 +534,14 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
             default_score="the negative sample-weighted log-loss (over every kind of "
             "bandwidth: the classifier keeps the best candidate, not the simplest kind "
             "within one standard error)").replace(
-            "\n\n    Attributes\n", "\n" + _SELECTION_DOC + "\n\n    Attributes\n", 1)
+            "\n\n    Attributes\n", "\n" + _SELECTION_DOC + "\n"
+            + entries(PARAMETERS, "store_loo") + "\n\n    Attributes\n", 1)
         + """    classes_ : ndarray of shape (n_classes,)
         The class labels.
     y_fit_ : ndarray of shape (n_samples_fit,)
         Training labels encoded as indices into ``classes_``.
 """
-        + _FITTED
+        + _FITTED + "\n" + LEAVE_ONE_OUT["loo_proba_"]
         + """
 
     See Also
@@ -580,7 +583,8 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
     def __init__(self, bandwidths=None, kernel="gaussian", *, bandwidth_kinds="auto", cv=None,
                  scoring=None, n_neighbors=None, algorithm="auto", compute="auto",
                  device="cpu", selection="one_se", leave_out="row",
-                 categorical_features="from_dtype", categorical_kernel="li_racine"):
+                 categorical_features="from_dtype", categorical_kernel="li_racine",
+                 store_loo=False):
         self.bandwidths = bandwidths
         self.categorical_features = categorical_features
         self.categorical_kernel = categorical_kernel
@@ -594,6 +598,7 @@ class NadarayaWatsonClassifierCV(NadarayaWatsonClassifier):
         self.algorithm = algorithm
         self.compute = compute
         self.device = device
+        self.store_loo = store_loo
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None, groups=None, **params):

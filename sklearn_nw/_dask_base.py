@@ -368,8 +368,8 @@ SERVED_OPTIONS = {"algorithm": {"auto", "brute"}, "compute": {"auto", "eager"},
 
 
 # The local estimators' parameters the shards do not take: the regressor's standard
-# errors (no return_std on shards).
-LOCAL_ONLY = {"residual_variance", "residual_neighbors"}
+# errors and the leave-one-out state of the uncertainty methods (none on shards).
+LOCAL_ONLY = {"residual_variance", "residual_neighbors", "store_loo"}
 
 
 def constraints_on_shards(local_class):

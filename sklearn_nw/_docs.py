@@ -129,6 +129,18 @@ PARAMETERS = {
         statsmodels' ``"u"`` (Aitchison-Aitken: ``1 - lambda`` and ``lambda / (c - 1)``)
         and ``"o"`` (Wang-van Ryzin: ``1 - lambda`` and ``(1 - lambda) / 2 *
         lambda ** |r - r'|``).""",
+    "store_loo": """\
+    store_loo : bool, default=False
+        Compute at fit, and keep, what the uncertainty methods take from the training
+        points at the fitted bandwidth: each training row's leave-one-out prediction
+        (``loo_prediction_``; the classifier's ``loo_proba_``) and, for the regressor,
+        each row's in-sample fit and weight in it. Without it, ``predict(X,
+        return_std=True)`` (unless ``residual_variance="nn"``), ``predict_interval``,
+        ``marginal_effects(return_std=True)`` and ``predict_set`` compute them at every
+        call: a pass of the training points over each other, which dominates those
+        calls when there are fewer queries than training points. With it, ``fit`` costs
+        that pass (two under an adaptive bandwidth) more. See :ref:`the user guide
+        <uncertainty_cost>`.""",
     "device": """\
     device : str, default="cpu"
         Torch device to compute on: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"``, or
@@ -231,3 +243,21 @@ def fill_doc(**blocks):
         return cls
 
     return decorate
+
+
+# The leave-one-out state ``store_loo`` keeps: the regressor's and the classifier's.
+LEAVE_ONE_OUT = {
+    "loo_prediction_": """\
+    loo_prediction_ : ndarray of shape (n_samples_fit,) or (n_samples_fit, n_outputs)
+        Only with ``store_loo=True``: each training row's prediction by the fit without
+        it, at the fitted bandwidth (as :meth:`predict_interval` computes it), where it
+        is computed from the fit with every row: not with ``n_neighbors``, nor local
+        polynomials under a sample-point bandwidth, nor fewer than 2 rows of positive
+        weight.""",
+    "loo_proba_": """\
+    loo_proba_ : ndarray of shape (n_samples_fit, n_classes)
+        Only with ``store_loo=True``: each training row's class probabilities by the fit
+        without it, at the fitted bandwidth (as :meth:`predict_set` computes them), where
+        they are computed from the fit with every row: not with ``n_neighbors``, nor with
+        fewer than 2 rows of positive weight.""",
+}

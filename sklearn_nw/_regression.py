@@ -15,7 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase, confidence_levels
 from ._bias_correction import bias_corrected_fits, kernel_attention
-from ._docs import ATTRIBUTES, PARAMETERS, entries, fill_doc
+from ._docs import ATTRIBUTES, LEAVE_ONE_OUT, PARAMETERS, entries, fill_doc
 from ._uncertainty import (
     RESIDUAL_VARIANCES,
     dense_rows,
@@ -32,7 +32,8 @@ from ._validation import NumberInterval
 from ._workers import PASS_BYTES, chunk_rows
 
 
-@fill_doc(parameters=entries(PARAMETERS), attributes=entries(ATTRIBUTES))
+@fill_doc(parameters=entries(PARAMETERS),
+          attributes=entries(ATTRIBUTES) + "\n" + LEAVE_ONE_OUT["loo_prediction_"])
 class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
     r"""Nadaraya-Watson kernel regression: attention pooling of the training targets.
 
@@ -115,11 +116,11 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
                  algorithm="auto", compute="auto", metric="euclidean", device="cpu",
                  degree=0, bounded=False, categorical_features="from_dtype",
                  categorical_kernel="li_racine", residual_variance="nn",
-                 residual_neighbors=3):
+                 residual_neighbors=3, store_loo=False):
         super().__init__(kernel, bandwidth, n_neighbors=n_neighbors, algorithm=algorithm,
                          compute=compute, metric=metric, device=device,
                          categorical_features=categorical_features,
-                         categorical_kernel=categorical_kernel)
+                         categorical_kernel=categorical_kernel, store_loo=store_loo)
         self.degree = degree
         self.bounded = bounded
         self.residual_variance = residual_variance
@@ -468,7 +469,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         self._check_jackknife()
         y = self.y_fit_
         positive = self.sample_weight_ > 0
-        residuals = np.abs(y - self._fits_without_each_row(y))
+        residuals = np.abs(y - self._leave_one_out_predictions())
         by_windows = self._jackknife_plus_by_windows(X, positive, residuals, alphas)
         if by_windows is None:
             return self._jackknife_plus_by_attention(X, y, positive, residuals, alphas)
@@ -746,21 +747,44 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
                 neighbors = nearest_others(positive, self.residual_neighbors,
                                            points=keys.scaled(keys.X))
             return nearest_neighbor_variance(y, neighbors, positive)
-        sums = keys.in_sample_with_leverage(device=self._compute_device(),
-                                            working_memory=get_config()["working_memory"])
+        fitted, leverage = self._in_sample()
+        return residual_variance(y, fitted.reshape(y.shape), leverage, positive,
+                                 method=self.residual_variance, n_params=keys.n_local_terms)
+
+    def _in_sample(self, sums=None):
+        """The in-sample fits (n,) or (n, t) and each training row's weight in its own
+        fit (n,): kept at fit (``store_loo``), else ``sums`` where given or the route's
+        (:meth:`_in_sample_sums`), else from the attention."""
+        if hasattr(self, "_in_sample_fit"):
+            return self._in_sample_fit
+        sums = self._in_sample_sums() if sums is None else sums
         if sums is not None:  # no attention matrix
-            fitted, leverage = sums
-            fitted = self._outputs(fitted)
-        else:
-            leverage = np.empty(len(y))
+            return sums
+        leverage = np.empty(len(self.y_fit_))
 
-            def each(rows, attention):
-                leverage[rows] = self_weights(attention, np.arange(rows.start, rows.stop))
+        def each(rows, attention):
+            leverage[rows] = self_weights(attention, np.arange(rows.start, rows.stop))
 
-            fitted = self._outputs(self._pool_in_chunks(keys.X, each, training=True))
-        fitted = fitted.reshape(y.shape)
-        return residual_variance(y, fitted, leverage, positive, method=self.residual_variance,
-                                 n_params=keys.n_local_terms)
+        return self._outputs(self._pool_in_chunks(self.key_set_.X, each, training=True)), leverage
+
+    _stored_leave_one_out = ("loo_prediction_", "_in_sample_fit")
+
+    def _leave_one_out_state(self):
+        """``store_loo``'s: the in-sample fits and self-weights (``return_std``'s
+        residual variances), and each row's fit without it (``loo_prediction_``:
+        jackknife+), where computed from the fit with it; one pass for both where the
+        route has them from sums."""
+        sums = self._in_sample_sums()
+        state = {"_in_sample_fit": self._in_sample(sums)}
+        if self._has_leave_one_out_fits():
+            state["loo_prediction_"] = self._fits_without_each_row(self.y_fit_, sums)
+        return state
+
+    def _leave_one_out_predictions(self):
+        """``loo_prediction_``: kept at fit (``store_loo``), or computed."""
+        if hasattr(self, "loo_prediction_"):
+            return self.loo_prediction_
+        return self._fits_without_each_row(self.y_fit_)
 
     def _precomputed_distances(self, rows):
         """The precomputed distances (b, n) of the training rows ``rows`` to every

@@ -54,6 +54,11 @@ ESTIMATORS = [
     NadarayaWatsonClassifier(kernel="tophat", bandwidth=AdaptiveBandwidth(n_neighbors=1)),
     NadarayaWatsonClassifier(bandwidth=AdaptiveBandwidth("sample_point", n_neighbors=1)),
     NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(n_neighbors=1, scale=2.0), degree=1),
+    # The leave-one-out state kept at fit for the uncertainty methods.
+    NadarayaWatsonRegressor(residual_variance="hc2", store_loo=True),
+    NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth(n_neighbors=2), degree=1,
+                            store_loo=True),
+    NadarayaWatsonClassifier(kernel="epanechnikov", bandwidth=3.0, store_loo=True),
     # The defaults, as a user writes them first.
     NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth()),
     NadarayaWatsonRegressor(bandwidth=AdaptiveBandwidth("sample_point")),

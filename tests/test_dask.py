@@ -403,10 +403,12 @@ def test_same_parameters_as_the_local_estimators(ours, theirs):
         # The one exception, documented: the shards' grid has no per-sample losses for
         # the one-standard-error rule, the local regressor's default.
         assert (params.pop("selection"), local.pop("selection")) == ("min", "one_se")
-    # Not on shards, documented: the regressor's standard errors (return_std=True).
+    # Not on shards, documented: the regressor's standard errors (return_std=True) and
+    # the uncertainty methods' leave-one-out state.
     if "residual_variance" in local:
         assert {k: local.pop(k) for k in ("residual_variance", "residual_neighbors")} == {
             "residual_variance": "nn", "residual_neighbors": 3}
+    assert local.pop("store_loo") is False
     assert params == local
 
 

@@ -17,6 +17,7 @@ from sklearn_nw import (
     AdaptiveBandwidth,
     EmptyNeighborhoodWarning,
     LocalFitWarning,
+    NadarayaWatsonClassifier,
     NadarayaWatsonRegressor,
     NadarayaWatsonRegressorCV,
 )
@@ -1286,3 +1287,146 @@ def test_bias_corrected_intervals_in_float32_agree_with_float64():
         Q.astype(np.float32))
     np.testing.assert_allclose(c32, c64, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(i32, i64, rtol=1e-4, atol=1e-4)
+
+
+# -- the leave-one-out state kept at fit (store_loo) ----------------------------------------
+
+_STORED = {
+    "dense": {"bandwidth": 0.2},
+    "k-d tree": {"kernel": "epanechnikov", "bandwidth": 0.35, "algorithm": "kd_tree"},
+    "local linear": {"bandwidth": 0.25, "degree": 1},
+    "bounded local quadratic": {"bandwidth": 0.4, "degree": 2, "bounded": True},
+    "balloon": {"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=8)},
+    "sample-point": {"bandwidth": AdaptiveBandwidth("sample_point", n_neighbors=8)},
+    "balloon local linear": {"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=12),
+                                 "degree": 1},
+}
+
+
+@pytest.mark.parametrize("case", list(_STORED))
+def test_the_stored_leave_one_out_predictions_are_explicit_refits(case):
+    # loo_prediction_ by its definition: n refits at the fitted bandwidth (its rule, k
+    # and c held for an adaptive one), each predicting its left-out row.
+    X, y, _, w = _data(n=30, d=2)
+    w[4] = 0.0
+    params = _STORED[case]
+    model = NadarayaWatsonRegressor(**params, store_loo=True).fit(X, y, sample_weight=w)
+    given = params["bandwidth"]
+    held = (AdaptiveBandwidth(given.kind, n_neighbors=given.n_neighbors,
+                              base=model.bandwidth_)  # (the base metric as the fit's)
+            if isinstance(given, AdaptiveBandwidth) else model.bandwidth_)
+    _, own = _refits_without_each_row(
+        lambda: NadarayaWatsonRegressor(**dict(params, bandwidth=held)), X, y, X, w)
+    np.testing.assert_allclose(model.loo_prediction_, own, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", list(_STORED))
+def test_a_stored_leave_one_out_state_changes_no_uncertainty(case):
+    # The same standard errors (every residual variance), intervals and effects, to the
+    # last bit, whether fit kept the training points' state or each call computes it.
+    X, y, Q, w = _data(n=50, d=2)
+    w[4] = 0.0
+    params = _STORED[case]
+    plain = NadarayaWatsonRegressor(**params).fit(X, y, sample_weight=w)
+    stored = NadarayaWatsonRegressor(**params, store_loo=True).fit(X, y, sample_weight=w)
+    assert "loo_prediction_" not in vars(plain)
+    for variance in VARIANCES:
+        plain.set_params(residual_variance=variance)
+        stored.set_params(residual_variance=variance)  # a variance of its own after fit
+        np.testing.assert_array_equal(stored.predict(Q, return_std=True),
+                                      plain.predict(Q, return_std=True))
+    if case != "balloon":  # (whose effects at degree 0 are refused: tested elsewhere)
+        np.testing.assert_array_equal(stored.marginal_effects(Q, return_std=True),
+                                      plain.marginal_effects(Q, return_std=True))
+    np.testing.assert_array_equal(stored.predict_interval(Q, [0.8, 0.9])[1],
+                                  plain.predict_interval(Q, [0.8, 0.9])[1])
+    before = {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in vars(stored).items()}
+    stored.predict(Q, return_std=True)
+    stored.predict_interval(Q)
+    for k, v in vars(stored).items():  # the calls change nothing
+        assert (np.array_equal(v, before[k]) if isinstance(v, np.ndarray)
+                else v is before[k]), k
+
+
+def test_a_stored_leave_one_out_state_of_the_classifier_changes_no_set():
+    X, y, Q, w = _data(n=60, d=2)
+    labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    for params in ({"bandwidth": 0.2}, {"bandwidth": AdaptiveBandwidth(n_neighbors=8)}):
+        plain = NadarayaWatsonClassifier(**params).fit(X, labels, sample_weight=w)
+        stored = NadarayaWatsonClassifier(**params, store_loo=True).fit(X, labels,
+                                                                        sample_weight=w)
+        given = params["bandwidth"]
+        held = (AdaptiveBandwidth(n_neighbors=given.n_neighbors, base=stored.bandwidth_)
+                if isinstance(given, AdaptiveBandwidth) else stored.bandwidth_)
+        own = np.stack([  # each row's probabilities by a refit without it
+            NadarayaWatsonClassifier(bandwidth=held).fit(
+                np.delete(X, j, 0), np.delete(labels, j), sample_weight=np.delete(w, j)
+            ).predict_proba(X[j : j + 1])[0] for j in range(len(X))])
+        np.testing.assert_allclose(stored.loo_proba_, own, rtol=1e-9, atol=1e-12)
+        for score in ("lac", "aps"):
+            np.testing.assert_array_equal(
+                stored.predict_set(Q, [0.8, 0.9], conformity_score=score)[1],
+                plain.predict_set(Q, [0.8, 0.9], conformity_score=score)[1])
+
+
+def test_the_cv_estimators_store_the_chosen_fits_state():
+    X, y, Q, _ = _data(n=60, d=1)
+    cv = NadarayaWatsonRegressorCV(store_loo=True).fit(X, y)
+    plain = NadarayaWatsonRegressorCV().fit(X, y)
+    np.testing.assert_array_equal(cv.predict_interval(Q)[1], plain.predict_interval(Q)[1])
+    np.testing.assert_array_equal(cv.loo_prediction_,
+                                  plain._fits_without_each_row(plain.y_fit_))
+    # The candidates' fits keep nothing: only the chosen one's.
+    assert all(not p.get("store_loo") for p in cv.cv_results_["params"])
+
+
+def test_a_refit_without_store_loo_forgets_the_state():
+    X, y, Q, _ = _data(n=40, d=1)
+    model = NadarayaWatsonRegressor(bandwidth=0.2, residual_variance="hc2", store_loo=True)
+    model.fit(X, y)
+    assert {"loo_prediction_", "_in_sample_fit"} <= set(vars(model))
+    model.set_params(store_loo=False).fit(X[:30], y[:30])
+    assert not {"loo_prediction_", "_in_sample_fit"} & set(vars(model))
+    fresh = NadarayaWatsonRegressor(bandwidth=0.2, residual_variance="hc2").fit(X[:30], y[:30])
+    np.testing.assert_array_equal(model.predict(Q, return_std=True)[1],
+                                  fresh.predict(Q, return_std=True)[1])
+
+
+def test_store_loo_without_fits_from_the_fit_keeps_the_standard_errors_state():
+    # n_neighbors: no fit without a row from the fit with it, so no loo_prediction_ and
+    # predict_interval refuses as before; the standard errors' state is kept.
+    X, y, Q, _ = _data(n=40, d=2)
+    model = NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=8, residual_variance="hc3",
+                                    store_loo=True).fit(X, y)
+    assert "loo_prediction_" not in vars(model) and "_in_sample_fit" in vars(model)
+    plain = NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=8,
+                                    residual_variance="hc3").fit(X, y)
+    np.testing.assert_array_equal(model.predict(Q, return_std=True)[1],
+                                  plain.predict(Q, return_std=True)[1])
+    with pytest.raises(NotImplementedError, match="n_neighbors=8"):
+        model.predict_interval(Q)
+    with pytest.raises(InvalidParameterError, match="store_loo"):
+        NadarayaWatsonRegressor(store_loo="yes").fit(X, y)
+
+
+@pytest.mark.parametrize("case", ["dense", "k-d tree", "balloon"])
+def test_a_stored_state_spares_the_calls_the_training_points_pass(case, monkeypatch):
+    X, y, Q, _ = _data(n=50, d=2)
+    model = NadarayaWatsonRegressor(**_STORED[case], residual_variance="hc2",
+                                    store_loo=True).fit(X, y)
+    expected = model.predict(Q, return_std=True), model.predict_interval(Q)
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("a pass over the training points")
+
+    for name in ("_in_sample_sums", "_fits_without_each_row",
+                 "_leave_one_out_at_training_points"):
+        monkeypatch.setattr(NadarayaWatsonRegressor, name, no_pass)
+    pool_in_chunks = NadarayaWatsonRegressor._pool_in_chunks
+
+    def queries_only(self, X, *args, **kwargs):  # the attention path, not on the keys
+        return no_pass() if X is self.key_set_.X else pool_in_chunks(self, X, *args, **kwargs)
+
+    monkeypatch.setattr(NadarayaWatsonRegressor, "_pool_in_chunks", queries_only)
+    np.testing.assert_array_equal(model.predict(Q, return_std=True), expected[0])
+    np.testing.assert_array_equal(model.predict_interval(Q)[1], expected[1][1])
