@@ -1299,7 +1299,7 @@ _STORED = {
     "balloon": {"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=8)},
     "sample-point": {"bandwidth": AdaptiveBandwidth("sample_point", n_neighbors=8)},
     "balloon local linear": {"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=12),
-                                 "degree": 1},
+                             "degree": 1},
 }
 
 
