@@ -751,13 +751,16 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         return residual_variance(y, fitted.reshape(y.shape), leverage, positive,
                                  method=self.residual_variance, n_params=keys.n_local_terms)
 
-    def _in_sample(self, sums=None):
+    def _in_sample(self):
         """The in-sample fits (n,) or (n, t) and each training row's weight in its own
-        fit (n,): kept at fit (``store_loo``), else ``sums`` where given or the route's
-        (:meth:`_in_sample_sums`), else from the attention."""
+        fit (n,): kept at fit (``store_loo``), else computed (:meth:`_in_sample_from`)."""
         if hasattr(self, "_in_sample_fit"):
             return self._in_sample_fit
-        sums = self._in_sample_sums() if sums is None else sums
+        return self._in_sample_from(self._in_sample_sums())
+
+    def _in_sample_from(self, sums):
+        """:meth:`_in_sample` from the route's ``sums`` (:meth:`_in_sample_sums`), or
+        where there are none (None) from the attention."""
         if sums is not None:  # no attention matrix
             return sums
         leverage = np.empty(len(self.y_fit_))
@@ -775,9 +778,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         jackknife+), where computed from the fit with it; one pass for both where the
         route has them from sums."""
         sums = self._in_sample_sums()
-        state = {"_in_sample_fit": self._in_sample(sums)}
+        state = {"_in_sample_fit": self._in_sample_from(sums)}
         if self._has_leave_one_out_fits():
-            state["loo_prediction_"] = self._fits_without_each_row(self.y_fit_, sums)
+            state["loo_prediction_"] = self._fits_without_each_row(
+                self.y_fit_, sums if sums is not None else False)
         return state
 
     def _leave_one_out_predictions(self):
