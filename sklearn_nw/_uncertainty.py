@@ -504,11 +504,16 @@ def conformity_scores(proba, score, *, own_mass=1.0):
     ``include_last_label=True`` builds its sets: the most probable class scores 0."""
     if score == "lac":
         return 1.0 - proba
-    out = np.empty_like(proba)
-    for k in range(proba.shape[-1]):
-        p_k = proba[..., k : k + 1]
-        out[..., k] = np.where(proba > p_k, proba, 0.0).sum(-1) + own_mass * p_k[..., 0]
-    return out
+    # Class by class over contiguous (...) blocks: no (..., c, c) comparison formed.
+    by_class = np.ascontiguousarray(np.moveaxis(proba, -1, 0))  # (c, ...)
+    out = np.empty_like(by_class)
+    for k, p_k in enumerate(by_class):
+        above = np.zeros_like(p_k)
+        for j, p_j in enumerate(by_class):
+            if j != k:
+                above += np.where(p_j > p_k, p_j, 0.0)
+        out[k] = above + own_mass * p_k
+    return np.moveaxis(out, 0, -1)
 
 
 def conformal_sets_sparse(own_scores, scores, keys, training_scores, alphas, tolerance):

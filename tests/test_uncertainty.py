@@ -1430,3 +1430,19 @@ def test_a_stored_state_spares_the_calls_the_training_points_pass(case, monkeypa
     monkeypatch.setattr(NadarayaWatsonRegressor, "_pool_in_chunks", queries_only)
     np.testing.assert_array_equal(model.predict(Q, return_std=True), expected[0])
     np.testing.assert_array_equal(model.predict_interval(Q)[1], expected[1][1])
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 10])
+def test_aps_scores_are_their_definition_with_ties_and_shares(n_classes):
+    # Computed class by class over contiguous blocks: the oracle's sums, ties (a class
+    # as probable as k is not above it) and a share per row broadcast.
+    from sklearn_nw._uncertainty import conformity_scores
+
+    rng = np.random.default_rng(n_classes)
+    proba = rng.dirichlet(np.ones(n_classes), size=(6, 5))
+    proba[0, :, 1] = proba[0, :, 0]  # ties
+    proba[1] = 1.0 / n_classes
+    share = rng.uniform(size=(6, 5))
+    for own in (1.0, 0.0, share):
+        np.testing.assert_allclose(conformity_scores(proba, "aps", own_mass=own),
+                                   _oracle_scores(proba, "aps", own), rtol=1e-13, atol=1e-15)
