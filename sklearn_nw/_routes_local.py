@@ -191,11 +191,10 @@ class LocalPolynomialRoute(Route):
                                            device=device, working_memory=working_memory))
             rows = torch.as_tensor(rows, device=device)
             columns = torch.as_tensor(columns, device=device)
-            z = torch.cat([torch.ones_like(a)[:, :, None],
-                           xs[columns][None] - qs[rows][:, None]], 2)  # (b, m, p)
-            kernel = a * (z @ c[rows][:, :, None])[:, :, 0]  # (b, m)
-            own = a * ((z @ inverse[rows]) * z).sum(2)  # (b, m): the keys' leverages
-            residual = v[columns, 0] - (z @ beta[rows][:, :, None])[:, :, 0]  # (b, m)
+            u = xs[columns][None] - qs[rows][:, None]  # (b, m, r): z = (1, u)
+            kernel = a * _linear_form(c[rows], u)  # (b, m)
+            own = a * _quadratic_form(inverse[rows], u)  # (b, m): the keys' leverages
+            residual = v[columns, 0] - _linear_form(beta[rows], u)  # (b, m)
             return as_numpy(-kernel * residual / (1 - own))[:, :, None]  # (b, m, 1)
 
         return LeaveOneOutMoves(as_numpy(fits)[:, None],
@@ -377,3 +376,35 @@ def profile_peaks(kernel):
     if kernel.is_compact:
         return (1.0, kernel.support, kernel.support**2)
     return None
+
+
+# Up to this many coordinates the forms of z = (1, u) go coordinate by coordinate over
+# (b, m) blocks; past it, as batched products (whose (b, m, p) blocks of tiny inner
+# dimensions cost several times more where p is small: measured, ad hoc).
+_FORMS_BY_COORDINATE = 4
+
+
+def _linear_form(w, u):
+    """``z . w`` (b, m) of ``z = (1, u)``, ``u`` (b, m, r), for each query's ``w`` (b, p)."""
+    if u.shape[2] > _FORMS_BY_COORDINATE:
+        return w[:, :1] + (u @ w[:, 1:, None])[:, :, 0]
+    out = w[:, :1].expand(u.shape[:2]).clone()
+    for k in range(u.shape[2]):
+        out.addcmul_(u[:, :, k], w[:, k + 1, None])
+    return out
+
+
+def _quadratic_form(P, u):
+    """``z^T P z`` (b, m) of ``z = (1, u)``, ``u`` (b, m, r), for each query's symmetric
+    ``P`` (b, p, p): ``P_00 + 2 u . P_0u + u^T P_uu u``."""
+    if u.shape[2] > _FORMS_BY_COORDINATE:
+        return (P[:, :1, 0] + 2 * (u @ P[:, 1:, :1])[:, :, 0]
+                + ((u @ P[:, 1:, 1:]) * u).sum(2))
+    out = P[:, :1, 0].expand(u.shape[:2]).clone()
+    for k in range(u.shape[2]):
+        u_k = u[:, :, k]
+        out.addcmul_(u_k, P[:, 0, k + 1, None], value=2.0)
+        out.addcmul_(u_k * u_k, P[:, k + 1, k + 1, None])
+        for j in range(k + 1, u.shape[2]):
+            out.addcmul_(u_k * u[:, :, j], P[:, k + 1, j + 1, None], value=2.0)
+    return out

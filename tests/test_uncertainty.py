@@ -438,15 +438,17 @@ def test_jackknife_plus_by_windows_equals_explicit_refits(kernel, degree, weight
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov", "tricube", "laplacian"])
-@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("degree, d", [(0, 2), (1, 2), (1, 6)])
 def test_leave_one_out_moves_are_the_fits_without_each_key_within_their_bound(kernel,
-                                                                                degree):
+                                                                                degree, d):
     # The moves of the windows' jackknife+ against the fits without each key of the
-    # attention path, for every key, and the bound that decides which keys are computed.
-    X, y, Q, w = _data(n=150, d=2, seed=1)
-    Q = np.vstack([Q, np.random.default_rng(2).uniform(0, 1, (20, 2))])
-    model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.5, degree=degree,
-                                    algorithm="brute").fit(X, y, sample_weight=w)
+    # attention path, for every key, and the bound that decides which keys are computed
+    # (local linear: its forms coordinate by coordinate in 2 features, as batched
+    # products in 6).
+    X, y, Q, w = _data(n=150 if d == 2 else 1000, d=d, seed=1)
+    Q = np.vstack([Q, np.random.default_rng(2).uniform(0, 1, (20, d))])
+    model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.5 if d == 2 else 2.0,
+                                    degree=degree, algorithm="brute").fit(X, y, sample_weight=w)
     moves = model.key_set_.leave_one_out_moves(Q)
     if moves is None:  # the laplacian's peaks for local fits are not known
         assert kernel == "laplacian" and degree == 1
