@@ -192,10 +192,10 @@ class LocalPolynomialRoute(Route):
             rows = torch.as_tensor(rows, device=device)
             columns = torch.as_tensor(columns, device=device)
             u = xs[columns][None] - qs[rows][:, None]  # (b, m, r): z = (1, u)
-            kernel = a * _linear_form(c[rows], u)  # (b, m)
-            own = a * _quadratic_form(inverse[rows], u)  # (b, m): the keys' leverages
-            residual = v[columns, 0] - _linear_form(beta[rows], u)  # (b, m)
-            return as_numpy(-kernel * residual / (1 - own))[:, :, None]  # (b, m, 1)
+            kernel = _linear_form(c[rows], u).mul_(a)  # (b, m)
+            room = _quadratic_form(inverse[rows], u).mul_(a).neg_().add_(1)  # 1 - leverage
+            residual = _linear_form(beta[rows], u).neg_().add_(v[columns, 0])  # (b, m)
+            return as_numpy(kernel.mul_(residual).div_(room).neg_())[:, :, None]  # (b, m, 1)
 
         return LeaveOneOutMoves(as_numpy(fits)[:, None],
                                 as_numpy(torch.where(rest, torch.inf, bound))[:, None],
@@ -387,9 +387,9 @@ _FORMS_BY_COORDINATE = 4
 def _linear_form(w, u):
     """``z . w`` (b, m) of ``z = (1, u)``, ``u`` (b, m, r), for each query's ``w`` (b, p)."""
     if u.shape[2] > _FORMS_BY_COORDINATE:
-        return w[:, :1] + (u @ w[:, 1:, None])[:, :, 0]
-    out = w[:, :1].expand(u.shape[:2]).clone()
-    for k in range(u.shape[2]):
+        return (u @ w[:, 1:, None])[:, :, 0].add_(w[:, :1])
+    out = torch.addcmul(w[:, :1], u[:, :, 0], w[:, 1, None])
+    for k in range(1, u.shape[2]):
         out.addcmul_(u[:, :, k], w[:, k + 1, None])
     return out
 
@@ -400,10 +400,11 @@ def _quadratic_form(P, u):
     if u.shape[2] > _FORMS_BY_COORDINATE:
         return (P[:, :1, 0] + 2 * (u @ P[:, 1:, :1])[:, :, 0]
                 + ((u @ P[:, 1:, 1:]) * u).sum(2))
-    out = P[:, :1, 0].expand(u.shape[:2]).clone()
+    out = torch.addcmul(P[:, :1, 0], u[:, :, 0], P[:, 0, 1, None], value=2.0)
     for k in range(u.shape[2]):
         u_k = u[:, :, k]
-        out.addcmul_(u_k, P[:, 0, k + 1, None], value=2.0)
+        if k:
+            out.addcmul_(u_k, P[:, 0, k + 1, None], value=2.0)
         out.addcmul_(u_k * u_k, P[:, k + 1, k + 1, None])
         for j in range(k + 1, u.shape[2]):
             out.addcmul_(u_k * u[:, :, j], P[:, k + 1, j + 1, None], value=2.0)
