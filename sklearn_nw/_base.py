@@ -526,13 +526,12 @@ class NadarayaWatsonBase(BaseEstimator):
         ``values``: ``(f_i - L_ii v_i) / (1 - L_ii)`` from the in-sample fits and each
         row's weight in its own (Nadaraya-Watson and unbounded local polynomials alike: a
         least-squares fit at a point without one of its rows), where the route has them
-        from sums (:meth:`_in_sample_sums`; ``sums`` given, or False where it has none)
-        and ``L_ii <= 1/2``; else from the attention
-        (:meth:`_leave_one_out_at_training_points`)."""
+        from sums (:meth:`_in_sample_sums`, or ``sums`` given) and ``L_ii <= 1/2``; else
+        from the attention (:meth:`_leave_one_out_at_training_points`)."""
         if self.bandwidth_kind_ != "fixed" or getattr(self, "bounded", False):
             return self._leave_one_out_at_training_points(values)
         sums = self._in_sample_sums() if sums is None else sums
-        if sums is False or sums is None:
+        if sums is None:
             return self._leave_one_out_at_training_points(values)
         fitted, leverage = sums
         share = np.minimum(leverage, 0.5).reshape((-1,) + (1,) * (np.ndim(values) - 1))

@@ -780,8 +780,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         sums = self._in_sample_sums()
         state = {"_in_sample_fit": self._in_sample_from(sums)}
         if self._has_leave_one_out_fits():
-            state["loo_prediction_"] = self._fits_without_each_row(
-                self.y_fit_, sums if sums is not None else False)
+            # Without the route's sums, from the attention (as _fits_without_each_row).
+            state["loo_prediction_"] = (
+                self._fits_without_each_row(self.y_fit_, sums) if sums is not None
+                else self._leave_one_out_at_training_points(self.y_fit_))
         return state
 
     def _leave_one_out_predictions(self):
