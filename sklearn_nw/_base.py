@@ -43,7 +43,7 @@ from ._uncertainty import (
     sparse_leave_one_out_fits,
 )
 from ._validation import NumberInterval, check_combinations, check_groups
-from ._workers import PASS_BYTES, chunk_rows
+from ._workers import PASS_BYTES, chunk_rows, n_workers, on_workers
 from .bandwidth import RULES_OF_THUMB, AdaptiveBandwidth, LeaveOneOutBandwidth, as_strategy
 from .kernels import CATEGORICAL_KERNELS, KERNELS, Kernel, get_kernel
 
@@ -508,6 +508,15 @@ class NadarayaWatsonBase(BaseEstimator):
         keys = np.where(known & positive[np.where(known, keys, 0)],
                         index[np.where(known, keys, 0)], -1)
         return fits, keys, own
+
+    def _in_query_chunks(self, n_queries, compute):
+        """``compute(rows)`` of chunks of ``n_queries`` queries (``rows`` a slice), on the
+        workers (two chunks per worker at least), concatenated: the per-query work of the
+        leave-one-out fits outside the route's own passes."""
+        device = self._compute_device()
+        step = chunk_rows(n_queries, workers=n_workers(device))
+        return np.concatenate(on_workers(gen_batches(n_queries, step),
+                                         lambda rows, _: compute(rows), device))
 
     def _refit_without(self, queries, j):
         """The outputs at ``queries`` of the fit without training row ``j``, refitted (a

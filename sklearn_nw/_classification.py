@@ -4,7 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
 from sklearn.base import ClassifierMixin, _fit_context
-from sklearn.utils import check_random_state
+from sklearn.utils import check_random_state, gen_batches
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase, confidence_levels
@@ -17,6 +17,7 @@ from ._uncertainty import (
     conformity_scores,
     score_tolerance,
 )
+from ._workers import PASS_BYTES, chunk_rows, n_workers, on_workers
 
 # The regressor's own: its local polynomials and its standard errors.
 _REGRESSOR_ONLY = ("degree", "bounded", "residual_variance", "residual_neighbors")
@@ -338,27 +339,51 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
 
         sets = np.empty((X.shape[0], len(self.classes_), len(alphas)), dtype=bool)
         sets[fast] = conformal_sets_windows(scores, bound, training_scores, alphas,
-                                            tolerance, moves_on)
+                                            tolerance, moves_on,
+                                            device=self._compute_device())
         return self.classes_[np.argmax(moves.fits, axis=1)], sets, rest
 
     def _conformal_sets_by_attention(self, X, conformity_score, query_share, positive,
                                      one_hot, training_scores, alphas, tolerance):
         """The predictions at X and their conformal sets from the queries' attention
         rows: every fit without a row (sparse rows: the fits without the keys in
-        reach)."""
+        reach; adaptive bandwidths: refits without the row, chunks of queries on the
+        workers)."""
+        if self.bandwidth_kind_ != "fixed":  # the fits without each row from the route
+            proba = self._pool(X)[0]
+            device = self._compute_device()
+            step = chunk_rows(X.shape[0], 8 * (4 + 3 * len(self.classes_))
+                              * self.X_fit_.shape[0], get_config()["working_memory"],
+                              cap_bytes=PASS_BYTES, workers=n_workers(device))
+
+            def sets(rows, _):
+                share = query_share if np.isscalar(query_share) else query_share[rows]
+                fits = self._leave_one_out_fits(X[rows], None, one_hot)[:, positive]
+                scores = conformity_scores(fits, conformity_score, own_mass=share)
+                return conformal_sets(scores, training_scores, alphas, tolerance)
+
+            with self.key_set_.leave_one_out_session():  # (the chunks share it)
+                parts = on_workers(gen_batches(X.shape[0], step), sets, device)
+            return self.classes_[np.argmax(proba, axis=1)], np.concatenate(parts)
         parts = []
 
         def each(rows, attention):
             share = query_share if np.isscalar(query_share) else query_share[rows]
             if sp.issparse(attention) and self.bandwidth_kind_ == "fixed":
                 # A few keys per query: every other row's fit without it is the query's.
-                fits, keys, own_fit = self._sparse_leave_one_out_fits(
-                    X[rows], attention, one_hot, positive)
-                own_share = share if np.isscalar(share) else share[:, 0]
-                parts.append(conformal_sets_sparse(
-                    conformity_scores(own_fit, conformity_score, own_mass=own_share),
-                    conformity_scores(fits, conformity_score, own_mass=share), keys,
-                    training_scores, alphas, tolerance))
+                queries, attention = X[rows], sp.csr_array(attention)
+
+                def sets(chunk):
+                    fits, keys, own_fit = self._sparse_leave_one_out_fits(
+                        queries[chunk], attention[chunk], one_hot, positive)
+                    mass = share if np.isscalar(share) else share[chunk]
+                    own_mass = mass if np.isscalar(mass) else mass[:, 0]
+                    return conformal_sets_sparse(
+                        conformity_scores(own_fit, conformity_score, own_mass=own_mass),
+                        conformity_scores(fits, conformity_score, own_mass=mass), keys,
+                        training_scores, alphas, tolerance)
+
+                parts.append(self._in_query_chunks(len(queries), sets))
                 return
             fits = self._leave_one_out_fits(X[rows], attention, one_hot)[:, positive]
             scores = conformity_scores(fits, conformity_score, own_mass=share)

@@ -29,7 +29,7 @@ from ._uncertainty import (
     squared_attention,
 )
 from ._validation import NumberInterval
-from ._workers import PASS_BYTES, chunk_rows
+from ._workers import PASS_BYTES, chunk_rows, n_workers, on_workers
 
 
 @fill_doc(parameters=entries(PARAMETERS),
@@ -496,7 +496,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         intervals = np.empty((X.shape[0], 2, len(alphas)))
         intervals[fast] = jackknife_plus_windows(
             y_pred[fast], moves.bound[fast, 0] * scale, residuals[ranking], alphas,
-            lambda rows, columns: moves.moves(fast[rows], ranking[columns])[:, :, 0] * scale)
+            lambda rows, columns: moves.moves(fast[rows], ranking[columns])[:, :, 0] * scale,
+            device=self._compute_device())
         return y_pred, intervals, moves.rest
 
     def _jackknife_plus_by_attention(self, X, y, positive, residuals, alphas):
@@ -504,23 +505,29 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         rows: every fit without a row (sparse rows: the fits without the keys in reach;
         local polynomials: from their own designs, no equivalent kernel formed)."""
         parts = []
+        device = self._compute_device()
         if self.key_set_.degree or self.bandwidth_kind_ != "fixed":
             y_pred = self._outputs(self._pool(X)[0])
+            # Chunks of queries on the workers, each with its own pass (the fits without
+            # each row) and its bounds, as many at once as there are workers.
             step = chunk_rows(X.shape[0], 8 * 4 * self.X_fit_.shape[0],
-                              get_config()["working_memory"], cap_bytes=PASS_BYTES)
+                              get_config()["working_memory"], cap_bytes=PASS_BYTES,
+                              workers=n_workers(device))
+
+            def bounds(rows, _):
+                fits = self._leave_one_out_fits(X[rows], None, y)[:, positive]
+                # The bounds decided on the few rows whose moves can reach them: the
+                # moves from the query's fit, each at most its largest.
+                moves = fits - y_pred[rows, None]
+                bound = np.abs(moves).max(1, initial=0.0)
+                if not np.isfinite(bound).all():  # (no bound: every row ranked)
+                    return jackknife_plus(fits, residuals[positive], alphas)
+                return jackknife_plus_windows(
+                    y_pred[rows], bound, residuals[positive], alphas,
+                    lambda queries, columns: moves[queries][:, columns])
+
             with self.key_set_.leave_one_out_session():  # (the chunks share it)
-                for rows in gen_batches(X.shape[0], step):
-                    fits = self._leave_one_out_fits(X[rows], None, y)[:, positive]
-                    # The bounds decided on the few rows whose moves can reach them: the
-                    # moves from the query's fit, each at most its largest.
-                    moves = fits - y_pred[rows, None]
-                    bound = np.abs(moves).max(1, initial=0.0)
-                    if not np.isfinite(bound).all():  # (no bound: every row ranked)
-                        parts.append(jackknife_plus(fits, residuals[positive], alphas))
-                        continue
-                    parts.append(jackknife_plus_windows(
-                        y_pred[rows], bound, residuals[positive], alphas,
-                        lambda queries, columns, moves=moves: moves[queries][:, columns]))
+                parts = on_workers(gen_batches(X.shape[0], step), bounds, device)
             return y_pred, np.concatenate(parts)
 
         def each_query(rows, attention):
@@ -539,9 +546,16 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         """Jackknife+ bounds of queries with sparse attention rows (b, n): the fits
         without the keys in reach (:func:`sparse_leave_one_out_fits`; those whose weight
         was all on the key refitted), every other row's the query's own fit
-        (:func:`jackknife_plus_sparse`). ``residuals`` are the rows of positive weight's."""
-        fits, keys, own = self._sparse_leave_one_out_fits(queries, attention, y, positive)
-        return jackknife_plus_sparse(own, fits, keys, residuals, alphas)
+        (:func:`jackknife_plus_sparse`), in chunks of queries on the workers.
+        ``residuals`` are the rows of positive weight's."""
+        attention = sp.csr_array(attention)
+
+        def bounds(rows):
+            fits, keys, own = self._sparse_leave_one_out_fits(queries[rows], attention[rows],
+                                                              y, positive)
+            return jackknife_plus_sparse(own, fits, keys, residuals, alphas)
+
+        return self._in_query_chunks(len(queries), bounds)
 
     def _check_jackknife(self):
         """Refuse what the closed-form jackknife+ does not compute."""

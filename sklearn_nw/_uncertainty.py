@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from sklearn.neighbors import BallTree, KDTree
 from sklearn.utils import gen_batches
 
-from ._workers import chunk_rows
+from ._workers import chunk_rows, on_workers
 
 # Above this many coordinates a k-d tree prunes too little (as the routes' searches).
 TREE_MAX_FEATURES = 15
@@ -336,7 +336,8 @@ def jackknife_plus(fits, residuals, alphas):
     return out
 
 
-def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=256):
+def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=256,
+                           device="cpu"):
     """Jackknife+ bounds (n_q, 2, n_levels) from the moves of the fits without each
     training row on the few rows that can decide a bound.
 
@@ -361,6 +362,9 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=256):
         ``rows`` (b,) without each of the ranking rows ``columns`` (m,).
     chunk : int, default=256
         Queries per call of ``moves_on``.
+    device : str or torch.device, default="cpu"
+        Where ``moves_on`` computes: on the CPU the chunks go to the workers
+        (:func:`~sklearn_nw._workers.on_workers`; each writes its own queries' bounds).
 
     Returns
     -------
@@ -377,7 +381,8 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=256):
                           sign * residuals[by_shift]))
     out = np.empty((n_q, 2, len(alphas)))
     order = np.argsort(reach)  # chunks of queries of similar reach
-    for batch in gen_batches(n_q, chunk):
+
+    def bounds(batch, _):
         rows = order[batch]
         r = reach[rows].max()
         windows, columns = [], []
@@ -390,13 +395,15 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=256):
             windows.append((side, level, rank - lo, c[lo:hi]))
             columns.append(by_shift[lo:hi])
         if not windows:
-            continue
+            return
         moves = moves_on(rows, np.concatenate(columns))  # (b, sum of m)
         start = 0
         for side, level, k, c in windows:
             moved = c + moves[:, start : start + len(c)]  # (b, m)
             start += len(c)
             out[rows, side, level] = fits[rows] + np.partition(moved, k - 1, axis=1)[:, k - 1]
+
+    on_workers(gen_batches(n_q, chunk), bounds, device)
     return out
 
 
@@ -533,7 +540,7 @@ def conformal_sets_sparse(own_scores, scores, keys, training_scores, alphas, tol
 
 
 def conformal_sets_windows(scores, bound, training_scores, alphas, tolerance, moves_on,
-                           chunk=256):
+                           chunk=256, device="cpu"):
     """:func:`conformal_sets` from each query's scores under its own fit (n_q, c) and the
     moves of those scores without each training row, computed only for the rows whose
     count they can change.
@@ -555,6 +562,8 @@ def conformal_sets_windows(scores, bound, training_scores, alphas, tolerance, mo
         ``moves_on(rows, columns)``: the moves (b, m, c) of the scores at the queries
         ``rows`` (b,) without each of the training rows ``columns`` (m,).
     chunk : int, default=256
+    device : str or torch.device, default="cpu"
+        Where ``moves_on`` computes: on the CPU the chunks go to the workers.
 
     Returns
     -------
@@ -566,19 +575,23 @@ def conformal_sets_windows(scores, bound, training_scores, alphas, tolerance, mo
     sorted_scores = training_scores[by_score]  # (n,)
     reach = bound * (1 + 1e-6) + 1e-12  # (n_q, c): D, with room for rounding
     counts = np.empty((n_q, c), dtype=np.int64)
-    for k in range(c):
-        order = np.argsort(scores[:, k])  # chunks of queries of similar scores
-        for batch in gen_batches(n_q, chunk):
-            rows = order[batch]
-            lo = np.searchsorted(sorted_scores, (scores[rows, k] - reach[rows, k]).min()
-                                 - tolerance, side="left")
-            hi = np.searchsorted(sorted_scores, (scores[rows, k] + reach[rows, k]).max()
-                                 - tolerance, side="left")
-            counts[rows, k] = lo
-            if hi > lo:
-                moved = (scores[rows, k, None] + moves_on(rows, by_score[lo:hi])[:, :, k]
-                         - tolerance)  # (b, m)
-                counts[rows, k] += (sorted_scores[None, lo:hi] < moved).sum(1)
+    orders = [np.argsort(scores[:, k]) for k in range(c)]  # queries of similar scores
+
+    def count(task, _):
+        k, batch = task
+        rows = orders[k][batch]
+        lo = np.searchsorted(sorted_scores, (scores[rows, k] - reach[rows, k]).min()
+                             - tolerance, side="left")
+        hi = np.searchsorted(sorted_scores, (scores[rows, k] + reach[rows, k]).max()
+                             - tolerance, side="left")
+        counts[rows, k] = lo
+        if hi > lo:
+            moved = (scores[rows, k, None] + moves_on(rows, by_score[lo:hi])[:, :, k]
+                     - tolerance)  # (b, m)
+            counts[rows, k] += (sorted_scores[None, lo:hi] < moved).sum(1)
+
+    on_workers([(k, batch) for k in range(c) for batch in gen_batches(n_q, chunk)], count,
+               device)
     return np.stack([counts < round((1 - alpha) * (n + 1), 9) for alpha in alphas], -1)
 
 

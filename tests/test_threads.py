@@ -8,7 +8,7 @@ import pytest
 import torch
 from numpy.testing import assert_array_equal
 
-from sklearn_nw import NadarayaWatsonClassifier, NadarayaWatsonRegressor
+from sklearn_nw import AdaptiveBandwidth, NadarayaWatsonClassifier, NadarayaWatsonRegressor
 from sklearn_nw._engine import full_precision
 from sklearn_nw.kernels import Kernel
 
@@ -200,5 +200,49 @@ def test_local_polynomial_grids_on_workers_equal_one_thread():
             assert torch.get_num_threads() == n_threads
         for degree in (1, 2):
             np.testing.assert_allclose(scores[1, degree], scores[2, degree], rtol=1e-12)
+    finally:
+        torch.set_num_threads(before)
+
+
+_INTERVAL_ROUTES = {
+    "dense": {"bandwidth": 0.3},  # the windows of the moves
+    "kd_tree": {"bandwidth": 0.3, "kernel": "epanechnikov", "algorithm": "kd_tree"},
+    "local_linear": {"bandwidth": 0.4, "degree": 1},
+    "balloon": {"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=15)},
+    "sample_point": {"bandwidth": AdaptiveBandwidth("sample_point", n_neighbors=15)},
+}
+
+
+@pytest.mark.parametrize("route", list(_INTERVAL_ROUTES))
+def test_intervals_and_sets_on_workers_equal_one_thread(route):
+    # The jackknife+ bounds and the conformal sets of chunks of queries go to worker
+    # threads (each chunk's bounds written to its own rows): the same as on the calling
+    # thread alone, at two confidence levels, with enough queries for several chunks.
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(400, 2))
+    y = np.sin(3 * X[:, 0]) + 0.3 * rng.normal(size=400)
+    labels = np.digitize(y, [-0.5, 0.5])
+    Q = rng.uniform(-1.1, 1.1, size=(300, 2))
+    params = _INTERVAL_ROUTES[route]
+    reg = NadarayaWatsonRegressor(**params).fit(X, y)
+    clf = (None if "degree" in params
+           else NadarayaWatsonClassifier(**params).fit(X, labels))
+    before = torch.get_num_threads()
+    try:
+        results = {}
+        for n_threads in (1, 2):
+            torch.set_num_threads(n_threads)
+            out = [*reg.predict_interval(Q, confidence_level=[0.8, 0.9])]
+            if clf is not None:
+                for score in ("lac", "aps"):
+                    out += clf.predict_set(Q, confidence_level=[0.8, 0.9],
+                                           conformity_score=score)
+            results[n_threads] = out
+            assert torch.get_num_threads() == n_threads
+        for one, two in zip(results[1], results[2], strict=True):
+            if one.dtype == bool or one.dtype.kind in "OU":
+                assert_array_equal(one, two)
+            else:
+                np.testing.assert_allclose(one, two, rtol=1e-12, atol=1e-12)
     finally:
         torch.set_num_threads(before)
