@@ -515,16 +515,20 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
                               workers=n_workers(device))
 
             def bounds(rows, _):
-                fits = self._leave_one_out_fits(X[rows], None, y)[:, positive]
+                fits = self._leave_one_out_fits(X[rows], None, y)
+                if not every_row:
+                    fits = fits[:, positive]
                 # The bounds decided on the few rows whose moves can reach them: the
-                # moves from the query's fit, each at most its largest.
+                # moves from the query's fit, each at most its largest (NaN: none).
                 moves = fits - y_pred[rows, None]
-                bound = np.abs(moves).max(1, initial=0.0)
+                bound = np.maximum(moves.max(1, initial=0.0), -moves.min(1, initial=0.0))
                 if not np.isfinite(bound).all():  # (no bound: every row ranked)
                     return jackknife_plus(fits, residuals[positive], alphas)
                 return jackknife_plus_windows(
                     y_pred[rows], bound, residuals[positive], alphas,
-                    lambda queries, columns: moves[queries][:, columns])
+                    lambda queries, columns: moves[queries[:, None], columns])
+
+            every_row = bool(positive.all())
 
             with self.key_set_.leave_one_out_session():  # (the chunks share it)
                 parts = on_workers(gen_batches(X.shape[0], step), bounds, device)

@@ -222,6 +222,9 @@ class AdaptiveRoute(Route):
             others[lost] = 1.0
             sums /= others[:, :, None]
             sums[lost] = np.nan
+            if not len(zero):  # every row a key, in order
+                fits[rows], missing[rows] = sums, lost
+                continue
             block = fits[rows]  # (b, n, t), a view
             block[:, zero] = own[:, None, :]  # rows of weight 0: the query's own fit
             block[:, self.index_rows] = sums

@@ -997,7 +997,13 @@ def test_fit_time_benchmark_runs(bench, tmp_path):
         assert r["knn_s"] == np.median(r["knn_times_s"])
         assert r["ours_first_s"] == r["ours_times_s"][0]
         assert r["ours_mse"] >= 0 and r["knn_mse"] >= 0
+        # The fits with fewer families beside the default, against the same KNN time.
+        assert set(r["variants"]) == set(bench_fit_time.VARIANTS)
+        for v in r["variants"].values():
+            assert v["s"] > 0 and v["mse"] >= 0
+            assert v["ratio"] == pytest.approx(v["s"] / r["knn_s"])
     assert [t["met"] for t in cv["targets"]] == [r["ratio"] <= 1 for r in cv["results"]]
+    assert "| data | default / KNN | fixed kinds / KNN |" in stdout
     loo = saved["sections"]["loo"]
     peers = [r["peer"] for r in loo["results"]]
     assert peers[0] == "ours, degree=0" and all(r["total_s"] > 0 for r in loo["results"])
