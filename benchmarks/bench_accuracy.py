@@ -100,6 +100,12 @@ CV_MARGIN = 0.01  # the CV estimators' margin below tuned KNN (issue 11)
 CV_WINS = 11  # of the 14 default data sets
 PEER_MARGIN = 0.005  # the CV estimators' margin below statsmodels' ll and locfit
 TIE = 5e-4  # scores this close (equal at the 3 decimals shown) count as ties
+# Issue 26's restatement on the mean over the seeds: >= tuned KNN - 0.005 on >= 80 % of the
+# data sets, never more than 0.02 below, randhie within 0.01.
+TABULAR_MARGIN, TABULAR_SHARE, TABULAR_FLOOR, RANDHIE_MARGIN = 0.005, 0.8, 0.02, 0.01
+# The CV estimators without their adaptive families, beside the default at every seed
+# (reported, not a target): what those families buy, and cost in fit time.
+FIXED_KINDS = {"bandwidth_kinds": ["fixed"]}
 LARGE_MARGIN = 0.005
 KNN_NEIGHBORS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 15, 20, 25, 30, 40, 50)
 # statsmodels' cv_ls is a Nelder-Mead search over O(n^2 d) leave-one-out sums in Python.
@@ -467,15 +473,6 @@ def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0, 1, 2, 3
     for seed in seeds:
         for name in datasets:
             task = DATASETS[name][0]
-            if seed == 0 and name in known:
-                methods = known[name]["methods"]
-                row = {"seed": 0, "dataset": name, "status": "ok"}
-                for method in ("nw_cv", "knn"):
-                    row[method] = methods[method]["mean"]
-                    row[f"{method}_fit_time_s"] = methods[method]["fit_time_s"]
-                row["cv_minus_knn"] = row["nw_cv"] - row["knn"]
-                results.append(row)
-                continue
             _progress(f"seeds: {seed} {name}")
             try:
                 with recording(set()):
@@ -486,15 +483,23 @@ def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0, 1, 2, 3
                 continue
             regression = task == "regression"
             n_train = len(y) - -(-len(y) // N_FOLDS)
-            nw_cv = NadarayaWatsonRegressorCV() if regression else NadarayaWatsonClassifierCV()
+            nw = NadarayaWatsonRegressorCV if regression else NadarayaWatsonClassifierCV
             row = {"seed": seed, "dataset": name, "status": "ok"}
-            for method, estimator in (("nw_cv", make_pipeline(StandardScaler(), nw_cv)),
-                                      ("knn", _knn_search(task, n_train, knn_neighbors))):
+            methods = {"nw_cv": make_pipeline(StandardScaler(), nw()),
+                       "knn": _knn_search(task, n_train, knn_neighbors),
+                       "nw_cv_fixed": make_pipeline(StandardScaler(), nw(**FIXED_KINDS))}
+            if seed == 0 and name in known:  # section 1's run of the default and the KNN
+                for method in ("nw_cv", "knn"):
+                    row[method] = known[name]["methods"][method]["mean"]
+                    row[f"{method}_fit_time_s"] = known[name]["methods"][method]["fit_time_s"]
+                    del methods[method]
+            for method, estimator in methods.items():
                 with recording(set()):
                     cv = cross_validate(estimator, X, y, cv=outer)
                 row[method] = float(cv["test_score"].mean())
                 row[f"{method}_fit_time_s"] = float(cv["fit_time"].sum())
             row["cv_minus_knn"] = row["nw_cv"] - row["knn"]
+            row["fixed_minus_knn"] = row["nw_cv_fixed"] - row["knn"]
             results.append(row)
     ok = [r for r in results if r["status"] == "ok"]
     per_seed = {}
@@ -507,14 +512,19 @@ def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0, 1, 2, 3
                               "worst_diff": worst["cv_minus_knn"],
                               "slower": [r["dataset"] for r in rows
                                          if r["nw_cv_fit_time_s"] > r["knn_fit_time_s"]]}
-    mean = {}
+    mean, fixed = {}, {}
     for name in datasets:
-        diffs = [r["cv_minus_knn"] for r in ok if r["dataset"] == name]
-        if len(diffs) == len(seeds):
-            mean[name] = float(np.mean(diffs))
+        rows = [r for r in ok if r["dataset"] == name]
+        if len(rows) == len(seeds):
+            mean[name] = float(np.mean([r["cv_minus_knn"] for r in rows]))
+            fixed[name] = {key: float(np.mean([r[field] for r in rows])) for key, field in (
+                ("fixed_minus_knn", "fixed_minus_knn"),
+                ("fit_time_s", "nw_cv_fit_time_s"),
+                ("fixed_fit_time_s", "nw_cv_fixed_fit_time_s"))}
     report = {"config": {"seeds": list(seeds), "datasets": list(datasets),
-                         "max_samples": max_samples},
-              "results": results, "per_seed": per_seed, "mean_cv_minus_knn": mean}
+                         "max_samples": max_samples, "fixed_kinds": FIXED_KINDS},
+              "results": results, "per_seed": per_seed, "mean_cv_minus_knn": mean,
+              "fixed_kinds": fixed}
     held = [s for s, p in per_seed.items()
             if p["wins"] >= min(CV_WINS, p["n"]) and p["worst_diff"] >= -CV_MARGIN]
     mean_wins = sum(d >= -TIE for d in mean.values())
@@ -529,8 +539,27 @@ def section_seeds(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0, 1, 2, 3
                 mean_wins >= min(CV_WINS, len(mean)) and mean[mean_worst] >= -CV_MARGIN
                 if mean else None,
                 f"{mean_wins} of {len(mean)}, worst {mean_worst} ({mean[mean_worst]:+.3f})"
-                if mean else "none")]
+                if mean else "none"),
+        _tabular_target(mean)]
     return report
+
+
+def _tabular_target(mean):
+    """Issue 26's accuracy target on the mean differences over the seeds ``mean``
+    (data set -> CV - KNN)."""
+    if not mean:
+        return _target("seeds", "issue 26's target on the mean over the seeds", None, "none")
+    close = [name for name, d in mean.items() if d >= -TABULAR_MARGIN]
+    worst = min(mean, key=mean.get)
+    met = (len(close) >= TABULAR_SHARE * len(mean) and mean[worst] >= -TABULAR_FLOOR
+           and mean.get("randhie", 0.0) >= -RANDHIE_MARGIN)
+    detail = (f"{len(close)} of {len(mean)} at or above KNN - {TABULAR_MARGIN:g}, worst "
+              f"{worst} ({mean[worst]:+.4f})"
+              + (f", randhie {mean['randhie']:+.4f}" if "randhie" in mean else ""))
+    return _target("seeds", (f"CV estimators >= tuned KNN - {TABULAR_MARGIN:g} on >= "
+                             f"{TABULAR_SHARE:.0%} of the data sets, never more than "
+                             f"{TABULAR_FLOOR:g} below, randhie within {RANDHIE_MARGIN:g} "
+                             "(issue 26, mean over the seeds)"), met, detail)
 
 
 def markdown_seeds(report):
@@ -556,6 +585,22 @@ def markdown_seeds(report):
     lines.append("| NW CV fit slower than KNN's on | " + " | ".join(
         (", ".join(per_seed[s]["slower"]) or "none") if s in per_seed else "–"
         for s in seeds) + " | |")
+    fixed = report.get("fixed_kinds", {})
+    if fixed:
+        params = ", ".join(f"{k}={v!r}" for k, v in report["config"]["fixed_kinds"].items())
+        lines += ["", (f"Without the adaptive families (`{params}`; local polynomials kept), "
+                       "beside the default, at the same seeds and folds (reported, not a "
+                       "target): the mean over the seeds of CV − KNN, and of the five "
+                       "folds' fit seconds."), "",
+                  "| data set | default − KNN | fixed kinds − KNN | default fit s | "
+                  "fixed kinds fit s |", "|---|---|---|---|---|"]
+        for name, f in fixed.items():
+            lines.append(f"| {name} | {mean[name]:+.4f} | {f['fixed_minus_knn']:+.4f} | "
+                         f"{f['fit_time_s']:.2f} | {f['fixed_fit_time_s']:.2f} |")
+        lines.append(f"| **mean** | {np.mean(list(mean.values())):+.4f} | "
+                     f"{np.mean([f['fixed_minus_knn'] for f in fixed.values()]):+.4f} | "
+                     f"{np.mean([f['fit_time_s'] for f in fixed.values()]):.2f} | "
+                     f"{np.mean([f['fixed_fit_time_s'] for f in fixed.values()]):.2f} |")
     return lines
 
 

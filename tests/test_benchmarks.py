@@ -421,9 +421,21 @@ def test_seeds_section_repeats_the_comparison_at_other_seeds(tiny_accuracy_run):
     rows = {(r["dataset"], r["seed"]): r for r in section["results"]}
     assert sorted(rows) == [("engel", 0), ("engel", 1), ("iris", 0), ("iris", 1)]
     for r in rows.values():
-        assert r["status"] == "ok" and _all_finite([r["nw_cv"], r["knn"]])
+        assert r["status"] == "ok" and _all_finite([r["nw_cv"], r["knn"], r["nw_cv_fixed"]])
         assert r["cv_minus_knn"] == pytest.approx(r["nw_cv"] - r["knn"])
-        assert r["nw_cv_fit_time_s"] > 0 and r["knn_fit_time_s"] > 0
+        assert r["fixed_minus_knn"] == pytest.approx(r["nw_cv_fixed"] - r["knn"])
+        assert min(r["nw_cv_fit_time_s"], r["knn_fit_time_s"], r["nw_cv_fixed_fit_time_s"]) > 0
+    # Without the adaptive families, averaged over the seeds beside the default.
+    for name in ("iris", "engel"):
+        fixed = section["fixed_kinds"][name]
+        assert fixed["fixed_minus_knn"] == pytest.approx(
+            (rows[name, 0]["fixed_minus_knn"] + rows[name, 1]["fixed_minus_knn"]) / 2)
+    # Issue 26's target on the mean differences: its verdict follows from them.
+    mean = section["mean_cv_minus_knn"]
+    (tabular,) = [t for t in section["targets"] if "issue 26" in t["name"]]
+    assert tabular["met"] == (sum(d >= -0.005 for d in mean.values()) >= 0.8 * len(mean)
+                              and min(mean.values()) >= -0.02)
+    assert "| data set | default − KNN | fixed kinds − KNN |" in tiny_accuracy_run[2]
     for seed in (0, 1):
         diffs = [rows[name, seed]["cv_minus_knn"] for name in ("iris", "engel")]
         summary = section["per_seed"][seed]
