@@ -500,6 +500,12 @@ class NadarayaWatsonBase(BaseEstimator):
         was all on the key refitted), the keys as indices into the rows of ``positive``
         weight (-1 past a query's own count), and each query's own fit."""
         fits, keys, missing, own = sparse_leave_one_out_fits(attention, values)
+        return (*self._resolve_sparse_fits(queries, fits, keys, missing, positive), own)
+
+    def _resolve_sparse_fits(self, queries, fits, keys, missing, positive):
+        """The fits without each key in reach (b, e) or (b, e, t), those ``missing``
+        refitted, and the keys as indices into the rows of ``positive`` weight (-1 past
+        a query's own count, and for a key of no weight)."""
         for j in np.unique(keys[missing]):
             at, slot = np.nonzero(missing & (keys == j))
             fits[at, slot] = self._refit_without(queries[at], j)
@@ -507,7 +513,7 @@ class NadarayaWatsonBase(BaseEstimator):
         index = np.cumsum(positive) - 1
         keys = np.where(known & positive[np.where(known, keys, 0)],
                         index[np.where(known, keys, 0)], -1)
-        return fits, keys, own
+        return fits, keys
 
     def _in_query_chunks(self, n_queries, compute):
         """``compute(rows)`` of chunks of ``n_queries`` queries (``rows`` a slice), on the

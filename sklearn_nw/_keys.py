@@ -271,6 +271,18 @@ class FittedKeys:
         settings = PoolSettings(torch.device(device), True, "eager", working_memory)
         return self.route.leave_one_out_fits(self, queries, settings)
 
+    def leave_one_out_sparse_local_fits(self, queries, values, *, device="cpu",
+                                        working_memory=1024):
+        """Local polynomial fits of ``values`` (n, t) at ``queries`` without each key in
+        reach of a compact kernel: ``(own, fits, held, missing, singular)`` of
+        :meth:`~sklearn_nw._routes_local.LocalPolynomialRoute.leave_one_out_sparse_fits`,
+        or None where the route has no such fits."""
+        method = getattr(self.route, "leave_one_out_sparse_fits", None)
+        if method is None:
+            return None
+        settings = PoolSettings(torch.device(device), True, "eager", working_memory)
+        return method(self, queries, values, settings)
+
     def leave_one_out_session(self):
         """A context in which the fits without each row at several chunks of queries
         share what the route finds from the keys alone

@@ -108,7 +108,8 @@ def _centered(qs, xs, attention, *, return_unit=False):
     """
     held = (attention > 0)[:, :, None]  # (b, n, 1)
     a = attention.detach()[:, :, None]  # (b, n, 1)
-    x = xs.detach()[None]  # (1, n, r)
+    keys = xs if xs.dim() == 3 else xs[None]  # (b, n, r) gathered per query, or (1, n, r)
+    x = keys.detach()
     # Keys without attention count as 0: where every key and weight is finite, a product
     # with the mask gives what a selection gives, in a fifth of the time.
     finite = bool(torch.isfinite(x).all() and torch.isfinite(a).all())
@@ -120,7 +121,7 @@ def _centered(qs, xs, attention, *, return_unit=False):
     d = on_held(x - mean[:, None])  # (b, n, r)
     unit = _root_mean_square(d, a, d.abs().amax(1))  # (b, r)
     origin = _origin(qs, mean, unit)  # (b, r)
-    z = on_held((xs[None] - origin[:, None]) / unit[:, None])  # (b, n, r)
+    z = on_held((keys - origin[:, None]) / unit[:, None])  # (b, n, r)
     return (z, (qs - origin) / unit) + ((unit,) if return_unit else ())
 
 
@@ -717,7 +718,8 @@ def _linear_moments(qs, xs, v, by_query):
     return M, zv
 
 
-def leave_one_out_local_fits(qs, xs, attention, v, degree, bounded=False):
+def leave_one_out_local_fits(qs, xs, attention, v, degree, bounded=False, *,
+                             return_own=False):
     """The local fits of queries without each key, all at once (Sherman-Morrison).
 
     Without key j the moment matrix loses ``a_j z_j z_j^T`` and the fit at the query
@@ -731,12 +733,19 @@ def leave_one_out_local_fits(qs, xs, attention, v, degree, bounded=False):
     Parameters
     ----------
     qs : Tensor (b, r)
-    xs : Tensor (n, r)
+    xs : Tensor (n, r) or (b, n, r)
+        The keys, or each query's own n keys (gathered: a sparse route's keys in reach,
+        padded with keys of no attention).
     attention : Tensor (b, n)
         Nadaraya-Watson attention, rows summing to 1.
-    v : Tensor (n, t)
+    v : Tensor (n, t) or (b, n, t)
+        The keys' values, gathered as ``xs`` is.
     degree : {1, 2}
     bounded : bool, default=False
+        Not with gathered keys nor ``return_own``.
+    return_own : bool, default=False
+        Also return each query's own fit (b, t) and whether its design is singular (b,)
+        (its own fit 0 there).
 
     Returns
     -------
@@ -747,6 +756,10 @@ def leave_one_out_local_fits(qs, xs, attention, v, degree, bounded=False):
         is nearly singular (a minimum-norm fit, whose update is not this one), or it is
         without key j (``h_j`` within ``sqrt(eps)`` of 1).
     """
+    gathered = xs.dim() == 3
+    if bounded and (gathered or return_own):
+        raise ValueError("Bounded fits without each key take every key (xs of (n, r)) "
+                         "and give no own fit.")
     u, e = _centered(qs, xs, attention)  # (b, n, r), (b, r)
     z = design(u, degree)  # (b, n, p)
     az = attention[:, :, None] * z  # (b, n, p)
@@ -766,19 +779,24 @@ def leave_one_out_local_fits(qs, xs, attention, v, degree, bounded=False):
     inverse = torch.linalg.inv(torch.where(singular[:, None, None], eye, unit))  # (b, p, p)
     solved = inverse @ (z * s[:, None, :]).transpose(1, 2)  # (b, p, n)
     solved = solved * s[:, :, None]  # (b, p, n)
-    beta = solved @ (attention[:, :, None] * v[None])  # (b, p, t)
-    residual = v[None] - z @ beta  # (b, n, t)
+    values = v if gathered else v[None]  # (b, n, t) or (1, n, t)
+    beta = solved @ (attention[:, :, None] * values)  # (b, p, t)
+    residual = values - z @ beta  # (b, n, t)
     leverage = attention * (z * solved.transpose(1, 2)).sum(2)  # (b, n)
     kernel = (az @ c[:, :, None])[:, :, 0]  # (b, n)
     room = 1.0 - leverage  # (b, n)
     missing = singular[:, None] | ~(room > eps**0.5)
-    fits = (kernel @ v)[:, None, :] - kernel[:, :, None] * residual / torch.where(
+    own = (kernel[:, None, :] @ v)[:, 0] if gathered else kernel @ v  # (b, t)
+    fits = own[:, None, :] - kernel[:, :, None] * residual / torch.where(
         missing, 1.0, room)[:, :, None]  # (b, n, t)
     if bounded:
         fits, nadaraya_watson_missing = _bound_without_each(fits, attention, v)
         missing = missing | nadaraya_watson_missing
     missing = missing | ~torch.isfinite(fits).all(2)
-    return torch.where(missing[:, :, None], 0.0, fits), missing
+    fits = torch.where(missing[:, :, None], 0.0, fits)
+    if not return_own:
+        return fits, missing
+    return fits, missing, torch.where(singular[:, None], 0.0, own), singular
 
 
 def _bound_without_each(fits, attention, v):

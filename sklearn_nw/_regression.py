@@ -506,6 +506,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         local polynomials: from their own designs, no equivalent kernel formed)."""
         parts = []
         device = self._compute_device()
+        if (self.key_set_.degree and self.bandwidth_kind_ == "fixed"
+                and self.key_set_.route.attention_is_sparse
+                and not self.key_set_.route.bounded):
+            return self._sparse_local_jackknife_plus(X, y, positive, residuals, alphas)
         if self.key_set_.degree or self.bandwidth_kind_ != "fixed":
             y_pred = self._outputs(self._pool(X)[0])
             # Chunks of queries on the workers, each with its own pass (the fits without
@@ -545,6 +549,28 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
         y_pred = self._outputs(self._pool_in_chunks(X, each_query))
         return y_pred, np.concatenate(parts)
+
+    def _sparse_local_jackknife_plus(self, X, y, positive, residuals, alphas):
+        """The predictions at X and their jackknife+ bounds for local polynomials on a
+        compact kernel's keys in reach: the fits without each of them from the query's
+        design (:meth:`~sklearn_nw._keys.FittedKeys.leave_one_out_sparse_local_fits`;
+        those whose design is singular without a key refitted), every other row's the
+        query's own fit (:func:`jackknife_plus_sparse`), in chunks of queries on the
+        workers. A query whose own design is singular has the prediction's fallback
+        (Nadaraya-Watson) as its own fit, and every fit without a key in reach refitted."""
+        y_pred = self._outputs(self._pool(X)[0])
+        settings = {"device": self._compute_device(),
+                    "working_memory": get_config()["working_memory"]}
+
+        def bounds(rows):
+            own, fits, keys, missing, singular = self.key_set_.leave_one_out_sparse_local_fits(
+                X[rows], y, **settings)
+            own, fits = own[:, 0], fits[:, :, 0]
+            own[singular] = y_pred[rows][singular]
+            fits, keys = self._resolve_sparse_fits(X[rows], fits, keys, missing, positive)
+            return jackknife_plus_sparse(own, fits, keys, residuals[positive], alphas)
+
+        return y_pred, self._in_query_chunks(X.shape[0], bounds)
 
     def _sparse_jackknife_plus(self, queries, attention, y, positive, residuals, alphas):
         """Jackknife+ bounds of queries with sparse attention rows (b, n): the fits

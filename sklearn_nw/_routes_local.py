@@ -327,6 +327,43 @@ class LocalPolynomialRoute(Route):
             missing.append(m)
         return np.concatenate(fits), np.concatenate(missing)
 
+    def leave_one_out_sparse_fits(self, keys, queries, values, settings):
+        """The local fits at ``queries`` without each key in reach, where the base
+        route's attention is sparse (a compact kernel) and the fits unbounded at a fixed
+        bandwidth: every other key's fit is the query's own fit. ``(own, fits, held,
+        missing, singular)``, numpy float64: each query's own fit of ``values`` (n, t)
+        (b, t; 0 where ``singular``, its design not identified), the fits without each
+        key in reach (b, e, t), those keys (b, e; -1 past a query's own count), which
+        fits are not computed (b, e: refit them) and ``singular`` (b,). None for other
+        routes."""
+        adaptive = getattr(self.base, "adaptive", None)
+        if self.bounded or adaptive is not None or not self.attention_is_sparse:
+            return None
+        attention = sp.csr_array(
+            self.base.pool(keys, queries, settings._replace(return_attention=True)).attention,
+            dtype=np.float64)
+        attention.eliminate_zeros()
+        counts = np.diff(attention.indptr)  # (b,)
+        b, e = len(counts), max(1, int(counts.max(initial=0)))
+        # Each query's keys in reach and their attention, padded (b, e): weight 0 at -1.
+        slot = np.arange(attention.nnz) - np.repeat(attention.indptr[:-1], counts)
+        row = np.repeat(np.arange(b), counts)
+        held = np.full((b, e), -1)
+        weights = np.zeros((b, e))
+        held[row, slot], weights[row, slot] = attention.indices, attention.data
+        at = torch.as_tensor(np.maximum(held, 0), device=settings.device)  # (b, e)
+        f64 = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64),
+                                        device=settings.device)
+        with np.errstate(over="ignore", invalid="ignore"):
+            qs = keys.scaled(queries)[:, self.columns] - self.center  # (b, r)
+        v = np.asarray(values, dtype=np.float64).reshape(keys.X.shape[0], -1)  # (n, t)
+        fits, missing, own, singular = leave_one_out_local_fits(
+            f64(qs), f64(self.centered_keys)[at], f64(weights), f64(v)[at], self.degree,
+            return_own=True)
+        missing = missing.cpu().numpy() & (held >= 0)
+        return (own.cpu().numpy(), fits.cpu().numpy(), held, missing,
+                singular.cpu().numpy())
+
     def _local_fit(self, keys, qs, pooled, attention, device, need_kernel=True):
         """The local fits of queries ``qs`` (b, r) on their attention (an ndarray or a CSR
         array) of the keys' values: outputs (b, t) and the equivalent kernel (same kind;

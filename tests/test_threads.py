@@ -208,6 +208,7 @@ _INTERVAL_ROUTES = {
     "dense": {"bandwidth": 0.3},  # the windows of the moves
     "kd_tree": {"bandwidth": 0.3, "kernel": "epanechnikov", "algorithm": "kd_tree"},
     "local_linear": {"bandwidth": 0.4, "degree": 1},
+    "local_quadratic_tree": {"bandwidth": 0.5, "degree": 2, "kernel": "tricube"},
     "balloon": {"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=15)},
     "sample_point": {"bandwidth": AdaptiveBandwidth("sample_point", n_neighbors=15)},
 }

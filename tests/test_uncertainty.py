@@ -481,8 +481,13 @@ def test_fits_without_each_row_from_leverages_equal_the_attention_path(degree):
     (1, 1, "gaussian", 0.2, "auto"), (1, 2, "gaussian", 0.3, "auto"),
     (2, 1, "gaussian", 0.3, "auto"), (2, 2, "gaussian", 0.5, "auto"),
     (1, 1, "epanechnikov", 0.3, "kd_tree"),
+    # A compact kernel's keys in reach, each query's own design (unbounded fits).
+    (2, 2, "epanechnikov", 0.6, "kd_tree"), (1, 2, "tricube", 0.45, "ball_tree"),
+    (2, 1, "epanechnikov", 0.35, "cell_list"),
     # Few points in reach: designs singular without a row, refitted.
     (1, 2, "epanechnikov", 0.2, "brute"),
+    # Queries whose own design is singular (one or two points in reach).
+    (2, 2, "tricube", 0.15, "kd_tree"),
 ])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("bounded", [False, True])
