@@ -783,17 +783,26 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         y = self.y_fit_.reshape(len(self.y_fit_), -1)
         positive = self.sample_weight_ > 0
         if self.residual_variance == "nn":
-            if keys.precomputed:
-                neighbors = nearest_others(positive, self.residual_neighbors,
-                                           distances=self._precomputed_distances,
-                                           working_memory=get_config()["working_memory"])
-            else:  # in the kernel's metric: scaled by the bandwidths, or projected
-                neighbors = nearest_others(positive, self.residual_neighbors,
-                                           points=keys.scaled(keys.X))
+            stored = getattr(self, "_nn_neighbors", None)  # store_loo's, with its J
+            neighbors = (stored[1] if stored is not None
+                         and stored[0] == self.residual_neighbors
+                         else self._nearest_others(self.residual_neighbors))
             return nearest_neighbor_variance(y, neighbors, positive)
         fitted, leverage = self._in_sample()
         return residual_variance(y, fitted.reshape(y.shape), leverage, positive,
                                  method=self.residual_variance, n_params=keys.n_local_terms)
+
+    def _nearest_others(self, n_neighbors):
+        """Each training row's ``n_neighbors`` nearest other rows of positive weight,
+        with ties (:func:`~sklearn_nw._uncertainty.nearest_others`), in the kernel's
+        metric: the ``nn`` residual variance's."""
+        keys, positive = self.key_set_, self.sample_weight_ > 0
+        if keys.precomputed:
+            return nearest_others(positive, n_neighbors,
+                                  distances=self._precomputed_distances,
+                                  working_memory=get_config()["working_memory"])
+        # Scaled by the bandwidths, or projected.
+        return nearest_others(positive, n_neighbors, points=keys.scaled(keys.X))
 
     def _in_sample(self):
         """The in-sample fits (n,) or (n, t) and each training row's weight in its own
@@ -814,15 +823,19 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
         return self._outputs(self._pool_in_chunks(self.key_set_.X, each, training=True)), leverage
 
-    _stored_leave_one_out = ("loo_prediction_", "_in_sample_fit")
+    _stored_leave_one_out = ("loo_prediction_", "_in_sample_fit", "_nn_neighbors")
 
     def _leave_one_out_state(self):
         """``store_loo``'s: the in-sample fits and self-weights (``return_std``'s
-        residual variances), and each row's fit without it (``loo_prediction_``:
-        jackknife+), where computed from the fit with it; one pass for both where the
-        route has them from sums."""
+        residual variances), each row's nearest others at ``residual_neighbors`` (the
+        ``nn`` variance's, kept with that count), and each row's fit without it
+        (``loo_prediction_``: jackknife+), where computed from the fit with it; one pass
+        for both where the route has them from sums."""
         sums = self._in_sample_sums()
         state = {"_in_sample_fit": self._in_sample_from(sums)}
+        if np.count_nonzero(self.sample_weight_) >= 2:  # (else nn refuses, at its call)
+            state["_nn_neighbors"] = (self.residual_neighbors,
+                                      self._nearest_others(self.residual_neighbors))
         if self._has_leave_one_out_fits():
             # Without the route's sums, from the attention (as _fits_without_each_row).
             state["loo_prediction_"] = (

@@ -1391,9 +1391,9 @@ def test_a_refit_without_store_loo_forgets_the_state():
     X, y, Q, _ = _data(n=40, d=1)
     model = NadarayaWatsonRegressor(bandwidth=0.2, residual_variance="hc2", store_loo=True)
     model.fit(X, y)
-    assert {"loo_prediction_", "_in_sample_fit"} <= set(vars(model))
+    assert {"loo_prediction_", "_in_sample_fit", "_nn_neighbors"} <= set(vars(model))
     model.set_params(store_loo=False).fit(X[:30], y[:30])
-    assert not {"loo_prediction_", "_in_sample_fit"} & set(vars(model))
+    assert not {"loo_prediction_", "_in_sample_fit", "_nn_neighbors"} & set(vars(model))
     fresh = NadarayaWatsonRegressor(bandwidth=0.2, residual_variance="hc2").fit(X[:30], y[:30])
     np.testing.assert_array_equal(model.predict(Q, return_std=True)[1],
                                   fresh.predict(Q, return_std=True)[1])
@@ -1437,6 +1437,32 @@ def test_a_stored_state_spares_the_calls_the_training_points_pass(case, monkeypa
     monkeypatch.setattr(NadarayaWatsonRegressor, "_pool_in_chunks", queries_only)
     np.testing.assert_array_equal(model.predict(Q, return_std=True), expected[0])
     np.testing.assert_array_equal(model.predict_interval(Q)[1], expected[1][1])
+
+
+def test_a_stored_state_spares_the_nearest_neighbor_variance_its_search(monkeypatch):
+    # store_loo keeps each row's nearest others at the residual_neighbors of the fit: the
+    # nn standard errors then search nothing, as computed per call; another count after
+    # fit searches again.
+    import sklearn_nw._regression as regression
+
+    X, y, Q, w = _data(n=50, d=2)
+    w[[4, 9]] = 0.0
+    stored = NadarayaWatsonRegressor(bandwidth=0.3, residual_variance="nn",
+                                     store_loo=True).fit(X, y, sample_weight=w)
+    plain = NadarayaWatsonRegressor(bandwidth=0.3, residual_variance="nn").fit(
+        X, y, sample_weight=w)
+    expected = plain.predict(Q, return_std=True)
+    five = plain.set_params(residual_neighbors=5).predict(Q, return_std=True)
+    search = regression.nearest_others
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("a search of the nearest others")
+
+    monkeypatch.setattr(regression, "nearest_others", no_search)
+    np.testing.assert_array_equal(stored.predict(Q, return_std=True), expected)
+    monkeypatch.setattr(regression, "nearest_others", search)
+    np.testing.assert_array_equal(
+        stored.set_params(residual_neighbors=5).predict(Q, return_std=True), five)
 
 
 @pytest.mark.parametrize("n_classes", [2, 3, 10])
