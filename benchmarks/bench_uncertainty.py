@@ -19,8 +19,9 @@ What it measures
 3. ``cost``: ``predict(X, return_std=True)`` (both kinds of residual variance) and
    ``predict_interval`` over a plain ``predict`` (n training points uniform in 2
    features, h the radius holding about 40 of them; the dense Gaussian route, a k-d tree
-   with the Epanechnikov kernel, a local-linear fit, and the adaptive route: balloon and
-   sample-point Gaussian bandwidths at the 40th neighbor distance),
+   and a cell list with the Epanechnikov kernel, local-linear fits (Gaussian, and
+   Epanechnikov on a k-d tree), and the adaptive route: balloon and sample-point
+   Gaussian bandwidths at the 40th neighbor distance),
    best of ``--repeats`` after a first call, with the training points' own pass kept at
    fit (``store_loo=True``) and run by each call (the default); the fits' seconds with
    and without it. Target (issue 27): at most 3 times, with ``store_loo=True``.
@@ -274,7 +275,12 @@ def section_cost(n=5000, n_queries=5000, repeats=3,
     cases = {"dense Gaussian": {"bandwidth": h, "compute": "eager"},
              "k-d tree Epanechnikov": {"bandwidth": h, "kernel": "epanechnikov",
                                        "algorithm": "kd_tree"},
+             "cell list Epanechnikov": {"bandwidth": h, "kernel": "epanechnikov",
+                                        "algorithm": "cell_list"},
              "local linear": {"bandwidth": h, "degree": 1},
+             "local linear, k-d tree Epanechnikov": {
+                 "bandwidth": h, "degree": 1, "kernel": "epanechnikov",
+                 "algorithm": "kd_tree"},
              # The adaptive route: k = 40 nearest, as many as the fixed h holds.
              "balloon Gaussian (k = 40)": {
                  "bandwidth": AdaptiveBandwidth("balloon", n_neighbors=ADAPTIVE_K)},

@@ -890,7 +890,8 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     assert len(lprobust["speed"]) == 4 and all(r["ours_s"] > 0 for r in lprobust["speed"])
     cost = saved["sections"]["cost"]["results"]
     assert [r["case"] for r in cost] == [
-        "dense Gaussian", "k-d tree Epanechnikov", "local linear", "balloon Gaussian (k = 40)",
+        "dense Gaussian", "k-d tree Epanechnikov", "cell list Epanechnikov", "local linear",
+        "local linear, k-d tree Epanechnikov", "balloon Gaussian (k = 40)",
         "sample-point Gaussian (k = 40)"]
     assert all(r["predict_s"] > 0 and r["predict_interval_s"] > 0 for r in cost)
     # With the state kept at fit and without it, and the fits' seconds both ways.
