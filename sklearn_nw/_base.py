@@ -581,6 +581,8 @@ class NadarayaWatsonBase(BaseEstimator):
                 out[rows] = self._leave_one_out_fits(keys.X[own], None, values)[
                     np.arange(len(own)), own]
             return out
+        if keys.leave_one_out_in_reach:  # local fits on a compact kernel's keys in reach
+            return self._own_fits_in_reach(values, training_rows).reshape(out.shape)
         if self.bandwidth_kind_ != "fixed":  # the neighbor distances move as well
             fits, missing = keys.leave_one_out_adaptive_own_fits(
                 values.reshape(len(values), -1), device=self._compute_device(),
@@ -605,6 +607,32 @@ class NadarayaWatsonBase(BaseEstimator):
                              4 + 3 * np.shape(values.reshape(len(values), -1))[1],
                              training=True)
         return out
+
+    def _own_fits_in_reach(self, values, training_rows):
+        """:meth:`_leave_one_out_at_training_points` of local polynomials on a compact
+        kernel's keys in reach (m, t): each row's fit without itself from its own design
+        (:meth:`~sklearn_nw._keys.FittedKeys.leave_one_out_sparse_local_fits`); a row
+        outside its own reach (no weight) keeps its fit, one whose design is singular
+        with or without itself is refitted."""
+        keys = self.key_set_
+        v = values.reshape(len(values), -1)  # (n, t)
+        settings = {"device": self._compute_device(),
+                    "working_memory": get_config()["working_memory"]}
+
+        def own_fits(rows):
+            own = training_rows[rows]
+            fitted, fits, held, missing, singular = keys.leave_one_out_sparse_local_fits(
+                keys.X[own], v, **settings)
+            at = np.arange(len(own))
+            match = held == own[:, None]  # (b, e): the row itself among its keys
+            inside, slot = match.any(1), match.argmax(1)
+            out = np.where(inside[:, None], fits[at, slot], fitted)  # (b, t)
+            for i in np.flatnonzero((inside & missing[at, slot]) | singular):
+                out[i] = np.reshape(self._refit_without(keys.X[own[i] : own[i] + 1], own[i]),
+                                    -1)
+            return out
+
+        return self._in_query_chunks(len(training_rows), own_fits)
 
     def _check_dense_attention(self, n_rows, what):
         """Refuse a dense (n_rows, n_samples_fit) attention above ``working_memory``."""

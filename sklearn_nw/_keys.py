@@ -277,11 +277,16 @@ class FittedKeys:
         reach of a compact kernel: ``(own, fits, held, missing, singular)`` of
         :meth:`~sklearn_nw._routes_local.LocalPolynomialRoute.leave_one_out_sparse_fits`,
         or None where the route has no such fits."""
-        method = getattr(self.route, "leave_one_out_sparse_fits", None)
-        if method is None:
+        if not self.leave_one_out_in_reach:
             return None
         settings = PoolSettings(torch.device(device), True, "eager", working_memory)
-        return method(self, queries, values, settings)
+        return self.route.leave_one_out_sparse_fits(self, queries, values, settings)
+
+    @property
+    def leave_one_out_in_reach(self):
+        """Whether :meth:`leave_one_out_sparse_local_fits` has fits to give: unbounded
+        local polynomials on a compact kernel's keys in reach, at a fixed bandwidth."""
+        return getattr(self.route, "leave_one_out_in_reach", False)
 
     def leave_one_out_session(self):
         """A context in which the fits without each row at several chunks of queries

@@ -506,9 +506,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         local polynomials: from their own designs, no equivalent kernel formed)."""
         parts = []
         device = self._compute_device()
-        if (self.key_set_.degree and self.bandwidth_kind_ == "fixed"
-                and self.key_set_.route.attention_is_sparse
-                and not self.key_set_.route.bounded):
+        if self.key_set_.leave_one_out_in_reach:
             return self._sparse_local_jackknife_plus(X, y, positive, residuals, alphas)
         if self.key_set_.degree or self.bandwidth_kind_ != "fixed":
             y_pred = self._outputs(self._pool(X)[0])

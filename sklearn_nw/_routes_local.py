@@ -69,6 +69,9 @@ class LocalPolynomialRoute(Route):
         self.name, self.index, self.key_bandwidth = base.name, base.index, base.key_bandwidth
         self.attention_is_sparse = base.attention_is_sparse
         self.leave_one_out_is_sparse = base.leave_one_out_is_sparse
+        # Fits without each key from the keys in reach alone (leave_one_out_sparse_fits).
+        self.leave_one_out_in_reach = (base.attention_is_sparse and not bounded
+                                       and getattr(base, "adaptive", None) is None)
         with np.errstate(over="ignore", invalid="ignore"):
             scaled = keys.scaled(keys.X)  # (n, r)
         # The polynomials' coordinates: the leading polynomial_columns (the continuous
@@ -335,9 +338,8 @@ class LocalPolynomialRoute(Route):
         (b, t; 0 where ``singular``, its design not identified), the fits without each
         key in reach (b, e, t), those keys (b, e; -1 past a query's own count), which
         fits are not computed (b, e: refit them) and ``singular`` (b,). None for other
-        routes."""
-        adaptive = getattr(self.base, "adaptive", None)
-        if self.bounded or adaptive is not None or not self.attention_is_sparse:
+        routes (``leave_one_out_in_reach`` False)."""
+        if not self.leave_one_out_in_reach:
             return None
         attention = sp.csr_array(
             self.base.pool(keys, queries, settings._replace(return_attention=True)).attention,

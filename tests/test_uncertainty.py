@@ -1302,6 +1302,11 @@ _STORED = {
     "dense": {"bandwidth": 0.2},
     "k-d tree": {"kernel": "epanechnikov", "bandwidth": 0.35, "algorithm": "kd_tree"},
     "local linear": {"bandwidth": 0.25, "degree": 1},
+    # On a compact kernel's keys in reach, each row's fit without itself from its design.
+    "local linear, k-d tree": {"kernel": "epanechnikov", "bandwidth": 0.6, "degree": 1,
+                               "algorithm": "kd_tree"},
+    "local quadratic, ball tree": {"kernel": "tricube", "bandwidth": 0.8, "degree": 2,
+                                   "algorithm": "ball_tree"},
     "bounded local quadratic": {"bandwidth": 0.4, "degree": 2, "bounded": True},
     "balloon": {"bandwidth": AdaptiveBandwidth("balloon", n_neighbors=8)},
     "sample-point": {"bandwidth": AdaptiveBandwidth("sample_point", n_neighbors=8)},
@@ -1324,6 +1329,24 @@ def test_the_stored_leave_one_out_predictions_are_explicit_refits(case):
             if isinstance(given, AdaptiveBandwidth) else model.bandwidth_)
     _, own = _refits_without_each_row(
         lambda: NadarayaWatsonRegressor(**dict(params, bandwidth=held)), X, y, X, w)
+    np.testing.assert_allclose(model.loo_prediction_, own, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("degree, bandwidth", [(1, 0.3), (2, 0.35), (2, 0.45)])
+def test_leave_one_out_predictions_in_reach_with_singular_designs_are_refits(degree,
+                                                                            bandwidth):
+    # Few keys in reach of a compact kernel: some rows' designs are singular with or
+    # without themselves (refitted), a row of weight 0 keeps its own fit.
+    X, y, _, w = _data(n=30, d=2)
+    w[4] = 0.0
+    params = {"kernel": "tricube", "bandwidth": bandwidth, "degree": degree,
+              "algorithm": "kd_tree"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LocalFitWarning)
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        model = NadarayaWatsonRegressor(**params, store_loo=True).fit(X, y, sample_weight=w)
+        _, own = _refits_without_each_row(lambda: NadarayaWatsonRegressor(**params),
+                                          X, y, X, w)
     np.testing.assert_allclose(model.loo_prediction_, own, rtol=1e-9, atol=1e-12)
 
 
