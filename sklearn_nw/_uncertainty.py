@@ -20,6 +20,7 @@ CV+ with one row per fold) for the scores of :func:`conformity_scores`.
 """
 
 import math
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -461,45 +462,69 @@ def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
     into ``residuals`` (n,), -1 past a query's own count.
 
     The k-th smallest of ``f_{-i}(x) -+ R_i`` is the k-th of two sorted lists, the rows
-    held in ``fits`` and the others, ``own -+ R_i`` in the order of the residuals
-    (sorted once), with the held rows' places skipped: the smallest, over the number t
-    of held values among the k, of the larger of the t-th held and the (k - t)-th other.
-    O(b e log n) instead of O(b n).
+    held in ``fits`` (``B``) and the others (``A``), ``own -+ R_i`` in the order of the
+    residuals (sorted once) with the held rows' places skipped: the smallest, over the
+    number t of held values among the k, of ``max(A_(k - t), B_(t))``, the larger of a
+    list falling and a list rising with t, found by bisection on t (where ``B_(t)``
+    first reaches ``A_(k - t)``) for every query at once. O(b e log e) after the sort,
+    instead of O(b n).
     """
     b, e = fits.shape
     n = len(residuals)
     held = keys >= 0
     n_held = held.sum(1)  # (b,)
-    t = np.arange(e + 1)  # (e + 1,): held values among the k smallest
-    stride = n + 2  # rows apart in one flat sorted array
-    offsets = np.arange(b)[:, None] * stride
     out = np.empty((b, 2, len(alphas)))
     for side, sign in ((0, -1.0), (1, 1.0)):
         order = np.argsort(sign * residuals, kind="stable")
         sorted_r = sign * residuals[order]  # ascending: own + sorted_r ascends
         place = np.empty(n, dtype=np.int64)
         place[order] = np.arange(n)
-        # The held rows' places in that order, ascending; past a row's count, n + l.
+        # The held rows' places in that order, ascending; past a row's count, n + l. The
+        # others before each of them (b, e), ascending (n past a row's count).
         places = np.where(held, place[np.where(held, keys, 0)], n + np.arange(e))
         places.sort(1)
-        before = (places - np.arange(e) + offsets).ravel()  # others before each place
+        before = places - np.arange(e)
         values = np.where(held, fits + sign * residuals[np.where(held, keys, 0)], np.inf)
         values.sort(1)  # (b, e): the held values, ascending
-        held_t = np.concatenate([np.full((b, 1), -np.inf), values], 1)  # (b, e + 1)
+        others = partial(_kth_other, own=own, sorted_r=sorted_r, before=before)
+        held_value = partial(_kth_held, values=values)
         for a, alpha in enumerate(alphas):
             k = _ranks(alpha, n)[side]
             if k < 1 or k > n:
                 out[:, side, a] = -np.inf if k < 1 else np.inf
                 continue
-            j = k - t[None, :]  # (b, e + 1): rank among the others (1-based; 0 none)
-            valid = (j >= 0) & (j <= (n - n_held)[:, None]) & (t[None, :] <= n_held[:, None])
-            wanted = np.clip(j - 1, 0, n) + offsets  # (b, e + 1)
-            skipped = np.searchsorted(before, wanted, side="right") - np.arange(b)[:, None] * e
-            at = np.clip(np.clip(j - 1, 0, n) + skipped, 0, n - 1)
-            others = np.where(j >= 1, own[:, None] + sorted_r[at], -np.inf)
-            candidates = np.where(valid, np.maximum(others, held_t), np.inf)
-            out[:, side, a] = candidates.min(1)
+            # t from lo to hi: at most the held count, at least what the others lack.
+            lo = np.maximum(0, k - (n - n_held))
+            hi = np.minimum(k, n_held)
+            first = lo.copy()  # bisection: the first t where B_(t) >= A_(k - t)
+            last = hi.copy()
+            while np.any(open_ := first < last):
+                mid = (first + last) // 2
+                reached = held_value(mid) >= others(k - mid)
+                last = np.where(open_ & reached, mid, last)
+                first = np.where(open_ & ~reached, mid + 1, first)
+            best = np.maximum(others(k - first), held_value(first))
+            earlier = np.maximum(first - 1, lo)  # the t before it, where there is one
+            best = np.where(first > lo, np.minimum(
+                best, np.maximum(others(k - earlier), held_value(earlier))), best)
+            out[:, side, a] = best
     return out
+
+
+def _kth_other(i, *, own, sorted_r, before):
+    """``A_(i)`` (b,) of :func:`jackknife_plus_sparse`: each query's ``i``-th smallest
+    (1-based; -inf for 0) of ``own + sorted_r`` at the places no held row takes
+    (``before`` (b, e): the others before each held place, ascending)."""
+    skipped = (before <= (i - 1)[:, None]).sum(1)
+    at = np.clip(i - 1 + skipped, 0, len(sorted_r) - 1)
+    return np.where(i >= 1, own + sorted_r[at], -np.inf)
+
+
+def _kth_held(t, *, values):
+    """``B_(t)`` (b,): each query's ``t``-th smallest held value (1-based; -inf for 0)
+    of ``values`` (b, e), ascending."""
+    at = np.clip(t - 1, 0, values.shape[1] - 1)
+    return np.where(t >= 1, values[np.arange(len(values)), at], -np.inf)
 
 
 def conformity_scores(proba, score, *, own_mass=1.0):
