@@ -515,6 +515,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             step = chunk_rows(X.shape[0], 8 * 4 * self.X_fit_.shape[0],
                               get_config()["working_memory"], cap_bytes=PASS_BYTES,
                               workers=n_workers(device))
+            every_row = bool(positive.all())
 
             def bounds(rows, _):
                 fits = self._leave_one_out_fits(X[rows], None, y)
@@ -529,8 +530,6 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
                 return jackknife_plus_windows(
                     y_pred[rows], bound, residuals[positive], alphas,
                     lambda queries, columns: moves[queries[:, None], columns])
-
-            every_row = bool(positive.all())
 
             with self.key_set_.leave_one_out_session():  # (the chunks share it)
                 parts = on_workers(gen_batches(X.shape[0], step), bounds, device)

@@ -35,7 +35,7 @@ from ._routes import (
     PoolSettings,
     Route,
 )
-from ._uncertainty import dense_rows
+from ._uncertainty import dense_rows, padded_rows
 from ._workers import PASS_BYTES, chunk_rows, serial_if_small
 
 
@@ -341,18 +341,9 @@ class LocalPolynomialRoute(Route):
         routes (``leave_one_out_in_reach`` False)."""
         if not self.leave_one_out_in_reach:
             return None
-        attention = sp.csr_array(
-            self.base.pool(keys, queries, settings._replace(return_attention=True)).attention,
-            dtype=np.float64)
-        attention.eliminate_zeros()
-        counts = np.diff(attention.indptr)  # (b,)
-        b, e = len(counts), max(1, int(counts.max(initial=0)))
         # Each query's keys in reach and their attention, padded (b, e): weight 0 at -1.
-        slot = np.arange(attention.nnz) - np.repeat(attention.indptr[:-1], counts)
-        row = np.repeat(np.arange(b), counts)
-        held = np.full((b, e), -1)
-        weights = np.zeros((b, e))
-        held[row, slot], weights[row, slot] = attention.indices, attention.data
+        held, weights = padded_rows(
+            self.base.pool(keys, queries, settings._replace(return_attention=True)).attention)
         at = torch.as_tensor(np.maximum(held, 0), device=settings.device)  # (b, e)
         f64 = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64),
                                         device=settings.device)

@@ -414,6 +414,22 @@ def _ranks(alpha, n):
     return (math.floor(round(alpha * (n + 1), 9)), math.ceil(round((1 - alpha) * (n + 1), 9)))
 
 
+def padded_rows(attention):
+    """The keys of positive weight of sparse attention rows (b, n) and their weights,
+    ``(keys, weights)`` (b, e) with ``e`` the largest count (at least 1), padded with
+    key -1 and weight 0 past a row's own count; float64 weights."""
+    A = sp.csr_array(attention, dtype=np.float64)
+    A.eliminate_zeros()
+    counts = np.diff(A.indptr)  # (b,)
+    b, e = len(counts), max(1, int(counts.max(initial=0)))
+    slot = np.arange(A.nnz) - np.repeat(A.indptr[:-1], counts)
+    row = np.repeat(np.arange(b), counts)
+    keys = np.full((b, e), -1)
+    weights = np.zeros((b, e))
+    keys[row, slot], weights[row, slot] = A.indices, A.data
+    return keys, weights
+
+
 def sparse_leave_one_out_fits(attention, values):
     """The fits without each key of positive attention, from CSR attention rows (b, n):
     :func:`leave_one_out_fits` at those keys alone. Every other key's fit is the
@@ -423,17 +439,9 @@ def sparse_leave_one_out_fits(attention, values):
     missing), ``keys`` (b, e) (-1 past a row's own count), ``missing`` (b, e) and the
     queries' fits with every key, (b,) or (b, t).
     """
-    A = sp.csr_array(attention, dtype=np.float64)
-    A.eliminate_zeros()
-    counts = np.diff(A.indptr)  # (b,)
-    b, e = len(counts), max(1, int(counts.max(initial=0)))
-    # Each row's keys and weights, padded (b, e): weight 0 at key -1.
-    slot = np.arange(A.nnz) - np.repeat(A.indptr[:-1], counts)
-    keys = np.full((b, e), -1)
-    weights = np.zeros((b, e))
-    row = np.repeat(np.arange(b), counts)
-    keys[row, slot], weights[row, slot] = A.indices, A.data
-    v = np.asarray(values, dtype=np.float64).reshape(A.shape[1], -1)  # (n, t)
+    keys, weights = padded_rows(attention)  # (b, e)
+    b = len(keys)
+    v = np.asarray(values, dtype=np.float64).reshape(attention.shape[1], -1)  # (n, t)
     weighted = weights[:, :, None] * np.where(keys[:, :, None] >= 0, v[keys], 0.0)
     rows = np.arange(b)
     top = weights.argmax(1)
