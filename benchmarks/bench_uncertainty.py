@@ -269,7 +269,7 @@ def _cost_row(case, params, X, y, Q, repeats):
 
 def section_cost(n=5000, n_queries=5000, repeats=3,
                  neighbourhood=((1000, 2), (20_000, 2), (5000, 1), (5000, 3))):
-    """return_std and predict_interval over a plain predict, on three routes; and, around
+    """return_std and predict_interval over a plain predict, on seven routes; and, around
     that configuration, the dense routes at other n and d (``neighbourhood``)."""
     X, y, Q, h = _cost_problem(n, 2, n_queries)
     cases = {"dense Gaussian": {"bandwidth": h, "compute": "eager"},
