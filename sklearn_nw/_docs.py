@@ -134,13 +134,14 @@ PARAMETERS = {
         Compute at fit, and keep, what the uncertainty methods take from the training
         points at the fitted bandwidth: each training row's leave-one-out prediction
         (``loo_prediction_``; the classifier's ``loo_proba_``) and, for the regressor,
-        each row's in-sample fit and weight in it. Without it, ``predict(X,
-        return_std=True)`` (unless ``residual_variance="nn"``), ``predict_interval``,
-        ``marginal_effects(return_std=True)`` and ``predict_set`` compute them at every
-        call: a pass of the training points over each other, which dominates those
-        calls when there are fewer queries than training points. With it, ``fit`` costs
-        that pass (two under an adaptive bandwidth) more. See :ref:`the user guide
-        <uncertainty_cost>`.""",
+        each row's in-sample fit and weight in it and its ``residual_neighbors``
+        nearest others (the ``"nn"`` variance's). Without it, ``predict(X,
+        return_std=True)``, ``predict_interval``, ``marginal_effects(return_std=True)``
+        and ``predict_set`` compute them at every call: a pass of the training points
+        over each other (a search of the nearest others for ``"nn"``), which dominates
+        those calls when there are fewer queries than training points. With it, ``fit``
+        costs that pass (two under an adaptive bandwidth) more. See :ref:`the user
+        guide <uncertainty_cost>`.""",
     "device": """\
     device : str, default="cpu"
         Torch device to compute on: ``"cpu"``, ``"cuda"`` (or ``"cuda:i"``), ``"mps"``, or
