@@ -515,14 +515,21 @@ class NadarayaWatsonBase(BaseEstimator):
                         index[np.where(known, keys, 0)], -1)
         return fits, keys
 
-    def _in_query_chunks(self, n_queries, compute):
+    def _in_query_chunks(self, n_queries, compute, row_bytes=0):
         """``compute(rows)`` of chunks of ``n_queries`` queries (``rows`` a slice), on the
-        workers (two chunks per worker at least), concatenated: the per-query work of the
-        leave-one-out fits outside the route's own passes."""
+        workers (two chunks per worker at least), concatenated, within the route's
+        leave-one-out session (the chunks share what it finds from the keys alone): the
+        per-query work of the fits without each row. With ``row_bytes`` (what a query's
+        row of them takes) the chunks the workers hold at once fit in ``working_memory``,
+        each in ``PASS_BYTES``."""
         device = self._compute_device()
-        step = chunk_rows(n_queries, workers=n_workers(device))
-        return np.concatenate(on_workers(gen_batches(n_queries, step),
-                                         lambda rows, _: compute(rows), device))
+        step = chunk_rows(n_queries, row_bytes,
+                          get_config()["working_memory"] if row_bytes else None,
+                          cap_bytes=PASS_BYTES if row_bytes else None,
+                          workers=n_workers(device))
+        with self.key_set_.leave_one_out_session():
+            return np.concatenate(on_workers(gen_batches(n_queries, step),
+                                             lambda rows, _: compute(rows), device))
 
     def _refit_without(self, queries, j):
         """The outputs at ``queries`` of the fit without training row ``j``, refitted (a

@@ -4,7 +4,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
 from sklearn.base import ClassifierMixin, _fit_context
-from sklearn.utils import check_random_state, gen_batches
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import NadarayaWatsonBase, confidence_levels
@@ -17,7 +17,6 @@ from ._uncertainty import (
     conformity_scores,
     score_tolerance,
 )
-from ._workers import PASS_BYTES, chunk_rows, n_workers, on_workers
 
 # The regressor's own: its local polynomials and its standard errors.
 _REGRESSOR_ONLY = ("degree", "bounded", "residual_variance", "residual_neighbors")
@@ -351,20 +350,16 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         workers)."""
         if self.bandwidth_kind_ != "fixed":  # the fits without each row from the route
             proba = self._pool(X)[0]
-            device = self._compute_device()
-            step = chunk_rows(X.shape[0], 8 * (4 + 3 * len(self.classes_))
-                              * self.X_fit_.shape[0], get_config()["working_memory"],
-                              cap_bytes=PASS_BYTES, workers=n_workers(device))
 
-            def sets(rows, _):
+            def sets(rows):
                 share = query_share if np.isscalar(query_share) else query_share[rows]
                 fits = self._leave_one_out_fits(X[rows], None, one_hot)[:, positive]
                 scores = conformity_scores(fits, conformity_score, own_mass=share)
                 return conformal_sets(scores, training_scores, alphas, tolerance)
 
-            with self.key_set_.leave_one_out_session():  # (the chunks share it)
-                parts = on_workers(gen_batches(X.shape[0], step), sets, device)
-            return self.classes_[np.argmax(proba, axis=1)], np.concatenate(parts)
+            row_bytes = 8 * (4 + 3 * len(self.classes_)) * self.X_fit_.shape[0]
+            return (self.classes_[np.argmax(proba, axis=1)],
+                    self._in_query_chunks(X.shape[0], sets, row_bytes=row_bytes))
         parts = []
 
         def each(rows, attention):

@@ -29,7 +29,7 @@ from ._uncertainty import (
     squared_attention,
 )
 from ._validation import NumberInterval
-from ._workers import PASS_BYTES, chunk_rows, n_workers, on_workers
+from ._workers import chunk_rows
 
 
 @fill_doc(parameters=entries(PARAMETERS),
@@ -505,19 +505,13 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         rows: every fit without a row (sparse rows: the fits without the keys in reach;
         local polynomials: from their own designs, no equivalent kernel formed)."""
         parts = []
-        device = self._compute_device()
         if self.key_set_.leave_one_out_in_reach:
             return self._sparse_local_jackknife_plus(X, y, positive, residuals, alphas)
         if self.key_set_.degree or self.bandwidth_kind_ != "fixed":
             y_pred = self._outputs(self._pool(X)[0])
-            # Chunks of queries on the workers, each with its own pass (the fits without
-            # each row) and its bounds, as many at once as there are workers.
-            step = chunk_rows(X.shape[0], 8 * 4 * self.X_fit_.shape[0],
-                              get_config()["working_memory"], cap_bytes=PASS_BYTES,
-                              workers=n_workers(device))
             every_row = bool(positive.all())
 
-            def bounds(rows, _):
+            def bounds(rows):  # a chunk's own pass (the fits without each row), its bounds
                 fits = self._leave_one_out_fits(X[rows], None, y)
                 if not every_row:
                     fits = fits[:, positive]
@@ -531,9 +525,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
                     y_pred[rows], bound, residuals[positive], alphas,
                     lambda queries, columns: moves[queries[:, None], columns])
 
-            with self.key_set_.leave_one_out_session():  # (the chunks share it)
-                parts = on_workers(gen_batches(X.shape[0], step), bounds, device)
-            return y_pred, np.concatenate(parts)
+            return y_pred, self._in_query_chunks(X.shape[0], bounds,
+                                                 row_bytes=8 * 4 * self.X_fit_.shape[0])
 
         def each_query(rows, attention):
             if sp.issparse(attention) and not self.key_set_.degree:
