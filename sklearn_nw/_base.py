@@ -404,7 +404,8 @@ class NadarayaWatsonBase(BaseEstimator):
         route.
 
         Returns the pooled values as an ndarray (n_queries, t) and the attention (None, an
-        ndarray, or a scipy.sparse CSR array for compact kernels and restricted routes).
+        ndarray, or a scipy.sparse CSR array for compact kernels and restricted routes,
+        its indices sorted: :func:`user_attention`).
         """
         if return_attention and not self.key_set_.route.attention_is_sparse:
             self._check_dense_attention(X.shape[0], "predict(X, return_attention=True)")
@@ -413,7 +414,7 @@ class NadarayaWatsonBase(BaseEstimator):
             device=self._compute_device(), working_memory=get_config()["working_memory"],
         )
         self._check_pooled(X.shape[0], result.out, result.n_fallback, result.n_singular)
-        return result.out, result.attention
+        return result.out, user_attention(result.attention)
 
     def _pool_in_chunks(self, X, each, temporaries=4, *, training=False):
         """:meth:`_pool` of queries X in chunks, each with its attention: ``each(rows,
@@ -713,3 +714,12 @@ def confidence_levels(confidence_level):
         raise ValueError("confidence_level must be a number in (0, 1) or a 1-D array-like "
                          f"of them; got {confidence_level!r}.")
     return levels
+
+
+def user_attention(attention):
+    """Attention as users get it: a sparse one in canonical form, each row's indices
+    sorted (the routes may leave them in their search's order, which the package's own
+    uses of it do not need); a dense one or None as is."""
+    if sp.issparse(attention):
+        attention.sort_indices()
+    return attention

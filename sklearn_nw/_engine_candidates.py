@@ -161,13 +161,12 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
         out[s:s + c] = num_den[:, :-1] / den
         if not return_attention:
             return None
-        row = torch.repeat_interleave(torch.arange(c, device=qs.device), per_query,
-                                      output_size=n_pairs)  # (p,)
-        k = weighted[:, -1].div_(torch.where(den > 0, den, 1.0)[row, 0])
-        nonzero = k != 0  # (p,)
-        kept = torch.zeros(c, dtype=torch.long, device=qs.device)
-        kept.index_add_(0, row[nonzero], torch.ones_like(row[nonzero]))
-        return kept, ind[nonzero], k[nonzero]
+        # The pairs of positive weight (whose queries' den > 0), found once, and their
+        # queries by a search in the queries' ends.
+        kept_pairs = torch.nonzero(weighted[:, -1]).squeeze(1)  # (nnz,) ascending
+        row = torch.searchsorted(torch.cumsum(per_query, 0), kept_pairs, right=True)
+        return (torch.bincount(row, minlength=c), ind[kept_pairs],
+                weighted[kept_pairs, -1] / den[row, 0])
 
     with full_precision():
         # The chunks on the workers (see sklearn_nw._workers), in order.

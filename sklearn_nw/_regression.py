@@ -13,7 +13,7 @@ from sklearn.utils import gen_batches
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import NadarayaWatsonBase, confidence_levels
+from ._base import NadarayaWatsonBase, confidence_levels, user_attention
 from ._bias_correction import bias_corrected_fits, kernel_attention
 from ._docs import ATTRIBUTES, LEAVE_ONE_OUT, PARAMETERS, entries, fill_doc
 from ._uncertainty import (
@@ -259,7 +259,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             return y_pred, y_std
         attention = (sp.vstack(attentions, format="csr") if sp.issparse(attentions[0])
                      else np.concatenate(attentions))
-        return y_pred, y_std, attention
+        return y_pred, y_std, user_attention(attention)
 
     def marginal_effects(self, X, *, average=False, return_std=False):
         r"""Marginal effects: how the estimated regression function changes with each

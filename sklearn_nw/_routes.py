@@ -128,6 +128,28 @@ def torch_dtype(dtype):
     return torch.float32 if dtype == np.float32 else torch.float64
 
 
+def csr_from_parts(parts, shape, dtype):
+    """A CSR array of ``shape`` and ``dtype`` from parts ``(rows, counts, columns, values)``: each
+    part's entries grouped by its ``rows`` (distinct), ``counts`` of them for each; a row
+    may have entries in several parts. Each row's columns stay in the parts' order (the
+    indices are not sorted: :meth:`~sklearn_nw._base.NadarayaWatsonBase._pool` sorts
+    what it returns to users); no sort of the entries, a scatter."""
+    counts = np.zeros(shape[0], dtype=np.int64)
+    for rows, part_counts, _, _ in parts:
+        counts[rows] += part_counts
+    indptr = np.concatenate([[0], np.cumsum(counts)])  # (n_rows + 1,)
+    indices = np.empty(indptr[-1], dtype=np.int64)
+    data = np.empty(indptr[-1], dtype=dtype)
+    filled = indptr[:-1].copy()  # (n_rows,) where each row's next entry goes
+    for rows, part_counts, columns, values in parts:
+        # Entry j of a row goes to its next free place, the row's entries in order.
+        first = np.cumsum(part_counts) - part_counts  # (m,) each row's first entry
+        at = np.repeat(filled[rows] - first, part_counts) + np.arange(len(columns))
+        indices[at], data[at] = columns, values
+        filled[rows] += part_counts
+    return sp.csr_array((data, indices, indptr), shape=shape)
+
+
 def numpy_attention(attention, n_rows, n_cols):
     """Attention as numpy: None, a dense ndarray, or a CSR array without stored zeros."""
     if attention is None:

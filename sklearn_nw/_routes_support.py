@@ -8,12 +8,11 @@ without logarithms; queries that no key reaches are redone over every key in log
 """
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
 from ._engine import augment_keys, key_center
 from ._engine_candidates import support_pairs_pool, support_pool
-from ._routes import PooledValues, Route, numpy_attention
+from ._routes import PooledValues, Route, csr_from_parts, numpy_attention
 from ._workers import on_workers
 
 # A cell list's query with at most this many candidates is pooled over its own, as flat
@@ -141,7 +140,7 @@ class SupportSums:
         if settings.return_attention:
             crow, col, val = (a.cpu().numpy() for a in attention)
             keys = self.support.rows[col if found is None else found[col]]
-            part = (np.repeat(rows, np.diff(crow)), keys, val)
+            part = (rows, np.diff(crow), keys, val)
         return rows, block_out.cpu().numpy(), rows[empty.cpu().numpy()], part
 
     def _record(self, sums):
@@ -168,7 +167,7 @@ class SupportSums:
         self.unreached.append(rows[empty.cpu().numpy()])
         if settings.return_attention:
             crow, col, val = (a.cpu().numpy() for a in attention)
-            self.parts.append((np.repeat(rows, np.diff(crow)), self.support.rows[col], val))
+            self.parts.append((rows, np.diff(crow), self.support.rows[col], val))
 
     def mark_unreached(self, rows):
         """Query ``rows`` have no support key in reach."""
@@ -186,11 +185,10 @@ class SupportSums:
             n_fallback = result.n_fallback
             if settings.return_attention:
                 crow, col, val = (a.cpu().numpy() for a in result.attention)
-                self.parts.append((np.repeat(unreached, np.diff(crow)), col, val))
+                self.parts.append((unreached, np.diff(crow), col, val))
         attention = None
         if settings.return_attention:
-            q_rows, cols, vals = (np.concatenate(p) for p in zip(*self.parts))
-            attention = sp.csr_array((vals, (q_rows, cols)), shape=(n_q, n_keys))
+            attention = csr_from_parts(self.parts, (n_q, n_keys), keys.dtype)
         return PooledValues(self.out, numpy_attention(attention, n_q, n_keys), n_fallback)
 
 

@@ -24,6 +24,7 @@ from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
+import torch
 from sklearn.neighbors import BallTree, KDTree
 from sklearn.utils import gen_batches
 
@@ -474,25 +475,32 @@ def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
     residuals (sorted once) with the held rows' places skipped: the smallest, over the
     number t of held values among the k, of ``max(A_(k - t), B_(t))``, the larger of a
     list falling and a list rising with t, found by bisection on t (where ``B_(t)``
-    first reaches ``A_(k - t)``) for every query at once. O(b e log e) after the sort,
+    first reaches ``A_(k - t)``) for every query at once, each step a batched binary
+    search (``torch.searchsorted``) in the held places. O(b e log e) after the sort,
     instead of O(b n).
     """
     b, e = fits.shape
     n = len(residuals)
     held = keys >= 0
     n_held = held.sum(1)  # (b,)
+    safe = np.where(held, keys, 0)
     out = np.empty((b, 2, len(alphas)))
-    for side, sign in ((0, -1.0), (1, 1.0)):
-        order = np.argsort(sign * residuals, kind="stable")
-        sorted_r = sign * residuals[order]  # ascending: own + sorted_r ascends
-        place = np.empty(n, dtype=np.int64)
-        place[order] = np.arange(n)
-        # The held rows' places in that order, ascending; past a row's count, n + l. The
-        # others before each of them (b, e), ascending (n past a row's count).
-        places = np.where(held, place[np.where(held, keys, 0)], n + np.arange(e))
-        places.sort(1)
-        before = places - np.arange(e)
-        values = np.where(held, fits + sign * residuals[np.where(held, keys, 0)], np.inf)
+    # The residuals ascending (the upper bounds' order; the lower bounds' is its reverse:
+    # tied residuals are equal values, so which of them a held row takes changes nothing).
+    order = np.argsort(residuals, kind="stable")
+    place = np.empty(n, dtype=np.int64)
+    place[order] = np.arange(n)
+    padding = n + np.arange(e)  # past a row's count: places n + l, n others before each
+    rising = np.sort(np.where(held, place[safe], padding), 1)  # (b, e) the upper side's
+    # The lower side's places, n - 1 - the upper's, ascending: the held ones reversed.
+    back = n_held[:, None] - 1 - np.arange(e)  # (b, e)
+    falling = np.where(back >= 0, n - 1 - np.take_along_axis(rising, np.maximum(back, 0), 1),
+                       padding)
+    for side, sign, places in ((0, -1.0, falling), (1, 1.0, rising)):
+        sorted_r = -residuals[order[::-1]] if side == 0 else residuals[order]  # ascending
+        # The others before each held place (b, e), non-decreasing (n past the count).
+        before = torch.from_numpy(places - np.arange(e))
+        values = np.where(held, fits + sign * residuals[safe], np.inf)
         values.sort(1)  # (b, e): the held values, ascending
         others = partial(_kth_other, own=own, sorted_r=sorted_r, before=before)
         held_value = partial(_kth_held, values=values)
@@ -522,8 +530,9 @@ def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
 def _kth_other(i, *, own, sorted_r, before):
     """``A_(i)`` (b,) of :func:`jackknife_plus_sparse`: each query's ``i``-th smallest
     (1-based; -inf for 0) of ``own + sorted_r`` at the places no held row takes
-    (``before`` (b, e): the others before each held place, ascending)."""
-    skipped = (before <= (i - 1)[:, None]).sum(1)
+    (``before`` (b, e), a tensor: the others before each held place, non-decreasing)."""
+    skipped = torch.searchsorted(before, torch.from_numpy(i - 1)[:, None],
+                                 right=True)[:, 0].numpy()  # held places before it
     at = np.clip(i - 1 + skipped, 0, len(sorted_r) - 1)
     return np.where(i >= 1, own + sorted_r[at], -np.inf)
 
