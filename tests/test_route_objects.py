@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from sklearn_nw import EmptyNeighborhoodWarning, NadarayaWatsonRegressor
 from sklearn_nw._base import LocalFitWarning
@@ -51,3 +52,28 @@ def test_route_is_the_objects_name_and_kept_by_predict(params, route):
     before = est.key_set_.route
     est.predict(X[:50])
     assert est.key_set_.route is before and est.route_ == route
+
+
+def test_csr_from_parts_scatters_rows_given_in_several_parts():
+    # Rows in any order within the parts, one row in two parts (a query no key reached,
+    # redone over every key), a part with no entries, a row with none: the same matrix
+    # as scipy's construction from (row, column) pairs, each row's entries in the order
+    # of the parts.
+    from sklearn_nw._routes import csr_from_parts
+
+    parts = [
+        (np.array([3, 0]), np.array([2, 1]), np.array([4, 1, 6]), np.array([0.5, 0.25, 1.0])),
+        (np.array([2]), np.array([0]), np.array([], dtype=np.int64), np.array([])),
+        (np.array([2, 3]), np.array([2, 1]), np.array([5, 0, 2]), np.array([2.0, 3.0, 4.0])),
+    ]
+    got = csr_from_parts(parts, (5, 7), np.float64)
+    rows = np.concatenate([np.repeat(r, c) for r, c, _, _ in parts])
+    cols = np.concatenate([c for _, _, c, _ in parts])
+    vals = np.concatenate([v for _, _, _, v in parts])
+    expected = sp.csr_array((vals, (rows, cols)), shape=(5, 7)).toarray()
+    np.testing.assert_array_equal(got.toarray(), expected)
+    np.testing.assert_array_equal(got.indptr, [0, 1, 1, 3, 6, 6])
+    np.testing.assert_array_equal(got.indices, [6, 5, 0, 4, 1, 2])  # the parts' order
+    assert got.dtype == np.float64
+    empty = csr_from_parts([], (3, 4), np.float32)
+    assert empty.shape == (3, 4) and empty.nnz == 0 and empty.dtype == np.float32

@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.metrics import pairwise_distances
 
@@ -67,6 +68,10 @@ def _predict(Estimator, kernel, params, X, target, w, Q):
         if params.get("compute") == "compiled":
             return est, method(queries), None
         out, attention = method(queries, return_attention=True)
+    if sp.issparse(attention):  # canonical, as users get it: each row's keys ascending
+        within = np.diff(attention.indices)[np.diff(np.repeat(
+            np.arange(attention.shape[0]), np.diff(attention.indptr))) == 0]
+        assert np.all(within > 0), params
     dense = attention.toarray() if hasattr(attention, "toarray") else attention
     return est, out, dense
 
