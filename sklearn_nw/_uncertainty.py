@@ -490,19 +490,17 @@ def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
     order = np.argsort(residuals, kind="stable")
     place = np.empty(n, dtype=np.int64)
     place[order] = np.arange(n)
-    padding = n + np.arange(e)  # past a row's count: places n + l, n others before each
-    rising = np.sort(np.where(held, place[safe], padding), 1)  # (b, e) the upper side's
-    # The lower side's places, n - 1 - the upper's, ascending: the held ones reversed.
-    back = n_held[:, None] - 1 - np.arange(e)  # (b, e)
-    falling = np.where(back >= 0, n - 1 - np.take_along_axis(rising, np.maximum(back, 0), 1),
-                       padding)
-    for side, sign, places in ((0, -1.0, falling), (1, 1.0, rising)):
+    # The held rows' places in that order, ascending (n + l past a row's count), less the
+    # held places before each: the others before each held place, non-decreasing (n past
+    # the count). The lower side's are these reversed and mirrored (_kth_other).
+    places = np.sort(np.where(held, place[safe], n + np.arange(e)), 1)  # (b, e)
+    before = torch.from_numpy(places - np.arange(e))
+    for side, sign in ((0, -1.0), (1, 1.0)):
         sorted_r = -residuals[order[::-1]] if side == 0 else residuals[order]  # ascending
-        # The others before each held place (b, e), non-decreasing (n past the count).
-        before = torch.from_numpy(places - np.arange(e))
         values = np.where(held, fits + sign * residuals[safe], np.inf)
         values.sort(1)  # (b, e): the held values, ascending
-        others = partial(_kth_other, own=own, sorted_r=sorted_r, before=before)
+        others = partial(_kth_other, own=own, sorted_r=sorted_r, before=before,
+                         n_held=n_held if side == 0 else None)
         held_value = partial(_kth_held, values=values)
         for a, alpha in enumerate(alphas):
             k = _ranks(alpha, n)[side]
@@ -527,13 +525,20 @@ def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
     return out
 
 
-def _kth_other(i, *, own, sorted_r, before):
+def _kth_other(i, *, own, sorted_r, before, n_held=None):
     """``A_(i)`` (b,) of :func:`jackknife_plus_sparse`: each query's ``i``-th smallest
-    (1-based; -inf for 0) of ``own + sorted_r`` at the places no held row takes
-    (``before`` (b, e), a tensor: the others before each held place, non-decreasing)."""
-    skipped = torch.searchsorted(before, torch.from_numpy(i - 1)[:, None],
-                                 right=True)[:, 0].numpy()  # held places before it
-    at = np.clip(i - 1 + skipped, 0, len(sorted_r) - 1)
+    (1-based; -inf for 0) of ``own + sorted_r`` at the places no held row takes.
+    ``before`` (b, e), a tensor: the others before each held place in the residuals'
+    ascending order, non-decreasing. For the lower side (``n_held`` given) the order is
+    the reverse: held place p is n - 1 - p, and the others before it ``n - n_held -
+    before``, so the held places at or before ``i - 1`` others are the held count less
+    those with ``before <= n - n_held - i``."""
+    if n_held is None:
+        skipped = torch.searchsorted(before, torch.from_numpy(i - 1)[:, None], right=True)
+    else:
+        skipped = torch.from_numpy(n_held)[:, None] - torch.searchsorted(
+            before, torch.from_numpy(len(sorted_r) - n_held - i)[:, None], right=True)
+    at = np.clip(i - 1 + skipped[:, 0].numpy(), 0, len(sorted_r) - 1)
     return np.where(i >= 1, own + sorted_r[at], -np.inf)
 
 
