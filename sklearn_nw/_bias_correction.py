@@ -99,6 +99,24 @@ def _in_windows(window, width, u, a, c, y, res_nn):
     return take(u), a, c, take(y), inside, res_nn
 
 
+def _inverse(G):
+    """The inverses (b, k, k) of moment matrices ``G`` (b, k, k), through their unit
+    diagonal form ``S G S`` (``S = diag(G)^-1/2``: ``G^-1 = S (S G S)^-1 S``), and which
+    are singular (b,): not finite, or a condition number of the unit form of 1e12 or more
+    (the identity's inverse stands in for theirs). The columns of a design in units of h
+    have different scales (a bandwidth far wider than a feature's spread makes its
+    column, and more its square, tiny), which the unit form takes out: only a design
+    with no information on a column is singular."""
+    diag = np.diagonal(G, axis1=1, axis2=2)  # (b, k)
+    s = 1.0 / np.sqrt(np.where(diag > 0, diag, 1.0))  # (b, k)
+    unit = G * s[:, :, None] * s[:, None, :]  # (b, k, k)
+    finite = np.isfinite(unit).all((1, 2))
+    unit = np.where(finite[:, None, None], unit, np.eye(G.shape[1]))
+    singular = ~finite | ~(np.linalg.cond(unit) < 1e12)  # (b,)
+    inverse = np.linalg.inv(np.where(singular[:, None, None], np.eye(G.shape[1]), unit))
+    return inverse * s[:, :, None] * s[:, None, :], singular
+
+
 def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, points):
     """The conventional and bias-corrected estimates and their standard errors at a block
     of queries.
@@ -138,11 +156,8 @@ def bias_corrected_fits(u, a, c, y, degree, method, n_neighbors, points):
     azp, czq = a[:, :, None] * zp, c[:, :, None] * zq  # (b, n, P), (b, n, Q)
     Gp = azp.swapaxes(1, 2) @ zp  # (b, P, P)
     Gq = czq.swapaxes(1, 2) @ zq  # (b, Q, Q)
-    singular = ~(np.isfinite(np.linalg.cond(Gp)) & (np.linalg.cond(Gp) < 1e12)
-                 & (np.linalg.cond(Gq) < 1e12))  # (b,)
-    eye_p, eye_q = np.eye(P), np.eye(zq.shape[2])
-    Gp_inv = np.linalg.inv(np.where(singular[:, None, None], eye_p, Gp))  # (b, P, P)
-    Gq_inv = np.linalg.inv(np.where(singular[:, None, None], eye_q, Gq))  # (b, Q, Q)
+    (Gp_inv, singular_p), (Gq_inv, singular_q) = _inverse(Gp), _inverse(Gq)
+    singular = singular_p | singular_q  # (b,)
     beta_p = Gp_inv @ (azp.swapaxes(1, 2) @ y)  # (b, P, t)
     beta_q = Gq_inv @ (czq.swapaxes(1, 2) @ y)  # (b, Q, t)
     # The q-fit's weights on the degree-q monomials, and the p-fit's moments of them.

@@ -1171,7 +1171,10 @@ def _monomials(u, degree):
     return np.array(out)
 
 
-def _oracle_bias_corrected(X, y, Q, h, b, w, p, kernel, vce, J=3):
+def _oracle_bias_corrected(X, y, Q, h, b, w, p, kernel, vce, J=3, design_scale=1.0):
+    """The estimates and standard errors at each query from the definitions; the
+    polynomials in ``design_scale`` times the differences in units of h (an intercept
+    and its equivalent kernel do not change with the scale of a design's columns)."""
     n, d = X.shape
     rows = []
     for x in Q:
@@ -1181,8 +1184,8 @@ def _oracle_bias_corrected(X, y, Q, h, b, w, p, kernel, vce, J=3):
         kh = np.array([w[i] * PROFILES[kernel](dist_h[i]) for i in range(n)])
         kb = np.array([w[i] * PROFILES[kernel](dist_b[i]) for i in range(n)])
         win = [i for i in range(n) if kh[i] > 0 or kb[i] > 0]
-        zp = {i: _monomials(U[i], p) for i in win}
-        zq = {i: _monomials(U[i], p + 1) for i in win}
+        zp = {i: _monomials(design_scale * U[i], p) for i in win}
+        zq = {i: _monomials(design_scale * U[i], p + 1) for i in win}
         P = len(zp[win[0]])
         Gp_inv = np.linalg.inv(sum(kh[i] * np.outer(zp[i], zp[i]) for i in win))
         Gq_inv = np.linalg.inv(sum(kb[i] * np.outer(zq[i], zq[i]) for i in win))
@@ -1261,6 +1264,29 @@ def test_bias_corrected_intervals_in_two_features_with_weights(kernel, degree, v
     np.testing.assert_allclose(std, expected[2], rtol=1e-9)
     # The conventional estimate is the (unbounded) local polynomial: the prediction.
     np.testing.assert_allclose(center, model.predict(Q), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("variance", ["nn", "hc1", "hc3"])
+def test_bias_corrected_intervals_with_a_bandwidth_far_wider_than_a_feature(degree,
+                                                                          variance):
+    # A learned bandwidth can be far wider than a feature's spread (a feature the fit
+    # takes as linear): in units of h its design column is tiny and its square tinier,
+    # a moment matrix of condition number far above 1e12 though the design has full
+    # rank. Its intervals are those of the same fit with the columns rescaled (each
+    # query was refused as singular before the moments were taken to a unit diagonal).
+    X, y, Q, w = _data(n=70, d=2)
+    h = np.array([0.5, 1e4])
+    model = NadarayaWatsonRegressor(kernel="epanechnikov", bandwidth=h, degree=degree,
+                                    residual_variance=variance).fit(X, y, sample_weight=w)
+    Q = Q[1:5]
+    expected = _oracle_bias_corrected(X / h, y, Q / h, 1.0, 1.0, w, degree, "epanechnikov",
+                                      variance, design_scale=h)
+    for k, correction in enumerate(["conventional", "robust"]):
+        center, _, std = model.predict_confidence_interval(Q, bias_correction=correction,
+                                                           return_std=True)
+        np.testing.assert_allclose(center, expected[k], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(std, expected[2 + k], rtol=1e-8)
 
 
 @pytest.mark.parametrize("params, call, error, match", [
