@@ -651,7 +651,9 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         query's own local fits within its window (or of each window point's nearest
         others for ``residual_variance="nn"``), scaled as ``residual_variance`` says. In
         one feature the estimates, standard errors and both intervals are those of
-        nprobust's ``lprobust`` with the same p, h, b, kernel and ``vce``. See
+        nprobust's ``lprobust`` with the same p, h, b, kernel and ``vce``. With
+        categorical features the polynomials are in the continuous features (np's rule)
+        and the categories weigh each window by their kernel, at the fit's lambda. See
         :ref:`the user guide <uncertainty>`.
 
         Parameters
@@ -665,7 +667,9 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             or the conventional one, centered at the local polynomial's.
         bias_bandwidth : float or array-like of shape (n_features,), default=None
             The bandwidth b of the bias estimate (nprobust's ``b``); None: ``bandwidth_``
-            (nprobust's ``rho=1``).
+            (nprobust's ``rho=1``). With categorical features, a number is the continuous
+            features' b (the categories keep the fit's lambda), and one value per feature
+            is read as ``bandwidth_`` is (lambda at the categorical ones).
         return_std : bool, default=False
             Also return the standard errors.
 
@@ -685,7 +689,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         ------
         NotImplementedError
             With ``degree=2`` (its bias estimate would be cubic), ``n_neighbors``, an
-            adaptive bandwidth, categorical features or precomputed distances.
+            adaptive bandwidth or precomputed distances.
         ValueError
             With several outputs, a bad level or bias bandwidth, or a query whose local
             designs are singular in its window.
@@ -702,8 +706,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         working_memory = get_config()["working_memory"]
         to_b = None if bias_bandwidth is None else keys.metric / metric_b  # units of h to b
         y = self.y_fit_.reshape(len(self.y_fit_), -1)
-        xs = keys.scaled(keys.X)  # (n, r) in units of h
-        n, r = xs.shape
+        # In units of h; with categorical features, their embedding follows the r
+        # continuous coordinates the polynomials are in (np's rule).
+        xs = keys.scaled(keys.X)  # (n, r + embedded)
+        n, r = xs.shape[0], keys.continuous_coords
         q_terms = 1 + r + r * (r + 1) // 2  # the bias fit's, at most
         step = chunk_rows(X.shape[0], 8 * (8 + 4 * q_terms) * max(1, n), working_memory)
         parts = []
@@ -713,7 +719,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             # The attention of h and of b, from the differences already at hand.
             a = kernel_attention(u, keys.kernel, keys.log_w)  # (b, n)
             c = a if to_b is None else kernel_attention(u * to_b, keys.kernel, keys.log_w)
-            parts.append(bias_corrected_fits(u, a, c, y, keys.degree,
+            parts.append(bias_corrected_fits(u[:, :, :r], a, c, y, keys.degree,
                                              self.residual_variance,
                                              self.residual_neighbors, xs))
         tau_cl, tau_bc, se_cl, se_rb = (np.concatenate(p)[:, 0] for p in zip(*parts))
@@ -738,8 +744,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             why = "degree=2 (its bias estimate would be a cubic fit)"
         elif self.bandwidth_kind_ != "fixed" or self.n_neighbors is not None:
             why = "an adaptive bandwidth or n_neighbors (no bandwidth b to change)"
-        elif self._categorical is not None or keys.precomputed:
-            why = "categorical features or precomputed distances"
+        elif keys.precomputed:
+            why = "precomputed distances"
         if why is not None:
             raise NotImplementedError(
                 f"predict_confidence_interval fits local polynomials of degree p and p + 1 "
@@ -750,10 +756,13 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
 
     def _bias_metric(self, bias_bandwidth):
         """The bandwidths ``b`` of the bias fit: ``bias_bandwidth`` per feature, checked,
-        or the fit's own (None)."""
+        or the fit's own (None); with categorical features, of every embedded column."""
         metric = self.key_set_.metric
         if bias_bandwidth is None:
             return metric
+        categorical = self._categorical
+        if categorical is not None:
+            return categorical.expand(self._categorical_bias_parameters(bias_bandwidth))
         if metric.ndim == 2:
             raise ValueError("bias_bandwidth needs per-feature bandwidths; this "
                              "estimator learned a full metric (projection_).")
@@ -766,6 +775,27 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             raise ValueError("bias_bandwidth must be a positive number or one per "
                              f"feature; got {bias_bandwidth!r}.")
         return b
+
+    def _categorical_bias_parameters(self, bias_bandwidth):
+        """The parameters (d,) of the bias fit with categorical features: a number for
+        every continuous feature (the categorical ones as fitted), or one value per
+        feature in ``bandwidth_``'s terms."""
+        categorical = self._categorical
+        given = np.asarray(bias_bandwidth, dtype=object)
+        try:
+            if given.ndim == 0:
+                b = float(bias_bandwidth)
+                if not (np.isfinite(b) and b > 0):
+                    raise ValueError
+                parameters = np.array(self._scales, dtype=np.float64)
+                parameters[categorical.continuous] = b
+                return parameters
+            return categorical.check(bias_bandwidth)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(
+                "bias_bandwidth must be a positive number (the continuous features' b) "
+                "or one value per feature as bandwidth_ holds them (the smoothing lambda "
+                f"of a categorical one); got {bias_bandwidth!r}.") from exc
 
     def _target_variance(self):
         """Each training target's variance ``s_i**2`` (n, t), by ``residual_variance``."""

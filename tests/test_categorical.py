@@ -498,3 +498,86 @@ def test_the_grid_center_of_a_large_set_is_learned_on_a_subsample(monkeypatch):
     # The continuous features' bandwidths keep the center's ratio (the odds move too).
     np.testing.assert_allclose(grid[:, 0] / grid[:, 1], center[0] / center[1], rtol=1e-6)
     assert not np.isclose(everyone[0] / everyone[1], center[0] / center[1], rtol=1e-3)
+
+
+def _monomials(u, degree):
+    """[1, u_k, u_k u_l (k <= l)] up to ``degree``."""
+    out = [1.0] + (list(u) if degree >= 1 else [])
+    if degree >= 2:
+        out += [u[k] * u[m] for k in range(len(u)) for m in range(k, len(u))]
+    return np.array(out)
+
+
+def _mixed_bias_corrected(Xn, y, Q, h, b, degree, vce, J=3):
+    """Conventional and bias-corrected estimates and standard errors from the
+    definitions (as lprobust, in several features): the product kernel's weights at
+    ``h`` and at ``b`` (one value per feature, lambda at the categorical ones), the
+    polynomials in the two continuous features in units of h; ``"nn"`` compares a window
+    point with its nearest others at the distance whose Gaussian is the product kernel,
+    ``sqrt(-2 log K)``."""
+    p, h_c = degree, np.asarray(h[:2])
+    K_h, K_b = _product_kernel(Q, Xn, h, "li_racine"), _product_kernel(Q, Xn, b, "li_racine")
+    with np.errstate(divide="ignore"):
+        between = np.sqrt(-2 * np.log(_product_kernel(Xn, Xn, h, "li_racine")))  # (n, n)
+    rows = []
+    for q, kh, kb in zip(Q, K_h, K_b):
+        U = (Xn[:, :2] - q[:2]) / h_c
+        win = np.flatnonzero((kh > 0) | (kb > 0))
+        zp = np.array([_monomials(U[i], p) for i in win])
+        zq = np.array([_monomials(U[i], p + 1) for i in win])
+        P, m = zp.shape[1], len(win)
+        Gp_inv = np.linalg.inv((kh[win, None] * zp).T @ zp)
+        Gq_inv = np.linalg.inv((kb[win, None] * zq).T @ zq)
+        beta_p = Gp_inv @ (kh[win, None] * zp).T @ y[win]
+        beta_q = Gq_inv @ (kb[win, None] * zq).T @ y[win]
+        moments = (kh[win, None] * zp).T @ zq[:, P:]
+        l_cl = (Gp_inv @ (kh[win, None] * zp).T)[0]
+        l_bc = (Gp_inv @ ((kh[win, None] * zp).T
+                          - moments @ (Gq_inv @ (kb[win, None] * zq).T)[P:]))[0]
+        if vce == "nn":
+            r_h = np.empty(m)
+            for a, i in enumerate(win):
+                others = win[win != i]
+                reach = np.sort(between[i, others])[min(J, m - 1) - 1]
+                near = others[between[i, others] <= reach]
+                r_h[a] = np.sqrt(len(near) / (len(near) + 1)) * (y[i] - y[near].mean())
+            r_b = r_h
+        else:
+            leverage = kh[win] * np.einsum("ip,pq,iq->i", zp, Gp_inv, zp)
+            scale = {"hc0": 1.0, "hc3": 1 / (1 - leverage)}[vce]
+            r_h, r_b = scale * (y[win] - zp @ beta_p), scale * (y[win] - zq @ beta_q)
+        rows.append([l_cl @ y[win], l_bc @ y[win], np.sqrt(np.sum(l_cl**2 * r_h**2)),
+                     np.sqrt(np.sum(l_bc**2 * r_b**2))])
+    return np.array(rows).T  # tau_cl, tau_bc, se_cl, se_rb
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("variance", ["nn", "hc0", "hc3"])
+@pytest.mark.parametrize("bias_bandwidth", [None, 0.7, [0.5, 0.35, 0.2, 0.6, 0.4]])
+def test_bias_corrected_intervals_with_categorical_features(degree, variance,
+                                                             bias_bandwidth):
+    # np's rule: the polynomials in the continuous features, the categories' kernel on
+    # the weights (at the fit's lambda, or at those of a bias bandwidth given per
+    # feature as bandwidth_ is).
+    X, Xn, y = _table(n=90, seed=6)
+    model = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, degree=degree,
+                                    residual_variance=variance).fit(X, y)
+    b = (BANDWIDTH if bias_bandwidth is None
+         else [bias_bandwidth] * 2 + BANDWIDTH[2:] if np.ndim(bias_bandwidth) == 0
+         else bias_bandwidth)
+    expected = _mixed_bias_corrected(Xn, y, Xn[:12], BANDWIDTH, b, degree, variance)
+    for k, correction in enumerate(["conventional", "robust"]):
+        center, _, std = model.predict_confidence_interval(
+            X.iloc[:12], bias_correction=correction, bias_bandwidth=bias_bandwidth,
+            return_std=True)
+        np.testing.assert_allclose(center, expected[k], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(std, expected[2 + k], rtol=1e-8)
+
+
+@pytest.mark.parametrize("bias_bandwidth", [-1.0, [0.5, 0.3], [0.5, 0.3, 0.2, 0.6, 2.0],
+                                            "wide"])
+def test_bias_bandwidth_with_categorical_features_refuses_bad_values(bias_bandwidth):
+    X, _, y = _table(n=60)
+    model = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, degree=1).fit(X, y)
+    with pytest.raises(ValueError, match="bias_bandwidth must be"):
+        model.predict_confidence_interval(X.iloc[:3], bias_bandwidth=bias_bandwidth)
