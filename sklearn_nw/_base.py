@@ -244,7 +244,8 @@ class NadarayaWatsonBase(BaseEstimator):
         """Whether each training row's fit without it is computed from the fit with it
         (:meth:`_check_leave_one_out_fits` would pass)."""
         return (not (self.bandwidth_kind_ == "sample_point" and self.key_set_.degree)
-                and self.n_neighbors is None and np.count_nonzero(self.sample_weight_) >= 2)
+                and (self.n_neighbors is None or self.key_set_.leave_one_out_nearest)
+                and np.count_nonzero(self.sample_weight_) >= 2)
 
     def _fit_categorical(self, X):
         """Find the categorical features (``categorical_features``), learn their
@@ -456,10 +457,12 @@ class NadarayaWatsonBase(BaseEstimator):
                    "bandwidth (a row's removal moves other keys' bandwidths, a design of "
                    "its own for every row)")
             instead = "degree=0, a balloon or a fixed bandwidth"
-        elif self.n_neighbors is not None:
-            why = (f"n_neighbors={self.n_neighbors} (the k nearest change when a row "
-                   "leaves)")
-            instead = "n_neighbors=None"
+        elif self.n_neighbors is not None and not self.key_set_.leave_one_out_nearest:
+            why = (f"n_neighbors={self.n_neighbors} and "
+                   + (f"degree={self.key_set_.degree} (the k nearest change when a row "
+                      "leaves, and with them every local design)" if self.key_set_.degree
+                      else "precomputed distances"))
+            instead = "n_neighbors=None" + (", or degree=0" if self.key_set_.degree else "")
         if why is not None:
             raise NotImplementedError(
                 f"{what} from the fit with every row; not with {why}. Use {instead}, or "
@@ -501,6 +504,11 @@ class NadarayaWatsonBase(BaseEstimator):
         was all on the key refitted), the keys as indices into the rows of ``positive``
         weight (-1 past a query's own count), and each query's own fit."""
         fits, keys, missing, own = sparse_leave_one_out_fits(attention, values)
+        if self.key_set_.leave_one_out_nearest:  # the k nearest of the others move in
+            _, fits, keys, missing = self.key_set_.leave_one_out_nearest_fits(
+                queries, values, device=self._compute_device(),
+                working_memory=get_config()["working_memory"])
+            fits = fits.reshape(keys.shape + np.shape(values)[1:])
         return (*self._resolve_sparse_fits(queries, fits, keys, missing, positive), own)
 
     def _resolve_sparse_fits(self, queries, fits, keys, missing, positive):
@@ -551,7 +559,8 @@ class NadarayaWatsonBase(BaseEstimator):
         least-squares fit at a point without one of its rows), where the route has them
         from sums (:meth:`_in_sample_sums`, or ``sums`` given) and ``L_ii <= 1/2``; else
         from the attention (:meth:`_leave_one_out_at_training_points`)."""
-        if self.bandwidth_kind_ != "fixed" or getattr(self, "bounded", False):
+        if (self.bandwidth_kind_ != "fixed" or getattr(self, "bounded", False)
+                or self.key_set_.leave_one_out_nearest):
             return self._leave_one_out_at_training_points(values)
         sums = self._in_sample_sums() if sums is None else sums
         if sums is None:
@@ -589,7 +598,8 @@ class NadarayaWatsonBase(BaseEstimator):
                 out[rows] = self._leave_one_out_fits(keys.X[own], None, values)[
                     np.arange(len(own)), own]
             return out
-        if keys.leave_one_out_in_reach:  # local fits on a compact kernel's keys in reach
+        if keys.leave_one_out_in_reach or keys.leave_one_out_nearest:
+            # Local fits on a compact kernel's keys in reach; the k nearest of the others.
             return self._own_fits_in_reach(values, training_rows).reshape(out.shape)
         if self.bandwidth_kind_ != "fixed":  # the neighbor distances move as well
             fits, missing = keys.leave_one_out_adaptive_own_fits(
@@ -619,9 +629,11 @@ class NadarayaWatsonBase(BaseEstimator):
     def _own_fits_in_reach(self, values, training_rows):
         """:meth:`_leave_one_out_at_training_points` of local polynomials on a compact
         kernel's keys in reach (m, t): each row's fit without itself from its own design
-        (:meth:`~sklearn_nw._keys.FittedKeys.leave_one_out_sparse_local_fits`); a row
-        outside its own reach (no weight) keeps its fit, one whose design is singular
-        with or without itself is refitted."""
+        (:meth:`~sklearn_nw._keys.FittedKeys.leave_one_out_sparse_local_fits`), or on
+        the k nearest keys from the nearest others
+        (:meth:`~sklearn_nw._keys.FittedKeys.leave_one_out_nearest_fits`); a row outside
+        its own reach or k units (no weight) keeps its fit, one whose design is singular
+        with or without itself, or with no kernel weight left, is refitted."""
         keys = self.key_set_
         v = values.reshape(len(values), -1)  # (n, t)
         settings = {"device": self._compute_device(),
@@ -629,8 +641,13 @@ class NadarayaWatsonBase(BaseEstimator):
 
         def own_fits(rows):
             own = training_rows[rows]
-            fitted, fits, held, missing, singular = keys.leave_one_out_sparse_local_fits(
-                keys.X[own], v, **settings)
+            if keys.leave_one_out_nearest:  # a row at its own input is one of its keys
+                fitted, fits, held, missing = keys.leave_one_out_nearest_fits(
+                    keys.X[own], v, **settings)
+                singular = np.zeros(len(own), dtype=bool)
+            else:
+                fitted, fits, held, missing, singular = keys.leave_one_out_sparse_local_fits(
+                    keys.X[own], v, **settings)
             at = np.arange(len(own))
             match = held == own[:, None]  # (b, e): the row itself among its keys
             inside, slot = match.any(1), match.argmax(1)

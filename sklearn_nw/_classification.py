@@ -243,8 +243,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         Raises
         ------
         NotImplementedError
-            With ``n_neighbors``, whose fits without a row are not computed from the fit
-            with it (the k nearest change).
+            With ``n_neighbors`` and precomputed distances, whose fits without a row are
+            not computed from the fit with it (the next stored entry comes in).
         """
         check_is_fitted(self)
         X = self._validate_predict_data(X)

@@ -252,13 +252,14 @@ LEAVE_ONE_OUT = {
     loo_prediction_ : ndarray of shape (n_samples_fit,) or (n_samples_fit, n_outputs)
         Only with ``store_loo=True``: each training row's prediction by the fit without
         it, at the fitted bandwidth (as :meth:`predict_interval` computes it), where it
-        is computed from the fit with every row: not with ``n_neighbors``, nor local
-        polynomials under a sample-point bandwidth, nor fewer than 2 rows of positive
+        is computed from the fit with every row: not with local polynomials under a
+        sample-point bandwidth or on the ``n_neighbors`` nearest keys, nor with
+        ``n_neighbors`` and precomputed distances, nor fewer than 2 rows of positive
         weight.""",
     "loo_proba_": """\
     loo_proba_ : ndarray of shape (n_samples_fit, n_classes)
         Only with ``store_loo=True``: each training row's class probabilities by the fit
         without it, at the fitted bandwidth (as :meth:`predict_set` computes them), where
-        they are computed from the fit with every row: not with ``n_neighbors``, nor with
-        fewer than 2 rows of positive weight.""",
+        they are computed from the fit with every row: not with ``n_neighbors`` and
+        precomputed distances, nor with fewer than 2 rows of positive weight.""",
 }

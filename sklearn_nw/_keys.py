@@ -288,6 +288,21 @@ class FittedKeys:
         local polynomials on a compact kernel's keys in reach, at a fixed bandwidth."""
         return getattr(self.route, "leave_one_out_in_reach", False)
 
+    def leave_one_out_nearest_fits(self, queries, values, *, device="cpu",
+                                   working_memory=1024):
+        """The fits of ``values`` (n, t) at ``queries`` without each of their k nearest
+        keys (``n_neighbors``), as refits find the k nearest of the others: ``(own, fits,
+        held, missing)`` of
+        :meth:`~sklearn_nw._routes_search.KNearestRoute.leave_one_out_held_fits`."""
+        settings = PoolSettings(torch.device(device), True, "eager", working_memory)
+        return self.route.leave_one_out_held_fits(self, queries, values, settings)
+
+    @property
+    def leave_one_out_nearest(self):
+        """Whether :meth:`leave_one_out_nearest_fits` gives the fits without each key:
+        Nadaraya-Watson on the k nearest keys (``n_neighbors``, not precomputed)."""
+        return hasattr(self.route, "leave_one_out_held_fits")
+
     def leave_one_out_session(self):
         """A context in which the fits without each row at several chunks of queries
         share what the route finds from the keys alone

@@ -419,14 +419,15 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         Under an adaptive bandwidth the neighbor distances that counted the row move out
         as a refit without it has them (a balloon query's own, at any degree; at degree
         0, the sample-point bandwidths of the keys whose k nearest held it), the rule and
-        its k and c held. The bandwidth is held fixed: its own choice from the same data
-        (a learned or CV bandwidth) is not repeated without each row, which makes the
-        residuals a little small. With ``cv``, CV+ instead (Barber et al. 2021): on each
-        split of the training rows a clone of this estimator is fitted on the training
-        part, its bandwidth chosen there as this estimator chose it; the held-out rows'
-        residuals and the predictions at X of the split they were held out of take the
-        place of the leave-one-out ones. It costs one fit per split, and serves every
-        bandwidth.
+        its k and c held; on the ``n_neighbors`` nearest keys, a row among a query's k
+        nearest makes way for the next key(s), as the k nearest of a refit's keys. The
+        bandwidth is held fixed: its own choice from the same data (a learned or CV
+        bandwidth) is not repeated without each row, which makes the residuals a little
+        small. With ``cv``, CV+ instead (Barber et al. 2021): on each split of the
+        training rows a clone of this estimator is fitted on the training part, its
+        bandwidth chosen there as this estimator chose it; the held-out rows' residuals
+        and the predictions at X of the split they were held out of take the place of
+        the leave-one-out ones. It costs one fit per split, and serves every bandwidth.
 
         Parameters
         ----------
@@ -452,9 +453,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         Raises
         ------
         NotImplementedError
-            Without ``cv``: with ``n_neighbors``, or local polynomials under a
-            sample-point bandwidth, whose fits without a row are not computed from the
-            fit with it (the k nearest or other keys' designs change). With ``cv``: with
+            Without ``cv``: with local polynomials under a sample-point bandwidth or on
+            the ``n_neighbors`` nearest keys, or ``n_neighbors`` with precomputed
+            distances, whose fits without a row are not computed from the fit with it
+            (other keys' designs, or the next key, change). With ``cv``: with
             ``metric="precomputed"``
             (the refits would need distances between the training rows).
         ValueError

@@ -70,8 +70,10 @@ class LocalPolynomialRoute(Route):
         self.attention_is_sparse = base.attention_is_sparse
         self.leave_one_out_is_sparse = base.leave_one_out_is_sparse
         # Fits without each key from the keys in reach alone (leave_one_out_sparse_fits).
+        # (Not on the k nearest keys: a key's removal brings in the next one.)
         self.leave_one_out_in_reach = (base.attention_is_sparse and not bounded
-                                       and getattr(base, "adaptive", None) is None)
+                                       and getattr(base, "adaptive", None) is None
+                                       and not hasattr(base, "leave_one_out_held_fits"))
         with np.errstate(over="ignore", invalid="ignore"):
             scaled = keys.scaled(keys.X)  # (n, r)
         # The polynomials' coordinates: the leading polynomial_columns (the continuous

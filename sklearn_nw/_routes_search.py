@@ -7,8 +7,11 @@ queries (:func:`~sklearn_nw._routes.pool_candidates`).
 
 import numpy as np
 import scipy.sparse as sp
+import torch
+from sklearn.utils import gen_batches
 
 from ._routes import Route, numpy_attention, pool_candidates, pooled_values
+from ._workers import chunk_rows
 
 
 class _SearchedRoute(Route):
@@ -93,6 +96,65 @@ class KNearestRoute(_SearchedRoute):
         pair_w = np.clip(k - (cumulative - w), 0.0, w)  # (b, m)
         counts = np.full(len(queries), dist.shape[1])
         return dist.ravel(), self.index_rows[ind].ravel(), counts, pair_w.ravel()
+
+    def leave_one_out_held_fits(self, keys, queries, values, settings):
+        """The fits of ``values`` (n, t) at ``queries`` without each key that holds part
+        of their k units, as refits without it find them: float64 fits (b, e, t)
+        without the keys ``held`` (b, e) (training rows, -1 past a query's count) and
+        which of them have no kernel weight left (b, e: the caller refits those, whose
+        fallback is the nearest other key). A key outside a query's k units moves
+        nothing. Also each query's own fit (b, t) with every key (NaN where no key of
+        the k units has kernel weight: the route's fallback).
+
+        Without key j (weight ``w_j``) the nearest others holding k units are the
+        query's nearest keys holding ``k + w_j``, j taken out: key i after j holds
+        ``clip(k - (C_i - w_i - w_j), 0, w_i)`` (``C_i`` the weight up to i), so one
+        search holding k plus the largest weight serves every j; each fit is a
+        normalized sum over that list in log space, as the route pools. Ties in
+        distance are ordered as the search orders them. Returns ``(own, fits, held,
+        missing)``."""
+        k = self.n_neighbors
+        weight = keys.sample_weight[self.index_rows]
+        search = keys.search_space(queries)
+        dist, ind, w, cumulative = self.index.nearest_holding(
+            search, weight, k + weight.max(), first=min(k + 1, len(self.index_rows)))
+        before = cumulative - w  # (b, m): the weight nearer than each key
+        share = np.clip(k - before, 0.0, w)  # (b, m): each key's part of the k units
+        counts = (share > 0).sum(1)  # (b,): the held keys, the first of each list
+        b, m = dist.shape
+        e = max(1, int(counts.max(initial=0)))
+        with np.errstate(over="ignore"):
+            u2 = torch.from_numpy(np.square(dist / keys.search_scale))
+        log_k = keys.kernel.log_profile_sq(u2).numpy()  # (b, m)
+        v = np.asarray(values, dtype=np.float64).reshape(len(values), -1)  # (n, t)
+        v = v[self.index_rows[ind]]  # (b, m, t): the listed keys' values
+        with np.errstate(divide="ignore"):
+            own = log_k + np.log(share)  # (b, m)
+        top = own.max(1, keepdims=True, initial=-np.inf)
+        own = np.exp(own - np.where(np.isfinite(top), top, 0.0))
+        with np.errstate(invalid="ignore"):  # NaN: no kernel weight
+            own = (own[:, None, :] @ v)[:, 0] / own.sum(1)[:, None]  # (b, t)
+        fits = np.empty((b, e, v.shape[2]))
+        missing = np.zeros((b, e), dtype=bool)
+        after = np.arange(m)[None, :] > np.arange(e)[:, None]  # (e, m): key i after slot s
+        itself = np.arange(m)[None, :] == np.arange(e)[:, None]  # (e, m)
+        # (b, e, m) blocks of the shares and their log weights per chunk of queries.
+        step = chunk_rows(b, 8 * 4 * e * m, settings.working_memory)
+        for rows in gen_batches(b, step):
+            freed = w[rows, :e, None] * after  # (c, e, m): what key s's removal frees
+            shares = np.clip(k - (before[rows, None, :] - freed), 0.0, w[rows, None, :])
+            shares[:, itself] = 0.0
+            with np.errstate(divide="ignore"):
+                logits = log_k[rows, None, :] + np.log(shares)  # (c, e, m)
+            top = logits.max(2, keepdims=True)  # (c, e, 1)
+            lost = ~np.isfinite(top[:, :, 0])  # no kernel weight left
+            weights = np.exp(logits - np.where(lost[:, :, None], 0.0, top))
+            total = weights.sum(2, keepdims=True)  # (c, e, 1)
+            fits[rows] = (weights @ v[rows]) / np.where(total > 0, total, 1.0)
+            missing[rows] = lost
+        held = np.where(np.arange(e)[None, :] < counts[:, None],
+                        self.index_rows[ind[:, :e]], -1)  # (b, e)
+        return own, fits, held, missing & (held >= 0)
 
 
 class PrecomputedRoute(Route):

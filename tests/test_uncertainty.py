@@ -402,6 +402,58 @@ def test_jackknife_plus_equals_explicit_refits(kernel, bandwidth, algorithm, d, 
     np.testing.assert_allclose(intervals, expected, rtol=1e-8, atol=1e-8)
 
 
+def _nearest_data(weights, seed=0):
+    """Data for the k nearest keys: 40 rows in 2 features and 6 copies of the first rows
+    (same targets: which copy a search takes among tied ones changes nothing; each copy
+    stays when the other leaves), weights of ``weights`` kind, and a query out of a
+    compact kernel's reach (the route's and the refits' nearest-key fallback)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, (40, 2))
+    y = np.sin(4 * X.sum(1)) + 0.3 * rng.normal(size=40)
+    X, y = np.vstack([X, X[:6]]), np.concatenate([y, y[:6]])
+    w = {"unit": np.ones(46), "integer": rng.integers(1, 4, 46).astype(float),
+         "fractional": rng.uniform(0.3, 2.5, 46)}[weights]
+    if weights == "fractional":
+        w[[4, 11]] = 0.0  # rows without weight are not training rows
+    Q = np.vstack([rng.uniform(0, 1, (7, 2)), [[3.0, 3.0]]])
+    return X, y, w, Q
+
+
+@pytest.mark.parametrize("kernel, bandwidth", [("gaussian", 0.3), ("epanechnikov", 0.25)])
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+@pytest.mark.parametrize("k", [1, 5])
+@pytest.mark.parametrize("weights", ["unit", "integer", "fractional"])
+def test_jackknife_plus_on_the_k_nearest_equals_explicit_refits(kernel, bandwidth,
+                                                                 algorithm, k, weights):
+    # Without one of its k nearest keys a query's fit takes the next key(s) in, as a
+    # refit's k nearest of the others do (in units of sample weight: the keys after the
+    # one that leaves hold what it held); the training rows' residuals likewise.
+    X, y, w, Q = _nearest_data(weights)
+    # (Not 0.8: 0.2 (n + 1) is 9 for the 44 rows of fractional weight, which the oracle's
+    # exact arithmetic on the float 0.8 puts just below.)
+    levels = [0.5, 0.75, 0.9]
+
+    def make():
+        return NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth, n_neighbors=k,
+                                       algorithm=algorithm)
+
+    model = make().fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        y_pred, intervals = model.predict_interval(Q, confidence_level=levels)
+        np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
+        expected = _oracle_jackknife_plus(make, X, y, Q, w, levels)
+        np.testing.assert_allclose(intervals, expected, rtol=1e-9, atol=1e-9)
+        refits = [make().fit(np.delete(X, i, 0), np.delete(y, i),
+                             sample_weight=np.delete(w, i)).predict(X[i : i + 1])[0]
+                  for i in range(len(y))]
+        stored = make().set_params(store_loo=True).fit(X, y, sample_weight=w)
+        np.testing.assert_allclose(stored.predict_interval(Q, levels)[1], intervals,
+                                   rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(stored.loo_prediction_[w > 0], np.array(refits)[w > 0],
+                               rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("kernel, degree", [
     ("gaussian", 0), ("laplacian", 0), ("epanechnikov", 0), ("gaussian", 1),
     ("epanechnikov", 1),
@@ -700,12 +752,16 @@ def test_the_cv_regressor_has_intervals_with_an_adaptive_bandwidth():
 
 
 @pytest.mark.parametrize("params, error, match", [
-    ({"n_neighbors": 5}, NotImplementedError, "n_neighbors=5"),
+    ({"n_neighbors": 5, "degree": 1}, NotImplementedError, "n_neighbors=5 and degree=1"),
+    ({"n_neighbors": 5, "metric": "precomputed"}, NotImplementedError,
+     "n_neighbors=5 and precomputed distances"),
     ({"bandwidth": AdaptiveBandwidth("sample_point", n_neighbors=5), "degree": 1},
      NotImplementedError, "local polynomials \\(degree=1\\) under a sample-point"),
 ])
 def test_jackknife_plus_refuses_what_it_does_not_compute(params, error, match):
     X, y, Q, _ = _data(n=30)
+    if params.get("metric") == "precomputed":
+        X, Q = np.abs(X - X.T), np.abs(Q - X.T)  # one feature: its distances
     model = NadarayaWatsonRegressor(**{"bandwidth": 0.3, **params}).fit(X, y)
     with pytest.raises(error, match=match):
         model.predict_interval(Q)
@@ -968,6 +1024,43 @@ def test_sets_by_windows_equal_explicit_refits(score, include_last_label, kernel
     np.testing.assert_array_equal(sets, expected)
 
 
+@pytest.mark.parametrize("score, include_last_label", [
+    ("lac", True), ("aps", True), ("aps", "randomized")])
+@pytest.mark.parametrize("kernel, bandwidth", [("gaussian", 0.3), ("epanechnikov", 0.25)])
+@pytest.mark.parametrize("k", [1, 6])
+@pytest.mark.parametrize("weights", ["unit", "fractional"])
+def test_conformal_sets_on_the_k_nearest_equal_explicit_refits(score, include_last_label,
+                                                                kernel, bandwidth, k,
+                                                                weights):
+    # The classifier's sets from the fits without each of a query's k nearest keys (the
+    # next keys taken in); the training rows' probabilities without themselves likewise
+    # (loo_proba_ with store_loo). Copies of rows share their labels.
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    X, y, w, Q = _nearest_data(weights, seed=3)
+    labels = np.array(["a", "b", "c"])[np.digitize(y, np.quantile(y, [0.35, 0.7]))]
+    levels = [0.5, 0.75, 0.9]
+
+    def make():
+        return NadarayaWatsonClassifier(kernel=kernel, bandwidth=bandwidth, n_neighbors=k)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        model = make().fit(X, labels, sample_weight=w)
+        y_pred, sets = model.predict_set(Q, confidence_level=levels, conformity_score=score,
+                                         include_last_label=include_last_label,
+                                         random_state=7)
+        np.testing.assert_array_equal(y_pred, model.predict(Q))
+        expected = _oracle_sets(make, X, labels, Q, w, levels, score, include_last_label,
+                                seed=7)
+        np.testing.assert_array_equal(sets, expected)
+        stored = make().set_params(store_loo=True).fit(X, labels, sample_weight=w)
+        refits = [make().fit(np.delete(X, i, 0), np.delete(labels, i),
+                             sample_weight=np.delete(w, i)).predict_proba(X[i : i + 1])[0]
+                  for i in np.flatnonzero(w > 0)]
+    np.testing.assert_allclose(stored.loo_proba_[w > 0], refits, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.parametrize("score", ["lac", "aps"])
 def test_sparse_conformal_sets_equal_the_dense_ones(score):
     # As test_sparse_jackknife_plus_equals_the_dense_one, for the classifier's sets:
@@ -1109,9 +1202,10 @@ def test_conformal_sets_refuse_bad_input():
         model.predict_set(X, conformity_score="aps", include_last_label="random")
     with pytest.raises(ValueError, match="confidence_level must be"):
         model.predict_set(X, confidence_level=1.0)
-    knn = NadarayaWatsonClassifier(bandwidth=1.0, n_neighbors=3).fit(X, y)
-    with pytest.raises(NotImplementedError, match="n_neighbors=3"):
-        knn.predict_set(X)
+    knn = NadarayaWatsonClassifier(bandwidth=1.0, n_neighbors=3, metric="precomputed")
+    knn.fit(np.abs(X - X.T), y)
+    with pytest.raises(NotImplementedError, match="n_neighbors=3 and precomputed"):
+        knn.predict_set(np.abs(X - X.T))
 
 
 def test_the_training_points_own_pass_does_not_warn():
@@ -1449,17 +1543,17 @@ def test_a_refit_without_store_loo_forgets_the_state():
 
 
 def test_store_loo_without_fits_from_the_fit_keeps_the_standard_errors_state():
-    # n_neighbors: no fit without a row from the fit with it, so no loo_prediction_ and
-    # predict_interval refuses as before; the standard errors' state is kept.
+    # Local polynomials on the k nearest: no fit without a row from the fit with it, so
+    # no loo_prediction_ and predict_interval refuses; the standard errors' state is kept.
     X, y, Q, _ = _data(n=40, d=2)
-    model = NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=8, residual_variance="hc3",
-                                    store_loo=True).fit(X, y)
+    model = NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=8, degree=1,
+                                    residual_variance="hc3", store_loo=True).fit(X, y)
     assert "loo_prediction_" not in vars(model) and "_in_sample_fit" in vars(model)
-    plain = NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=8,
+    plain = NadarayaWatsonRegressor(bandwidth=0.3, n_neighbors=8, degree=1,
                                     residual_variance="hc3").fit(X, y)
     np.testing.assert_array_equal(model.predict(Q, return_std=True)[1],
                                   plain.predict(Q, return_std=True)[1])
-    with pytest.raises(NotImplementedError, match="n_neighbors=8"):
+    with pytest.raises(NotImplementedError, match="n_neighbors=8 and degree=1"):
         model.predict_interval(Q)
     with pytest.raises(InvalidParameterError, match="store_loo"):
         NadarayaWatsonRegressor(store_loo="yes").fit(X, y)
