@@ -20,8 +20,8 @@ What it measures
    ``predict_interval`` over a plain ``predict`` (n training points uniform in 2
    features, h the radius holding about 40 of them; the dense Gaussian route, a k-d tree
    and a cell list with the Epanechnikov kernel, local-linear fits (Gaussian, and
-   Epanechnikov on a k-d tree), and the adaptive route: balloon and sample-point
-   Gaussian bandwidths at the 40th neighbor distance),
+   Epanechnikov on a k-d tree), the adaptive route: balloon and sample-point
+   Gaussian bandwidths at the 40th neighbor distance, and the 40 nearest keys at h),
    best of ``--repeats`` after a first call, with the training points' own pass kept at
    fit (``store_loo=True``) and run by each call (the default); the fits' seconds with
    and without it. Target (issue 27): at most 3 times, with ``store_loo=True``.
@@ -269,7 +269,7 @@ def _cost_row(case, params, X, y, Q, repeats):
 
 def section_cost(n=5000, n_queries=5000, repeats=3,
                  neighbourhood=((1000, 2), (20_000, 2), (5000, 1), (5000, 3))):
-    """return_std and predict_interval over a plain predict, on seven routes; and, around
+    """return_std and predict_interval over a plain predict, on eight routes; and, around
     that configuration, the dense routes at other n and d (``neighbourhood``)."""
     X, y, Q, h = _cost_problem(n, 2, n_queries)
     cases = {"dense Gaussian": {"bandwidth": h, "compute": "eager"},
@@ -285,7 +285,9 @@ def section_cost(n=5000, n_queries=5000, repeats=3,
              "balloon Gaussian (k = 40)": {
                  "bandwidth": AdaptiveBandwidth("balloon", n_neighbors=ADAPTIVE_K)},
              "sample-point Gaussian (k = 40)": {
-                 "bandwidth": AdaptiveBandwidth("sample_point", n_neighbors=ADAPTIVE_K)}}
+                 "bandwidth": AdaptiveBandwidth("sample_point", n_neighbors=ADAPTIVE_K)},
+             # The k nearest keys at the fixed h (about as many as h holds).
+             "k nearest Gaussian (k = 40)": {"bandwidth": h, "n_neighbors": ADAPTIVE_K}}
     results = [_cost_row(case, params, X, y, Q, repeats) for case, params in cases.items()]
     around = []
     for n_around, d in neighbourhood:
@@ -304,7 +306,8 @@ def section_cost(n=5000, n_queries=5000, repeats=3,
     # The classifier's conformal sets beside predict_proba (reported, not a target).
     labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))  # three classes
     sets = []
-    for case in ("dense Gaussian", "k-d tree Epanechnikov", "sample-point Gaussian (k = 40)"):
+    for case in ("dense Gaussian", "k-d tree Epanechnikov", "sample-point Gaussian (k = 40)",
+                 "k nearest Gaussian (k = 40)"):
         params = {k: v for k, v in cases[case].items() if k != "degree"}
         model = NadarayaWatsonClassifier(**params, store_loo=True).fit(X, labels)
         model.predict_proba(Q[:10])

@@ -500,15 +500,19 @@ class NadarayaWatsonBase(BaseEstimator):
 
     def _sparse_leave_one_out_fits(self, queries, attention, values, positive):
         """The fits without each key in reach of queries with sparse attention rows
-        (:func:`~sklearn_nw._uncertainty.sparse_leave_one_out_fits`; those whose weight
-        was all on the key refitted), the keys as indices into the rows of ``positive``
-        weight (-1 past a query's own count), and each query's own fit."""
-        fits, keys, missing, own = sparse_leave_one_out_fits(attention, values)
-        if self.key_set_.leave_one_out_nearest:  # the k nearest of the others move in
+        (:func:`~sklearn_nw._uncertainty.sparse_leave_one_out_fits`; on the k nearest
+        keys, the next ones taken in:
+        :meth:`~sklearn_nw._keys.FittedKeys.leave_one_out_nearest_fits`; those with no
+        weight left refitted), the keys as indices into the rows of ``positive`` weight
+        (-1 past a query's own count), and each query's own fit."""
+        if self.key_set_.leave_one_out_nearest:  # the next of the k nearest move in
             _, fits, keys, missing = self.key_set_.leave_one_out_nearest_fits(
                 queries, values, device=self._compute_device(),
                 working_memory=get_config()["working_memory"])
             fits = fits.reshape(keys.shape + np.shape(values)[1:])
+            own = sp.csr_array(attention, dtype=np.float64) @ np.asarray(values, np.float64)
+        else:
+            fits, keys, missing, own = sparse_leave_one_out_fits(attention, values)
         return (*self._resolve_sparse_fits(queries, fits, keys, missing, positive), own)
 
     def _resolve_sparse_fits(self, queries, fits, keys, missing, positive):

@@ -110,12 +110,35 @@ class KNearestRoute(_SearchedRoute):
         query's nearest keys holding ``k + w_j``, j taken out: key i after j holds
         ``clip(k - (C_i - w_i - w_j), 0, w_i)`` (``C_i`` the weight up to i), so one
         search holding k plus the largest weight serves every j; each fit is a
-        normalized sum over that list in log space, as the route pools. Ties in
-        distance are ordered as the search orders them. Returns ``(own, fits, held,
-        missing)``."""
+        normalized sum over that list: the keys wholly inside, less j, from sums before
+        and after it, and the few keys from the boundary on with what j frees (O(k) per
+        query). Ties in distance are ordered as the search orders them. Returns ``(own,
+        fits, held, missing)``."""
+        v = np.asarray(values, dtype=np.float64).reshape(len(values), -1)  # (n, t)
+        search = keys.search_space(queries)
+        # Chunks of queries whose lists' sums (about 2 k keys, t + 1 columns, a few
+        # arrays of them) fit in working_memory.
+        step = chunk_rows(len(queries), 48 * (2 * self.n_neighbors + 2) * (v.shape[1] + 1),
+                          settings.working_memory)
+        parts = [self._held_fits(keys, search[rows], v)
+                 for rows in gen_batches(len(queries), step)]
+        e = max(part[1].shape[1] for part in parts)
+
+        def padded(a, fill):
+            return np.concatenate([np.pad(p, [(0, 0), (0, e - p.shape[1])]
+                                          + [(0, 0)] * (p.ndim - 2), constant_values=fill)
+                                   for p in a])
+
+        return (np.concatenate([part[0] for part in parts]),
+                padded([part[1] for part in parts], 0.0),
+                padded([part[2] for part in parts], -1),
+                padded([part[3] for part in parts], False))
+
+    def _held_fits(self, keys, search, v):
+        """:meth:`leave_one_out_held_fits` of queries ``search`` (b, r) in the search
+        space, of values ``v`` (n, t) float64."""
         k = self.n_neighbors
         weight = keys.sample_weight[self.index_rows]
-        search = keys.search_space(queries)
         dist, ind, w, cumulative = self.index.nearest_holding(
             search, weight, k + weight.max(), first=min(k + 1, len(self.index_rows)))
         before = cumulative - w  # (b, m): the weight nearer than each key
@@ -126,32 +149,40 @@ class KNearestRoute(_SearchedRoute):
         with np.errstate(over="ignore"):
             u2 = torch.from_numpy(np.square(dist / keys.search_scale))
         log_k = keys.kernel.log_profile_sq(u2).numpy()  # (b, m)
-        v = np.asarray(values, dtype=np.float64).reshape(len(values), -1)  # (n, t)
         v = v[self.index_rows[ind]]  # (b, m, t): the listed keys' values
-        with np.errstate(divide="ignore"):
-            own = log_k + np.log(share)  # (b, m)
-        top = own.max(1, keepdims=True, initial=-np.inf)
-        own = np.exp(own - np.where(np.isfinite(top), top, 0.0))
+        # The kernel's weights relative to each list's largest (0 where it has none).
+        top = log_k.max(1, keepdims=True, initial=-np.inf)  # (b, 1)
+        kernel = np.exp(log_k - np.where(np.isfinite(top), top, 0.0))  # (b, m)
+        ones = np.ones((b, m, 1))
+        weighted = kernel * share  # (b, m)
         with np.errstate(invalid="ignore"):  # NaN: no kernel weight
-            own = (own[:, None, :] @ v)[:, 0] / own.sum(1)[:, None]  # (b, t)
-        fits = np.empty((b, e, v.shape[2]))
-        missing = np.zeros((b, e), dtype=bool)
-        after = np.arange(m)[None, :] > np.arange(e)[:, None]  # (e, m): key i after slot s
-        itself = np.arange(m)[None, :] == np.arange(e)[:, None]  # (e, m)
-        # (b, e, m) blocks of the shares and their log weights per chunk of queries.
-        step = chunk_rows(b, 8 * 4 * e * m, settings.working_memory)
-        for rows in gen_batches(b, step):
-            freed = w[rows, :e, None] * after  # (c, e, m): what key s's removal frees
-            shares = np.clip(k - (before[rows, None, :] - freed), 0.0, w[rows, None, :])
-            shares[:, itself] = 0.0
-            with np.errstate(divide="ignore"):
-                logits = log_k[rows, None, :] + np.log(shares)  # (c, e, m)
-            top = logits.max(2, keepdims=True)  # (c, e, 1)
-            lost = ~np.isfinite(top[:, :, 0])  # no kernel weight left
-            weights = np.exp(logits - np.where(lost[:, :, None], 0.0, top))
-            total = weights.sum(2, keepdims=True)  # (c, e, 1)
-            fits[rows] = (weights @ v[rows]) / np.where(total > 0, total, 1.0)
-            missing[rows] = lost
+            own = (weighted[:, None, :] @ v)[:, 0] / weighted.sum(1)[:, None]  # (b, t)
+        # The keys wholly inside the k units (a prefix of a keys per list) keep their
+        # weight without any other one: sums before and after each slot, of positive
+        # terms (no difference of sums loses the digits of a key that weighs most).
+        inside = before + w <= k  # (b, m)
+        a = inside.sum(1)  # (b,)
+        terms = np.concatenate([v, ones], axis=2) * (kernel * w * inside)[:, :, None]
+        zero = np.zeros((b, 1, terms.shape[2]))
+        nearer = np.concatenate([zero, np.cumsum(terms, axis=1)], axis=1)  # (b, m + 1, t + 1)
+        farther = np.concatenate([np.cumsum(terms[:, ::-1], axis=1)[:, ::-1], zero], axis=1)
+        slots = np.arange(e)
+        sums = nearer[:, slots] + farther[:, slots + 1]  # (b, e, t + 1)
+        # The keys from the first not wholly inside on: each holds what the slot's key
+        # frees, clip(k + w_s - (C_i - w_i), 0, w_i), if after it.
+        span = int((m - a).max(initial=0))
+        at = a[:, None] + np.arange(span)  # (b, span)
+        listed = at < m
+        at = np.minimum(at, m - 1)
+        take = lambda x: np.take_along_axis(x, at, axis=1)
+        freed = np.clip(k + w[:, :e, None] - take(before)[:, None, :], 0.0,
+                        take(w)[:, None, :])  # (b, e, span)
+        freed *= (listed[:, None, :] & (at[:, None, :] > slots[None, :, None]))
+        tail = np.concatenate([v, ones], axis=2)[np.arange(b)[:, None], at]  # (b, span, t+1)
+        sums += (freed * take(kernel)[:, None, :]) @ tail
+        lost = ~(sums[:, :, -1] > 0)  # no kernel weight left
+        fits = sums[:, :, :-1] / np.where(lost, 1.0, sums[:, :, -1])[:, :, None]
+        missing = lost
         held = np.where(np.arange(e)[None, :] < counts[:, None],
                         self.index_rows[ind[:, :e]], -1)  # (b, e)
         return own, fits, held, missing & (held >= 0)

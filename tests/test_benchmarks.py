@@ -892,14 +892,15 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     assert [r["case"] for r in cost] == [
         "dense Gaussian", "k-d tree Epanechnikov", "cell list Epanechnikov", "local linear",
         "local linear, k-d tree Epanechnikov", "balloon Gaussian (k = 40)",
-        "sample-point Gaussian (k = 40)"]
+        "sample-point Gaussian (k = 40)", "k nearest Gaussian (k = 40)"]
     assert all(r["predict_s"] > 0 and r["predict_interval_s"] > 0 for r in cost)
     # With the state kept at fit and without it, and the fits' seconds both ways.
     assert all(r[k] > 0 for r in cost for k in (
         "fit_s", "fit_store_loo_s", "return_std_hc2_per_call_s", "predict_interval_per_call_s"))
     sets = saved["sections"]["cost"]["sets"]
     assert [r["case"] for r in sets] == ["dense Gaussian", "k-d tree Epanechnikov",
-                                         "sample-point Gaussian (k = 40)"]
+                                         "sample-point Gaussian (k = 40)",
+                                         "k nearest Gaussian (k = 40)"]
     assert all(r["predict_set_lac_s"] > 0 and r["predict_set_aps_s"] > 0 for r in sets)
     around = saved["sections"]["cost"]["neighbourhood"]
     assert [(r["n"], r["d"], r["case"]) for r in around] == [
