@@ -373,6 +373,19 @@ def _oracle_jackknife_plus(make, X, y, Q, w, levels):
     return _oracle_cv_plus(make, X, y, Q, w, levels, splits)
 
 
+def _intervals_against_refits(make, X, y, Q, w, levels, tolerance):
+    """``make()``'s jackknife+ intervals at Q, checked against n explicit refits (and
+    its predictions against predict); a query beyond a compact kernel's reach warns."""
+    model = make().fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        y_pred, intervals = model.predict_interval(Q, confidence_level=levels)
+        np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
+        expected = _oracle_jackknife_plus(make, X, y, Q, w, levels)
+    np.testing.assert_allclose(intervals, expected, rtol=tolerance, atol=tolerance)
+    return intervals
+
+
 @pytest.mark.parametrize("kernel, bandwidth, algorithm", [
     ("gaussian", 0.2, "auto"), ("epanechnikov", 0.25, "brute"),
     ("epanechnikov", 0.25, "kd_tree"), ("epanechnikov", 0.25, "cell_list"),
@@ -392,14 +405,8 @@ def test_jackknife_plus_equals_explicit_refits(kernel, bandwidth, algorithm, d, 
     def make():
         return NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth, algorithm=algorithm)
 
-    model = make().fit(X, y, sample_weight=w)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
-        y_pred, intervals = model.predict_interval(Q, confidence_level=levels)
-        np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
-    expected = _oracle_jackknife_plus(make, X, y, Q, w, levels)
+    intervals = _intervals_against_refits(make, X, y, Q, w, levels, tolerance=1e-8)
     assert intervals.shape == (len(Q), 2, 3)
-    np.testing.assert_allclose(intervals, expected, rtol=1e-8, atol=1e-8)
 
 
 def _nearest_data(weights, seed=0):
@@ -437,13 +444,9 @@ def test_jackknife_plus_on_the_k_nearest_equals_explicit_refits(kernel, bandwidt
         return NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth, n_neighbors=k,
                                        algorithm=algorithm)
 
-    model = make().fit(X, y, sample_weight=w)
+    intervals = _intervals_against_refits(make, X, y, Q, w, levels, tolerance=1e-9)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
-        y_pred, intervals = model.predict_interval(Q, confidence_level=levels)
-        np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12)
-        expected = _oracle_jackknife_plus(make, X, y, Q, w, levels)
-        np.testing.assert_allclose(intervals, expected, rtol=1e-9, atol=1e-9)
         refits = [make().fit(np.delete(X, i, 0), np.delete(y, i),
                              sample_weight=np.delete(w, i)).predict(X[i : i + 1])[0]
                   for i in range(len(y))]
