@@ -581,3 +581,24 @@ def test_bias_bandwidth_with_categorical_features_refuses_bad_values(bias_bandwi
     model = NadarayaWatsonRegressor(bandwidth=BANDWIDTH, degree=1).fit(X, y)
     with pytest.raises(ValueError, match="bias_bandwidth must be"):
         model.predict_confidence_interval(X.iloc[:3], bias_bandwidth=bias_bandwidth)
+
+
+def test_jackknife_plus_on_the_k_nearest_with_categorical_features_equals_refits():
+    # The k nearest in the product kernel's metric: without one of them a query's fit
+    # takes the next one in, as the refit on the other rows (their categories) does.
+    import math
+
+    X, _, y = _table(n=36, seed=4)
+    make = lambda: NadarayaWatsonRegressor(bandwidth=BANDWIDTH, n_neighbors=6)
+    _, intervals = make().fit(X, y).predict_interval(X.iloc[:5], confidence_level=0.75)
+    n = len(y)
+    fits, residuals = np.empty((5, n)), np.empty(n)
+    for i in range(n):
+        keep = np.arange(n) != i
+        refit = make().fit(X.iloc[keep], y[keep])
+        fits[:, i] = refit.predict(X.iloc[:5])
+        residuals[i] = abs(y[i] - refit.predict(X.iloc[[i]])[0])
+    low = np.sort(fits - residuals, 1)[:, math.floor(0.25 * (n + 1)) - 1]
+    high = np.sort(fits + residuals, 1)[:, math.ceil(0.75 * (n + 1)) - 1]
+    np.testing.assert_allclose(intervals[:, 0, 0], low, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(intervals[:, 1, 0], high, rtol=1e-10, atol=1e-12)
