@@ -509,6 +509,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         parts = []
         if self.key_set_.leave_one_out_in_reach:
             return self._sparse_local_jackknife_plus(X, y, positive, residuals, alphas)
+        if self.key_set_.leave_one_out_nearest:
+            return self._nearest_jackknife_plus(X, y, positive, residuals, alphas)
         if self.key_set_.degree or self.bandwidth_kind_ != "fixed":
             y_pred = self._outputs(self._pool(X)[0])
             every_row = bool(positive.all())
@@ -563,6 +565,28 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             return jackknife_plus_sparse(own, fits, keys, residuals[positive], alphas)
 
         return y_pred, self._in_query_chunks(X.shape[0], bounds)
+
+    def _nearest_jackknife_plus(self, X, y, positive, residuals, alphas):
+        """The predictions at X and their jackknife+ bounds on the k nearest keys: the
+        fits with every key and without each of a query's k nearest from one search
+        (:meth:`~sklearn_nw._keys.FittedKeys.leave_one_out_nearest_fits`, the next keys
+        taken in; those with no kernel weight left refitted), every other row's the
+        query's own fit (:func:`jackknife_plus_sparse`), in chunks of queries on the
+        workers; no attention matrix formed. The predictions are the route's where a
+        query's k nearest hold no kernel weight (its nearest-key fallback, and its
+        warning) and in float32 fits (computed in float32, as predict does)."""
+        keys = self.key_set_
+        own, fits, held, missing = keys.leave_one_out_nearest_fits(
+            X, y, device=self._compute_device(),
+            working_memory=get_config()["working_memory"])
+        y_pred = own[:, 0]
+        rest = (np.flatnonzero(~np.isfinite(y_pred)) if keys.dtype == np.float64
+                else np.arange(len(X)))
+        if len(rest):
+            y_pred[rest] = self._outputs(self._pool(X[rest])[0])
+        fits, held = self._resolve_sparse_fits(X, fits[:, :, 0], held, missing, positive)
+        return y_pred, self._in_query_chunks(X.shape[0], lambda rows: jackknife_plus_sparse(
+            y_pred[rows], fits[rows], held[rows], residuals[positive], alphas))
 
     def _sparse_jackknife_plus(self, queries, attention, y, positive, residuals, alphas):
         """Jackknife+ bounds of queries with sparse attention rows (b, n): the fits

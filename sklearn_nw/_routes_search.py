@@ -11,7 +11,7 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._routes import Route, numpy_attention, pool_candidates, pooled_values
-from ._workers import chunk_rows
+from ._workers import chunk_rows, n_workers, on_workers
 
 
 class _SearchedRoute(Route):
@@ -116,12 +116,13 @@ class KNearestRoute(_SearchedRoute):
         fits, held, missing)``."""
         v = np.asarray(values, dtype=np.float64).reshape(len(values), -1)  # (n, t)
         search = keys.search_space(queries)
-        # Chunks of queries whose lists' sums (about 2 k keys, t + 1 columns, a few
-        # arrays of them) fit in working_memory.
+        # Chunks of queries on the workers, their lists' sums (about 2 k keys, t + 1
+        # columns, a few arrays of them) within working_memory.
         step = chunk_rows(len(queries), 48 * (2 * self.n_neighbors + 2) * (v.shape[1] + 1),
-                          settings.working_memory)
-        parts = [self._held_fits(keys, search[rows], v)
-                 for rows in gen_batches(len(queries), step)]
+                          settings.working_memory, workers=n_workers(settings.device))
+        parts = on_workers(gen_batches(len(queries), step),
+                           lambda rows, _: self._held_fits(keys, search[rows], v),
+                           settings.device)
         e = max(part[1].shape[1] for part in parts)
 
         def padded(a, fill):
