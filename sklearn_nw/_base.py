@@ -522,11 +522,10 @@ class NadarayaWatsonBase(BaseEstimator):
         for j in np.unique(keys[missing]):
             at, slot = np.nonzero(missing & (keys == j))
             fits[at, slot] = self._refit_without(queries[at], j)
-        known = keys >= 0  # a key of no weight carries no attention: never known
-        index = np.cumsum(positive) - 1
-        keys = np.where(known & positive[np.where(known, keys, 0)],
-                        index[np.where(known, keys, 0)], -1)
-        return fits, keys
+        # The rows of positive weight numbered, -1 for the others and for key -1 (the
+        # last): a key of no weight carries no attention, never known.
+        index = np.append(np.where(positive, np.cumsum(positive) - 1, -1), -1)
+        return fits, index[keys]
 
     def _in_query_chunks(self, n_queries, compute, row_bytes=0):
         """``compute(rows)`` of chunks of ``n_queries`` queries (``rows`` a slice), on the
@@ -543,6 +542,17 @@ class NadarayaWatsonBase(BaseEstimator):
         with self.key_set_.leave_one_out_session():
             return np.concatenate(on_workers(gen_batches(n_queries, step),
                                              lambda rows, _: compute(rows), device))
+
+    def _sparse_rows_in_chunks(self, attention, compute):
+        """``compute(rows)`` of chunks of the rows of CSR ``attention`` (``rows`` an
+        index array), as :meth:`_in_query_chunks`, the rows taken by their count of keys
+        (each chunk padded to its own largest: :func:`~sklearn_nw._uncertainty.padded_rows`);
+        the results in the rows' order."""
+        order = np.argsort(np.diff(attention.indptr), kind="stable")
+        by_count = self._in_query_chunks(len(order), lambda rows: compute(order[rows]))
+        out = np.empty_like(by_count)
+        out[order] = by_count
+        return out
 
     def _refit_without(self, queries, j):
         """The outputs at ``queries`` of the fit without training row ``j``, refitted (a

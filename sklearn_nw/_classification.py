@@ -11,6 +11,7 @@ from ._base import NadarayaWatsonBase, confidence_levels
 from ._docs import ATTRIBUTES, LEAVE_ONE_OUT, PARAMETERS, entries, fill_doc
 from ._uncertainty import (
     CONFORMITY_SCORES,
+    RankedScores,
     conformal_sets,
     conformal_sets_sparse,
     conformal_sets_windows,
@@ -361,6 +362,7 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             return (self.classes_[np.argmax(proba, axis=1)],
                     self._in_query_chunks(X.shape[0], sets, row_bytes=row_bytes))
         parts = []
+        ranked = RankedScores(training_scores)  # (the sparse rows' chunks share it)
 
         def each(rows, attention):
             share = query_share if np.isscalar(query_share) else query_share[rows]
@@ -376,9 +378,9 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
                     return conformal_sets_sparse(
                         conformity_scores(own_fit, conformity_score, own_mass=own_mass),
                         conformity_scores(fits, conformity_score, own_mass=mass), keys,
-                        training_scores, alphas, tolerance)
+                        ranked, alphas, tolerance)
 
-                parts.append(self._in_query_chunks(len(queries), sets))
+                parts.append(self._sparse_rows_in_chunks(attention, sets))
                 return
             fits = self._leave_one_out_fits(X[rows], attention, one_hot)[:, positive]
             scores = conformity_scores(fits, conformity_score, own_mass=share)

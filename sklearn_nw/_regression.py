@@ -18,6 +18,7 @@ from ._bias_correction import bias_corrected_fits, kernel_attention
 from ._docs import ATTRIBUTES, LEAVE_ONE_OUT, PARAMETERS, entries, fill_doc
 from ._uncertainty import (
     RESIDUAL_VARIANCES,
+    RankedScores,
     dense_rows,
     jackknife_plus,
     jackknife_plus_sparse,
@@ -532,11 +533,13 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             return y_pred, self._in_query_chunks(X.shape[0], bounds,
                                                  row_bytes=8 * 4 * self.X_fit_.shape[0])
 
+        ranked = RankedScores(residuals[positive])  # (the sparse rows' chunks share it)
+
         def each_query(rows, attention):
             if sp.issparse(attention) and not self.key_set_.degree:
                 # A few keys per query: every other row's fit without it is the query's.
                 parts.append(self._sparse_jackknife_plus(X[rows], attention, y, positive,
-                                                         residuals[positive], alphas))
+                                                         ranked, alphas))
                 return
             fits = self._leave_one_out_fits(X[rows], attention, y)
             parts.append(jackknife_plus(fits[:, positive], residuals[positive], alphas))
@@ -555,6 +558,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         y_pred = self._outputs(self._pool(X)[0])
         settings = {"device": self._compute_device(),
                     "working_memory": get_config()["working_memory"]}
+        ranked = RankedScores(residuals[positive])
 
         def bounds(rows):
             own, fits, keys, missing, singular = self.key_set_.leave_one_out_sparse_local_fits(
@@ -562,7 +566,7 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             own, fits = own[:, 0], fits[:, :, 0]
             own[singular] = y_pred[rows][singular]
             fits, keys = self._resolve_sparse_fits(X[rows], fits, keys, missing, positive)
-            return jackknife_plus_sparse(own, fits, keys, residuals[positive], alphas)
+            return jackknife_plus_sparse(own, fits, keys, ranked, alphas)
 
         return y_pred, self._in_query_chunks(X.shape[0], bounds)
 
@@ -585,23 +589,25 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         if len(rest):
             y_pred[rest] = self._outputs(self._pool(X[rest])[0])
         fits, held = self._resolve_sparse_fits(X, fits[:, :, 0], held, missing, positive)
+        ranked = RankedScores(residuals[positive])
         return y_pred, self._in_query_chunks(X.shape[0], lambda rows: jackknife_plus_sparse(
-            y_pred[rows], fits[rows], held[rows], residuals[positive], alphas))
+            y_pred[rows], fits[rows], held[rows], ranked, alphas))
 
-    def _sparse_jackknife_plus(self, queries, attention, y, positive, residuals, alphas):
+    def _sparse_jackknife_plus(self, queries, attention, y, positive, ranked, alphas):
         """Jackknife+ bounds of queries with sparse attention rows (b, n): the fits
         without the keys in reach (:func:`sparse_leave_one_out_fits`; those whose weight
         was all on the key refitted), every other row's the query's own fit
-        (:func:`jackknife_plus_sparse`), in chunks of queries on the workers.
-        ``residuals`` are the rows of positive weight's."""
+        (:func:`jackknife_plus_sparse`), in chunks of queries of similar counts on the
+        workers. ``ranked``: the rows of positive weight's residuals, a
+        :class:`~sklearn_nw._uncertainty.RankedScores`."""
         attention = sp.csr_array(attention)
 
         def bounds(rows):
             fits, keys, own = self._sparse_leave_one_out_fits(queries[rows], attention[rows],
                                                               y, positive)
-            return jackknife_plus_sparse(own, fits, keys, residuals, alphas)
+            return jackknife_plus_sparse(own, fits, keys, ranked, alphas)
 
-        return self._in_query_chunks(len(queries), bounds)
+        return self._sparse_rows_in_chunks(attention, bounds)
 
     def _check_jackknife(self):
         """Refuse what the closed-form jackknife+ does not compute."""

@@ -133,7 +133,14 @@ def csr_from_parts(parts, shape, dtype):
     part's entries grouped by its ``rows`` (distinct), ``counts`` of them for each; a row
     may have entries in several parts. Each row's columns stay in the parts' order (the
     indices are not sorted: :meth:`~sklearn_nw._base.NadarayaWatsonBase._pool` sorts
-    what it returns to users); no sort of the entries, a scatter."""
+    what it returns to users); no sort of the entries: a scatter, or the parts joined
+    where each row is in one of them, in order."""
+    if parts and sum(len(part[0]) for part in parts) == shape[0] and np.array_equal(
+            np.concatenate([part[0] for part in parts]), np.arange(shape[0])):
+        # Each row in one part, in order (every query reached in one pass): joined.
+        indptr = np.concatenate([[0], np.cumsum(np.concatenate([p[1] for p in parts]))])
+        return sp.csr_array((np.concatenate([p[3] for p in parts]).astype(dtype, copy=False),
+                             np.concatenate([p[2] for p in parts]), indptr), shape=shape)
     counts = np.zeros(shape[0], dtype=np.int64)
     for rows, part_counts, _, _ in parts:
         counts[rows] += part_counts

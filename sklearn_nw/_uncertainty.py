@@ -20,7 +20,6 @@ CV+ with one row per fold) for the scores of :func:`conformity_scores`.
 """
 
 import math
-from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -423,11 +422,10 @@ def padded_rows(attention):
     A.eliminate_zeros()
     counts = np.diff(A.indptr)  # (b,)
     b, e = len(counts), max(1, int(counts.max(initial=0)))
-    slot = np.arange(A.nnz) - np.repeat(A.indptr[:-1], counts)
-    row = np.repeat(np.arange(b), counts)
+    filled = np.arange(e) < counts[:, None]  # (b, e): each row's first slots, row by row
     keys = np.full((b, e), -1)
     weights = np.zeros((b, e))
-    keys[row, slot], weights[row, slot] = A.indices, A.data
+    keys[filled], weights[filled] = A.indices, A.data
     return keys, weights
 
 
@@ -443,7 +441,8 @@ def sparse_leave_one_out_fits(attention, values):
     keys, weights = padded_rows(attention)  # (b, e)
     b = len(keys)
     v = np.asarray(values, dtype=np.float64).reshape(attention.shape[1], -1)  # (n, t)
-    weighted = weights[:, :, None] * np.where(keys[:, :, None] >= 0, v[keys], 0.0)
+    weighted = np.concatenate([v, np.zeros((1, v.shape[1]))])[keys]  # key -1: value 0
+    weighted *= weights[:, :, None]
     rows = np.arange(b)
     top = weights.argmax(1)
     top_weight, top_weighted = weights[rows, top], weighted[rows, top]
@@ -453,7 +452,7 @@ def sparse_leave_one_out_fits(attention, values):
     sums, totals = rest + top_weight, rest_v + top_weighted  # (b,), (b, t)
     others = sums[:, None] - weights  # (b, e)
     others[rows, top] = rest
-    fits = totals[:, None, :] - weighted  # (b, e, t)
+    fits = np.subtract(totals[:, None, :], weighted, out=weighted)  # (b, e, t)
     fits[rows, top] = rest_v
     missing = weight_unresolved(others, attention.dtype) & (keys >= 0)
     others[missing] = 1.0
@@ -465,88 +464,101 @@ def sparse_leave_one_out_fits(attention, values):
     return fits, keys, missing, own
 
 
+class RankedScores:
+    """The training rows' conformity scores (n,), ranked once for the chunks of queries
+    that share them (:func:`jackknife_plus_sparse`: the absolute residuals;
+    :func:`conformal_sets_sparse`): ``order`` ascending (stable), each row's ``place``
+    in it (n + 1: key -1's last, past every place), and per side (lower, upper)
+    ``-+ s`` ascending (``sorted``) and in the rows' order (``signed``, n + 1: key -1's
+    last, ``+inf``)."""
+
+    def __init__(self, scores):
+        n = len(scores)
+        self.order = np.argsort(scores, kind="stable")
+        self.place = np.empty(n + 1, dtype=np.int64)
+        self.place[self.order] = np.arange(n)
+        self.place[-1] = 2 * n
+        # The upper bounds' order; the lower bounds' is its reverse: tied scores are
+        # equal values, so which of them a held row takes changes nothing.
+        ascending = scores[self.order]
+        self.sorted = (-ascending[::-1], ascending)
+        self.signed = (np.append(-scores, np.inf), np.append(scores, np.inf))
+
+
 def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
     """:func:`jackknife_plus` where each query's fit without a row is its own fit
     ``own`` (b,) but at a few rows: ``fits`` (b, e) without rows ``keys`` (b, e), indices
-    into ``residuals`` (n,), -1 past a query's own count.
+    into ``residuals`` (n,; or their :class:`RankedScores`), -1 past a query's own
+    count.
 
     The k-th smallest of ``f_{-i}(x) -+ R_i`` is the k-th of two sorted lists, the rows
     held in ``fits`` (``B``) and the others (``A``), ``own -+ R_i`` in the order of the
     residuals (sorted once) with the held rows' places skipped: the smallest, over the
-    number t of held values among the k, of ``max(A_(k - t), B_(t))``, the larger of a
-    list falling and a list rising with t, found by bisection on t (where ``B_(t)``
-    first reaches ``A_(k - t)``) for every query at once, each step a batched binary
-    search (``torch.searchsorted``) in the held places. O(b e log e) after the sort,
-    instead of O(b n).
+    number t of held values among the k, of ``max(A_(k - t), B_(t))``, every t at once
+    (``A_(k - t)`` by a batched binary search, ``torch.searchsorted``, in the held
+    places). O(b e log e) once the residuals are ranked, instead of O(b n).
     """
+    ranked = (residuals if isinstance(residuals, RankedScores)
+              else RankedScores(residuals))
     b, e = fits.shape
-    n = len(residuals)
-    held = keys >= 0
-    n_held = held.sum(1)  # (b,)
-    safe = np.where(held, keys, 0)
+    n = len(ranked.order)
+    padding = keys < 0  # (b, e)
+    n_held = e - np.count_nonzero(padding, axis=1)  # (b,)
     out = np.empty((b, 2, len(alphas)))
-    # The residuals ascending (the upper bounds' order; the lower bounds' is its reverse:
-    # tied residuals are equal values, so which of them a held row takes changes nothing).
-    order = np.argsort(residuals, kind="stable")
-    place = np.empty(n, dtype=np.int64)
-    place[order] = np.arange(n)
-    # The held rows' places in that order, ascending (n + l past a row's count), less the
-    # held places before each: the others before each held place, non-decreasing (n past
-    # the count). The lower side's are these reversed and mirrored (_kth_other).
-    places = np.sort(np.where(held, place[safe], n + np.arange(e)), 1)  # (b, e)
-    before = torch.from_numpy(places - np.arange(e))
-    for side, sign in ((0, -1.0), (1, 1.0)):
-        sorted_r = -residuals[order[::-1]] if side == 0 else residuals[order]  # ascending
-        values = np.where(held, fits + sign * residuals[safe], np.inf)
-        values.sort(1)  # (b, e): the held values, ascending
-        others = partial(_kth_other, own=own, sorted_r=sorted_r, before=before,
-                         n_held=n_held if side == 0 else None)
-        held_value = partial(_kth_held, values=values)
+    # The held rows' places in the residuals' ascending order, ascending, less the held
+    # places before each: the others before each held place, non-decreasing (n past the
+    # count). The lower side's are these reversed and mirrored (_kth_others).
+    before = ranked.place[keys]  # (b, e)
+    before.sort(1)
+    before -= np.arange(e)
+    np.minimum(before, n, out=before)
+    before = torch.from_numpy(before)
+    t = np.arange(e + 1)  # the held values among the k smallest
+    for side in (0, 1):
+        held = ranked.signed[side][keys]  # (b, e): B_(t) at t - 1 once sorted
+        held += fits
+        held[padding] = np.inf  # past every value
+        held.sort(1)
         for a, alpha in enumerate(alphas):
             k = _ranks(alpha, n)[side]
             if k < 1 or k > n:
                 out[:, side, a] = -np.inf if k < 1 else np.inf
                 continue
-            # t from lo to hi: at most the held count, at least what the others lack.
-            lo = np.maximum(0, k - (n - n_held))
-            hi = np.minimum(k, n_held)
-            first = lo.copy()  # bisection: the first t where B_(t) >= A_(k - t)
-            last = hi.copy()
-            while np.any(open_ := first < last):
-                mid = (first + last) // 2
-                reached = held_value(mid) >= others(k - mid)
-                last = np.where(open_ & reached, mid, last)
-                first = np.where(open_ & ~reached, mid + 1, first)
-            best = np.maximum(others(k - first), held_value(first))
-            earlier = np.maximum(first - 1, lo)  # the t before it, where there is one
-            best = np.where(first > lo, np.minimum(
-                best, np.maximum(others(k - earlier), held_value(earlier))), best)
-            out[:, side, a] = best
+            # max(A_(k - t), B_(t)) for every t (B_(0) = -inf, A_(0) = -inf): t from
+            # what the others lack to the held count (B_(t) = +inf past it; past k,
+            # B_(t) alone, at least B_(k)).
+            best = _kth_others(k - t, own=own, sorted_r=ranked.sorted[side], before=before,
+                               n_held=n_held if side == 0 else None)  # (b, e + 1)
+            np.maximum(best[:, 1:], held, out=best[:, 1:])
+            lo = n_held - (n - k)  # (b,) what the others lack of k (few rows)
+            if (lo > 0).any():
+                best[t < lo[:, None]] = np.inf
+            out[:, side, a] = best.min(1)
     return out
 
 
-def _kth_other(i, *, own, sorted_r, before, n_held=None):
-    """``A_(i)`` (b,) of :func:`jackknife_plus_sparse`: each query's ``i``-th smallest
-    (1-based; -inf for 0) of ``own + sorted_r`` at the places no held row takes.
-    ``before`` (b, e), a tensor: the others before each held place in the residuals'
-    ascending order, non-decreasing. For the lower side (``n_held`` given) the order is
-    the reverse: held place p is n - 1 - p, and the others before it ``n - n_held -
-    before``, so the held places at or before ``i - 1`` others are the held count less
-    those with ``before <= n - n_held - i``."""
+def _kth_others(i, *, own, sorted_r, before, n_held=None):
+    """``A_(i)`` (b, m) of :func:`jackknife_plus_sparse` for each of ``i`` (m,): each
+    query's ``i``-th smallest (1-based; -inf for 0) of ``own + sorted_r`` at the places
+    no held row takes. ``before`` (b, e), a tensor: the others before each held place in
+    the residuals' ascending order, non-decreasing. For the lower side (``n_held``
+    given) the order is the reverse: held place p is n - 1 - p, and the others before
+    it ``n - n_held - before``, so the held places at or before ``i - 1`` others are
+    the held count less those with ``before <= n - n_held - i``."""
+    n = len(sorted_r)
     if n_held is None:
-        skipped = torch.searchsorted(before, torch.from_numpy(i - 1)[:, None], right=True)
+        at = torch.searchsorted(before, torch.from_numpy(np.tile(i - 1, (len(own), 1))),
+                                right=True).numpy()
     else:
-        skipped = torch.from_numpy(n_held)[:, None] - torch.searchsorted(
-            before, torch.from_numpy(len(sorted_r) - n_held - i)[:, None], right=True)
-    at = np.clip(i - 1 + skipped[:, 0].numpy(), 0, len(sorted_r) - 1)
-    return np.where(i >= 1, own + sorted_r[at], -np.inf)
-
-
-def _kth_held(t, *, values):
-    """``B_(t)`` (b,): each query's ``t``-th smallest held value (1-based; -inf for 0)
-    of ``values`` (b, e), ascending."""
-    at = np.clip(t - 1, 0, values.shape[1] - 1)
-    return np.where(t >= 1, values[np.arange(len(values)), at], -np.inf)
+        at = torch.searchsorted(before, torch.from_numpy(n - n_held[:, None] - i),
+                                right=True).numpy()
+        np.subtract(n_held[:, None], at, out=at)
+    at += i - 1
+    np.clip(at, 0, n - 1, out=at)
+    kth = sorted_r[at]
+    kth += own[:, None]
+    kth[:, i < 1] = -np.inf
+    return kth
 
 
 def conformity_scores(proba, score, *, own_mass=1.0):
@@ -573,14 +585,16 @@ def conformity_scores(proba, score, *, own_mass=1.0):
 def conformal_sets_sparse(own_scores, scores, keys, training_scores, alphas, tolerance):
     """:func:`conformal_sets` where each query's fit without a row is its own fit but at
     a few rows: ``own_scores`` (b, c) its scores under its own fit, ``scores`` (b, e, c)
-    under the fits without rows ``keys`` (b, e) (indices into ``training_scores``, -1
-    past a query's own count). The rows below a score under the query's own fit are
-    counted in the sorted training scores, those held replaced by their own."""
-    n = len(training_scores)
-    held = keys >= 0
+    under the fits without rows ``keys`` (b, e) (indices into ``training_scores`` (n,;
+    or their :class:`RankedScores`), -1 past a query's own count). The rows below a
+    score under the query's own fit are counted in the sorted training scores, those
+    held replaced by their own."""
+    ranked = (training_scores if isinstance(training_scores, RankedScores)
+              else RankedScores(training_scores))
+    n = len(ranked.order)
     own_threshold = own_scores - tolerance  # (b, c)
-    below = np.searchsorted(np.sort(training_scores), own_threshold, side="left")
-    held_scores = np.where(held, training_scores[np.where(held, keys, 0)], np.inf)  # (b, e)
+    below = np.searchsorted(ranked.sorted[1], own_threshold, side="left")
+    held_scores = ranked.signed[1][keys]  # (b, e): key -1's +inf
     below -= (held_scores[:, :, None] < own_threshold[:, None, :]).sum(1)
     below += (held_scores[:, :, None] < scores - tolerance).sum(1)  # (b, c)
     return np.stack([below < round((1 - alpha) * (n + 1), 9) for alpha in alphas], -1)
