@@ -262,13 +262,8 @@ def dense_pool(dist, v, kernel, *, log_w=None, return_attention=False, exact_zer
     -------
     PoolResult
     """
-    logits = kernel.log_profile_sq(dist**2)  # (n_q, n)
-    if log_w is not None:
-        # Shifted by the largest weight: every logit <= 0, so no max pass per row.
-        logits += log_w - log_w[torch.isfinite(log_w)].max()
-    weights = exp_(logits, exact_zeros=exact_zeros or return_attention)  # (n_q, n)
-    den = weights.sum(1)  # (n_q,)
-    out = (weights @ v) / den[:, None]  # (n_q, t)
+    weights, den, out = dense_sums(dist**2, v, kernel, log_w=log_w,
+                                   exact_zeros=exact_zeros or return_attention)
     attention = weights / den[:, None] if return_attention else None  # (n_q, n)
     # Rows that underflowed or have no kernel mass: the careful path, as flat pairs.
     redo = torch.nonzero(~(den > math.sqrt(torch.finfo(dist.dtype).tiny)))[:, 0]  # (r,)
@@ -284,6 +279,21 @@ def dense_pool(dist, v, kernel, *, log_w=None, return_attention=False, exact_zer
     if return_attention:
         attention[redo] = sub.attention[2].reshape(r, n)
     return PoolResult(out, attention, sub.n_fallback)
+
+
+def dense_sums(d2, v, kernel, *, log_w=None, exact_zeros=False):
+    """The kernel weights (n_q, n) of :func:`dense_pool` at squared scaled distances
+    ``d2``, relative to the largest key weight (``exp(log_w - max log_w)`` times the
+    kernel's), their sums (n_q,) and the pooled values (n_q, t); rows of no kernel mass
+    (sums not above ``sqrt(tiny)``) are left as they come (:func:`dense_pool` redoes
+    them)."""
+    logits = kernel.log_profile_sq(d2)  # (n_q, n)
+    if log_w is not None:
+        # Shifted by the largest weight: every logit <= 0, so no max pass per row.
+        logits += log_w - log_w[torch.isfinite(log_w)].max()
+    weights = exp_(logits, exact_zeros=exact_zeros)  # (n_q, n)
+    den = weights.sum(1)  # (n_q,)
+    return weights, den, (weights @ v) / den[:, None]  # (n_q, t)
 
 
 def _candidate_pool_careful(d2, dist, indices, indptr, v, kernel, log_w, return_attention):

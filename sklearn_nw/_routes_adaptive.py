@@ -16,9 +16,9 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._adaptive import LeaveOneOutNeighbors, kth_distances
-from ._engine_candidates import dense_pool
+from ._engine_candidates import dense_pool, dense_sums
 from ._grids import categorical_logits
-from ._routes import PooledWithVariance, Route, pooled_values, torch_dtype
+from ._routes import LeaveOneOutMoves, PooledWithVariance, Route, pooled_values, torch_dtype
 from ._search import exact_distances
 from ._uncertainty import leave_one_out_own_fits, leave_one_out_sums, weight_unresolved
 from ._workers import chunk_rows
@@ -230,6 +230,89 @@ class AdaptiveRoute(Route):
             block[:, self.index_rows] = sums
             missing[rows][:, self.index_rows] = lost
         return fits, missing
+
+    def leave_one_out_moves(self, keys, queries, *, device="cpu", working_memory=1024):
+        """How the balloon's Nadaraya-Watson fits at ``queries`` move without each key, as
+        refits without it (:meth:`leave_one_out_fits`), for the jackknife+ and the
+        conformal sets: a :class:`~sklearn_nw._routes.LeaveOneOutMoves`, from two dense
+        passes (at ``d_k(q)`` and at the wider ``d_k`` of a fit without a key within it)
+        and no (b, n) matrix of fits.
+
+        A key beyond ``d_k(q)`` leaves the bandwidth as it is and moves the fit by
+        ``a_j (f - v_j) / (1 - a_j)``, at most ``A spread / (1 - A)`` with ``A`` the
+        attention of a key at ``d_k(q)`` (a decreasing profile, the keys of one weight);
+        each of the about k keys within it moves the fit to the wider attention's without
+        it, computed here. Queries where ``A`` or a key's wider attention may reach 1/2,
+        or without kernel mass, are left to the attention (``rest``). None for the
+        sample-point bandwidth, local polynomials, other kernels, categorical features,
+        keys of several weights and float32 fits."""
+        weights = np.unique(self.keys_weight)
+        if (self.adaptive.kind != "balloon" or keys.degree or not keys.kernel.decreasing
+                or self.categories is not None or len(weights) != 1
+                or keys.dtype != np.float64):
+            return None
+        search = keys.search_space(queries)[:, : self.r]  # (n_q, r)
+        k, c = self.adaptive.n_neighbors, self.adaptive.scale
+        tiny = np.finfo(np.float64).tiny
+        d_k = kth_distances(self.index, self.keys_weight, search, k)  # (n_q,)
+        h = np.maximum(c * d_k, tiny)
+        wide = self._query_bandwidths(search, more=weights[0])  # (n_q,)
+        v = keys.values[self.index_rows].astype(np.float64)  # (n', t)
+        profile = lambda d, hh: np.exp(keys.kernel.log_profile_sq(
+            torch.as_tensor((d / hh) ** 2)).numpy())
+        n_q, t = len(queries), v.shape[1]
+        fits, wide_fits = np.empty((n_q, t)), np.empty((n_q, t))
+        den, wide_den = np.empty(n_q), np.empty(n_q)
+        tensor = lambda a: torch.as_tensor(a, device=device)
+        # The two passes, in chunks of queries (a row of distances and of weights each).
+        row_bytes = 8 * 4 * len(self.index_rows)  # (as the predictions' chunks)
+        for rows in gen_batches(n_q, chunk_rows(n_q, row_bytes, working_memory)):
+            # The squared distances in units of h, as the predictions have them, then of
+            # the wider bandwidth.
+            d2 = tensor(self.index.distances(search[rows])).div_(
+                tensor(h[rows])[:, None]).square_()  # (b, n')
+            for passed, (out, sums) in enumerate(((fits, den), (wide_fits, wide_den))):
+                if passed:
+                    d2.mul_(tensor((h[rows] / wide[rows]) ** 2)[:, None])
+                _, d, f = dense_sums(d2, tensor(v), keys.kernel, exact_zeros=keys.exact_zeros)
+                out[rows], sums[rows] = f.cpu().numpy(), d.cpu().numpy()
+        floor = np.sqrt(tiny)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            largest = profile(d_k, h) / den  # (n_q,) a key at d_k(q), or beyond
+        # The keys within d_k(q): their fits without them at the wider bandwidth.
+        inside = self._inside(search, d_k)
+        pair_query = np.repeat(np.arange(n_q), [len(j) for j in inside])  # (m,)
+        pair_key = np.concatenate(list(inside)).astype(np.intp)  # (m,)
+        d_pair = np.sqrt(np.sum((search[pair_query] - self.index_points[pair_key]) ** 2, 1))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            a = profile(d_pair, wide[pair_query]) / wide_den[pair_query]  # (m,)
+        pair_moves = ((wide_fits[pair_query] - a[:, None] * v[pair_key]) / (1 - a[:, None])
+                      - fits[pair_query])  # (m, t)
+        rest = ~((den > floor) & (wide_den > floor) & (largest < 0.5))
+        rest[pair_query[~(a < 0.5)]] = True
+        spread = np.maximum(fits - v.min(0), v.max(0) - fits)  # (n_q, t)
+        share = np.where(rest, 0.0, largest)[:, None]
+        bound = np.where(rest[:, None], np.inf, share * spread / (1 - share))
+        np.maximum.at(bound, pair_query, np.abs(pair_moves))
+        # Each pair's place among a query's keys, to find the pairs among any keys asked.
+        pairs = sp.csr_array((np.arange(1, len(pair_key) + 1), pair_key,
+                              np.concatenate([[0], np.cumsum([len(j) for j in inside])])),
+                             shape=(n_q, len(self.index_rows)))
+        column = np.full(keys.X.shape[0], -1)
+        column[self.index_rows] = np.arange(len(self.index_rows))
+
+        def moves(rows, columns):
+            at = column[columns]  # (m,) among the keys of positive weight
+            d = exact_distances(torch.as_tensor(search[rows]),
+                                torch.as_tensor(self.index_points[at])).numpy()  # (b, m)
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                a = (profile(d, h[rows][:, None]) / den[rows][:, None])[:, :, None]
+            out = a * (fits[rows, None, :] - v[at][None]) / (1 - a)  # (b, m, t)
+            held = pairs[rows][:, at].toarray()  # (b, m): 1 + the pair, 0 for none
+            out[held > 0] = pair_moves[held[held > 0] - 1]
+            return out
+
+        return LeaveOneOutMoves(fits, bound, rest, moves)
 
     def leave_one_out_own_fits(self, keys, settings, values=None):
         """Each training row's fit at its own input without it, as a refit without it

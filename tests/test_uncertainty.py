@@ -717,12 +717,76 @@ def test_local_fits_under_a_balloon_bandwidth_without_each_row_equal_refits(
     np.testing.assert_allclose(own, expected_own, rtol=1e-9, atol=1e-9)
 
 
+def _balloon_moves_against_refits(make, X, y, Q, w):
+    """The balloon's moves (keys of one weight) at the queries it serves, against refits
+    without each row, and each within its query's bound; returns them (f, n) and the
+    queries served (in the targets' unit)."""
+    model = make().fit(X, y, sample_weight=w)
+    moves = model.key_set_.leave_one_out_moves(Q)
+    fast = np.flatnonzero(~moves.rest)
+    y_pred = model.predict(Q)
+    np.testing.assert_array_equal(model._outputs(moves.fits), y_pred)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        expected, _ = _refits_without_each_row(make, X, y, Q, w)
+    scale = model._scaling[1]  # (the moves in the keys' values' unit)
+    got = moves.moves(fast, np.arange(len(y)))[:, :, 0] * scale  # (f, n)
+    np.testing.assert_allclose(got, expected[fast] - y_pred[fast, None], rtol=1e-9,
+                               atol=1e-9)
+    assert np.all(np.abs(got) <= moves.bound[fast] * scale * (1 + 1e-12))
+    return got, fast
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("layout", ["scattered", "repeated", "lattice"])
+@pytest.mark.parametrize("weight", [1.0, 2.5])
+def test_balloon_moves_without_each_row_equal_refits_within_their_bound(kernel, layout,
+                                                                        weight):
+    # Every key's move, inside d_k (the wider bandwidth) or beyond it.
+    X, y, Q, _ = _adaptive_data(layout, "unit")
+    k = int(10 * weight)  # units: 10 keys within d_k
+    got, fast = _balloon_moves_against_refits(
+        lambda: _adaptive("balloon", kernel, X, k=k), X, y, Q, np.full(len(y), weight))
+    assert len(fast) >= 5
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("weight", [1.0, 2.5])
+def test_balloon_moves_hold_a_far_target_just_beyond_d_k(kernel, weight):
+    # At the origin ten keys within distance 1, one target far from the others just
+    # beyond (the largest move there: the bound of the keys beyond d_k must hold it).
+    rng = np.random.default_rng(0)
+    radius = np.concatenate([rng.uniform(0.3, 1.0, 9), [1.0, 1.02], rng.uniform(1.5, 3, 29)])
+    angle = rng.uniform(0, 2 * np.pi, len(radius))
+    X = np.column_stack([radius * np.cos(angle), radius * np.sin(angle)])
+    y = 0.01 * rng.normal(size=len(X))
+    y[10] = 5.0
+    Q = np.array([[0.0, 0.0], [0.5, -0.5], [-1.0, 1.5]])
+    k = int(10 * weight)
+
+    def make():
+        return NadarayaWatsonRegressor(kernel=kernel, bandwidth=AdaptiveBandwidth(
+            "balloon", n_neighbors=k, scale=1.5, base=np.ones(2)))
+
+    got, fast = _balloon_moves_against_refits(make, X, y, Q, np.full(len(y), weight))
+    assert fast[0] == 0 and np.argmax(np.abs(got[0])) == 10
+
+
 @pytest.mark.parametrize("kind", ["balloon", "sample_point"])
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
-def test_jackknife_plus_with_an_adaptive_bandwidth_equals_explicit_refits(kind, kernel):
-    X, y, Q, w = _adaptive_data("repeated", "fractional")
+@pytest.mark.parametrize("layout, weights", [
+    ("repeated", "fractional"), ("scattered", "unit"), ("repeated", "unit"),
+    ("lattice", "unit")])
+def test_jackknife_plus_with_an_adaptive_bandwidth_equals_explicit_refits(kind, kernel,
+                                                                         layout, weights):
+    # Keys of one weight under a balloon: the moves of the fits without each key, from
+    # two passes (the rows within each query's d_k at the wider bandwidth).
+    X, y, Q, w = _adaptive_data(layout, weights)
     levels = [0.5, 0.8, 0.9]
     model = _adaptive(kind, kernel, X).fit(X, y, sample_weight=w)
+    moves = model.key_set_.leave_one_out_moves(Q)
+    assert (moves is not None and not moves.rest.all()) == (
+        kind == "balloon" and weights == "unit")
     fitted = dict(vars(model.key_set_.route))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
@@ -1146,11 +1210,12 @@ def test_conformal_sets_equal_explicit_refits(score, include_last_label, kernel,
 
 @pytest.mark.parametrize("kind", ["balloon", "sample_point"])
 @pytest.mark.parametrize("score, include_last_label", [("lac", True), ("aps", "randomized")])
-def test_conformal_sets_with_an_adaptive_bandwidth_equal_explicit_refits(kind, score,
-                                                                        include_last_label):
+@pytest.mark.parametrize("weights", ["fractional", "unit"])
+def test_conformal_sets_with_an_adaptive_bandwidth_equal_explicit_refits(
+        kind, score, include_last_label, weights):
     from sklearn_nw import NadarayaWatsonClassifier
 
-    X, _, Q, w = _adaptive_data("repeated", "fractional", seed=2)
+    X, _, Q, w = _adaptive_data("repeated", weights, seed=2)
     y = np.where(X[:, 0] + 0.5 * np.random.default_rng(2).normal(size=len(X)) > 0, 1, 0)
     levels = [0.5, 0.8, 0.9]
 
