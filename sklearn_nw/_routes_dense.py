@@ -196,14 +196,17 @@ class DenseRoute(Route):
 
     def leave_one_out_moves(self, keys, queries, *, device="cpu", working_memory=1024):
         """How the Nadaraya-Watson fits at ``queries`` move without each key:
-        ``a_j (f - v_j) / (1 - a_j)``, bounded by ``A max_j |f - v_j| / (1 - A)`` with
-        ``A = w_max k(0) / sum_i w_i k(u_i)`` at least every weight (a decreasing
-        profile); the queries where ``A`` may reach 1/2 are left to the attention. A
+        ``a_j (f - v_j) / (1 - a_j)``, bounded by ``max_j a_j |f - v_j| / (1 - A)``
+        (measured in the pass of the fits; at most ``A max_j |f - v_j|``) with ``A = w_max
+        k(0) / sum_i w_i k(u_i)`` at least every weight (a decreasing profile); the
+        queries where ``A`` may reach 1/2 are left to the attention. A
         :class:`~sklearn_nw._routes.LeaveOneOutMoves`, or None for local polynomials,
         other kernels, and where a query has no kernel weight."""
         if keys.degree or not keys.kernel.decreasing:
             return None
-        sums = self.partial_pool(keys, queries, device=device, working_memory=working_memory)
+        sums, deviation = self.partial_pool(keys, queries, device=device,
+                                            working_memory=working_memory,
+                                            largest_deviation=True)
         if not np.all(np.isfinite(sums.log_den)):
             return None
         fits, v = sums.out, keys.values.astype(np.float64)  # (n_q, t), (n, t)
@@ -214,7 +217,10 @@ class DenseRoute(Route):
         rest = ~(largest < 0.5)
         spread = np.maximum(fits - held.min(0), held.max(0) - fits)  # (n_q, t)
         share = np.minimum(largest, 0.5)[:, None]  # (n_q, 1)
-        bound = np.where(rest[:, None], np.inf, share * spread / (1 - share))
+        # The largest weighted deviation where the engine measured it: far below share *
+        # spread, the keys of most weight lying near the query, their values near its fit.
+        bound = np.where(rest[:, None], np.inf,
+                         np.minimum(share * spread, deviation) / (1 - share))
 
         def moves(rows, columns):
             a = self.attention_on(keys, queries[rows], columns, sums.log_den[rows],
@@ -239,14 +245,18 @@ class DenseRoute(Route):
     # -- one shard of a larger key set (sklearn_nw.dask) -----------------------------------
 
     def partial_pool(self, keys, queries, *, leave_out_equal=False, device="cpu",
-                     working_memory=1024):
+                     working_memory=1024, largest_deviation=False):
         """The share of ``keys``, one shard of a larger set of keys, in the predictions at
         ``queries`` (n_q, d): a :class:`~sklearn_nw._engine_partial.PartialSums` in float64
         numpy, merged with the other shards' by :func:`sklearn_nw._shards.merge`.
         ``leave_out_equal`` leaves out the keys at each query's location (leave-one-out
-        of training inputs)."""
+        of training inputs). With ``largest_deviation``, ``(sums, deviation)``: the
+        engine's ``max_j a_j |v_j - out|`` (n_q, t) beside them."""
+        numpy = lambda t: t.cpu().numpy().astype(np.float64, copy=False)
+        deviation = None
         if not np.any(keys.sample_weight > 0):
             part = empty_partial(queries.shape[0], keys.values.shape[1], torch.float64)
+            deviation = np.full((queries.shape[0], keys.values.shape[1]), np.inf)
         else:
             tensor = lambda a: keys.tensor(a, device)
             with serial_if_small(queries.shape[0] * keys.X.shape[0], torch.device(device)):
@@ -254,8 +264,11 @@ class DenseRoute(Route):
                     tensor(queries), tensor(keys.X), tensor(keys.values),
                     tensor(keys.metric), keys.kernel, log_w=tensor(keys.log_w),
                     keys=self._prepared_tensors(device), leave_out_equal=leave_out_equal,
-                    working_memory=working_memory)
-        return PartialSums(*(t.cpu().numpy().astype(np.float64, copy=False) for t in part))
+                    working_memory=working_memory, largest_deviation=largest_deviation)
+            if largest_deviation:
+                part, deviation = part[0], numpy(part[1])
+        sums = PartialSums(*(numpy(t) for t in part))
+        return (sums, deviation) if largest_deviation else sums
 
     def partial_gradient(self, keys, queries, pooled, log_den, cotangent, *,
                          den_cotangent=None, leave_out_equal=False, device="cpu",

@@ -337,7 +337,7 @@ def jackknife_plus(fits, residuals, alphas):
     return out
 
 
-def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=256,
+def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=512,
                            device="cpu"):
     """Jackknife+ bounds (n_q, 2, n_levels) from the moves of the fits without each
     training row on the few rows that can decide a bound.
@@ -361,7 +361,7 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=256,
     moves_on : callable
         ``moves_on(rows, columns)``: the moves (b, m) of the fits at the queries
         ``rows`` (b,) without each of the ranking rows ``columns`` (m,).
-    chunk : int, default=256
+    chunk : int, default=512
         Queries per call of ``moves_on``.
     device : str or torch.device, default="cpu"
         Where ``moves_on`` computes: on the CPU the chunks go to the workers
