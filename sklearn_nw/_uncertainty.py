@@ -337,7 +337,11 @@ def jackknife_plus(fits, residuals, alphas):
     return out
 
 
-def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=512,
+# Queries per call of the windows' moves at most (several calls for the workers to share).
+_MAX_WINDOW_QUERIES = 1024
+
+
+def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, pairs=2**17,
                            device="cpu"):
     """Jackknife+ bounds (n_q, 2, n_levels) from the moves of the fits without each
     training row on the few rows that can decide a bound.
@@ -348,7 +352,7 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=512,
     every row with ``c_i < c_(k) - 2 D`` ranks below it and every row with ``c_i > c_(k)
     + 2 D`` above, and it is the ``(k - L)``-th smallest over the rows between (``L``
     those below), the only ones whose moves are computed. The upper bound likewise with
-    ``c = R``. Queries go in chunks of similar ``D``.
+    ``c = R``. Queries go in chunks of similar ``D``, each of about ``pairs`` moves.
 
     Parameters
     ----------
@@ -361,8 +365,9 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=512,
     moves_on : callable
         ``moves_on(rows, columns)``: the moves (b, m) of the fits at the queries
         ``rows`` (b,) without each of the ranking rows ``columns`` (m,).
-    chunk : int, default=512
-        Queries per call of ``moves_on``.
+    pairs : int, default=2**17
+        Moves per call of ``moves_on`` (queries times the rows of their windows): many
+        queries per call where the windows are narrow, few where they are wide.
     device : str or torch.device, default="cpu"
         Where ``moves_on`` computes: on the CPU the chunks go to the workers
         (:func:`~sklearn_nw._workers.on_workers`; each writes its own queries' bounds).
@@ -382,6 +387,19 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=512,
                           sign * residuals[by_shift]))
     out = np.empty((n_q, 2, len(alphas)))
     order = np.argsort(reach)  # chunks of queries of similar reach
+    # Each query's rows between (its windows' width), non-decreasing in that order: a
+    # chunk's widest is its last query's.
+    width = np.zeros(n_q, dtype=np.int64)
+    for _, _, rank, _, c in sides:
+        if 1 <= rank <= n:
+            width += (np.searchsorted(c, c[rank - 1] + reach[order], side="right")
+                      - np.searchsorted(c, c[rank - 1] - reach[order], side="left"))
+    batches, start = [], 0
+    while start < n_q:  # the longest run whose queries times its widest fit in pairs
+        stop = start + min(_MAX_WINDOW_QUERIES, max(1, int(np.searchsorted(
+            width[start:] * np.arange(1, n_q - start + 1), pairs, side="right"))))
+        batches.append(slice(start, stop))
+        start = stop
 
     def bounds(batch, _):
         rows = order[batch]
@@ -404,7 +422,7 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, chunk=512,
             start += len(c)
             out[rows, side, level] = fits[rows] + np.partition(moved, k - 1, axis=1)[:, k - 1]
 
-    on_workers(gen_batches(n_q, chunk), bounds, device)
+    on_workers(batches, bounds, device)
     return out
 
 

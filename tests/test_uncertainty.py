@@ -849,6 +849,32 @@ def test_jackknife_plus_refuses_several_outputs():
         model.predict_interval(Q)
 
 
+@pytest.mark.parametrize("pairs", [1, 50, 2**17])
+def test_windowed_jackknife_plus_equals_every_fit_ranked(pairs):
+    # The bounds from the moves of the rows within reach of each rank, the queries in
+    # calls of about `pairs` moves (one query per call at 1), against the order
+    # statistics of every fit without a row; bounds of every size, ties of residuals.
+    from sklearn_nw._uncertainty import jackknife_plus, jackknife_plus_windows
+
+    rng = np.random.default_rng(0)
+    n_q, n = 60, 40
+    fits = rng.normal(size=n_q)
+    moves = rng.uniform(-1, 1, (n_q, n)) * rng.choice([0.0, 0.01, 0.3, 3.0], n_q)[:, None]
+    residuals = np.round(np.abs(rng.normal(size=n)), 1)
+    bound = np.abs(moves).max(1) * rng.uniform(1.0, 2.0, n_q)  # at least every move
+    alphas = np.array([0.02, 0.1, 0.3, 0.5])
+    calls = []
+
+    def moves_on(rows, columns):
+        calls.append(len(rows))
+        return moves[rows[:, None], columns]
+
+    got = jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, pairs=pairs)
+    np.testing.assert_allclose(got, jackknife_plus(fits[:, None] + moves, residuals, alphas),
+                               rtol=1e-14, atol=1e-14)
+    assert sum(calls) == n_q and (max(calls) == 1) == (pairs == 1)
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_sparse_jackknife_plus_equals_the_dense_one(seed):
     # Sparse attention rows: the fits without the keys in reach, every other row's the
