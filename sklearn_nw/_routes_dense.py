@@ -197,16 +197,20 @@ class DenseRoute(Route):
     def leave_one_out_moves(self, keys, queries, *, device="cpu", working_memory=1024):
         """How the Nadaraya-Watson fits at ``queries`` move without each key:
         ``a_j (f - v_j) / (1 - a_j)``, bounded by ``max_j a_j |f - v_j| / (1 - A)``
-        (measured in the pass of the fits; at most ``A max_j |f - v_j|``) with ``A = w_max
-        k(0) / sum_i w_i k(u_i)`` at least every weight (a decreasing profile); the
-        queries where ``A`` may reach 1/2 are left to the attention. A
+        (measured in the pass of the fits for one output; else ``A max_j |f - v_j|``,
+        which bounds it) with ``A = w_max k(0) / sum_i w_i k(u_i)`` at least every
+        weight (a decreasing profile); the queries where ``A`` may reach 1/2 are left to
+        the attention. A
         :class:`~sklearn_nw._routes.LeaveOneOutMoves`, or None for local polynomials,
         other kernels, and where a query has no kernel weight."""
         if keys.degree or not keys.kernel.decreasing:
             return None
-        sums, deviation = self.partial_pool(keys, queries, device=device,
-                                            working_memory=working_memory,
-                                            largest_deviation=True)
+        # One output measures its largest weighted deviation in the pass (several, the
+        # classes' one-hot values, gain nothing: theirs is the largest weight's).
+        one = keys.values.shape[1] == 1
+        sums = self.partial_pool(keys, queries, device=device,
+                                 working_memory=working_memory, largest_deviation=one)
+        sums, deviation = sums if one else (sums, np.inf)
         if not np.all(np.isfinite(sums.log_den)):
             return None
         fits, v = sums.out, keys.values.astype(np.float64)  # (n_q, t), (n, t)
