@@ -424,21 +424,30 @@ class NadarayaWatsonBase(BaseEstimator):
         themselves, only for non-finite values: a row of zero weight out of every
         other's reach is no query of the user's). A chunk's dense attention and
         ``temporaries`` float64 blocks of its size fit in ``working_memory`` and, dense,
-        in ``PASS_BYTES``."""
+        in ``PASS_BYTES``. Sparse rows are sized as dense ones in the first chunk, then
+        by four times the most keys a row has held so far."""
         working_memory = get_config()["working_memory"]
         n_q = X.shape[0]
         dense = not self.key_set_.route.attention_is_sparse
-        step = chunk_rows(n_q, 8 * temporaries * max(1, self.X_fit_.shape[0]), working_memory,
-                          cap_bytes=PASS_BYTES if dense else None)
+        n_keys = max(1, self.X_fit_.shape[0])
+        row_keys = n_keys  # a chunk's rows: every key each, or the most held so far
         outs, n_fallback, n_singular = [], 0, 0
-        for rows in gen_batches(n_q, step):
+        start = 0
+        while start < n_q:
+            rows = slice(start, start + chunk_rows(n_q - start, 8 * temporaries * row_keys,
+                                                   working_memory,
+                                                   cap_bytes=PASS_BYTES if dense else None))
             result = self.key_set_.pool(
                 X[rows], return_attention=True, compute=self.compute,
                 device=self._compute_device(), working_memory=working_memory)
             outs.append(result.out)
             n_fallback += result.n_fallback
             n_singular += result.n_singular
+            if not dense:
+                held = int(np.diff(result.attention.indptr).max(initial=1))
+                row_keys = min(n_keys, max(row_keys if start else 1, 4 * held))
             each(rows, result.attention)
+            start = rows.stop
         out = np.concatenate(outs)
         if training:
             n_fallback = n_singular = 0

@@ -301,6 +301,32 @@ def test_std_with_attention_and_in_chunks():
     np.testing.assert_allclose(small[0], y_pred, rtol=1e-12)
 
 
+@pytest.mark.parametrize("params", [
+    {"kernel": "epanechnikov", "algorithm": "cell_list"},
+    {"kernel": "epanechnikov", "algorithm": "kd_tree", "degree": 1},
+    {"kernel": "tricube", "algorithm": "ball_tree"}], ids=["cell_list", "kd_local", "ball"])
+def test_sparse_intervals_and_sets_in_chunks_of_a_few_queries(params):
+    # Sparse attention rows in chunks of queries sized by the most keys a row held (the
+    # first as dense rows): the same bounds and sets as in one chunk.
+    import sklearn
+
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    X, y, Q, w = _data(n=300, d=2)
+    model = NadarayaWatsonRegressor(bandwidth=0.3, **params).fit(X, y, w)
+    labels = (y > np.median(y)).astype(int)
+    classifier = NadarayaWatsonClassifier(
+        bandwidth=0.3, **{k: v for k, v in params.items() if k != "degree"}).fit(X, labels, w)
+    whole = model.predict_interval(Q, confidence_level=[0.5, 0.9])
+    sets = classifier.predict_set(Q, confidence_level=[0.5, 0.9])
+    with sklearn.config_context(working_memory=0.01):  # MiB: a few rows per chunk
+        chunked = model.predict_interval(Q, confidence_level=[0.5, 0.9])
+        chunked_sets = classifier.predict_set(Q, confidence_level=[0.5, 0.9])
+    np.testing.assert_allclose(chunked[0], whole[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(chunked[1], whole[1], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(chunked_sets[1], sets[1])
+
+
 def test_the_cv_regressor_has_the_same_std():
     X, y, Q, _ = _data(n=60, d=1)
     cv = NadarayaWatsonRegressorCV(degree=0, residual_variance="hc1").fit(X, y)
