@@ -904,8 +904,10 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     assert all(r["predict_set_lac_s"] > 0 and r["predict_set_aps_s"] > 0 for r in sets)
     around = saved["sections"]["cost"]["neighbourhood"]
     assert [(r["n"], r["d"], r["case"]) for r in around] == [
-        (200, 1, "dense Gaussian"), (200, 1, "local linear")]
+        (200, 1, "dense Gaussian"), (200, 1, "local linear"),
+        (200, 1, "cell list Epanechnikov")]
     assert "| 200 × 1 | dense Gaussian |" in printed
+    assert "| 200 × 1 | cell list Epanechnikov |" in printed
     margeff = saved["sections"]["margeff"]["results"]
     assert [r["degree"] for r in margeff] == [0, 1]
     assert all(r["ours_s"] > 0 and r["ours_std_s"] > 0 for r in margeff)
