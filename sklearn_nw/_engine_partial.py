@@ -62,7 +62,7 @@ def empty_partial(n_q, t, dtype, device="cpu"):
 
 
 def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
-                 working_memory=1024, squared_values=None, largest_deviation=False):
+                 working_memory=1024, squared_values=None, deviation_of=()):
     """The :class:`PartialSums` of keys ``x`` (n, d) with values ``v`` (n, t) and log
     weights ``log_w`` (n,) (at least one finite) at queries ``q`` (n_q, d), bandwidths or
     projection ``h``, in chunks of queries within ``working_memory`` MiB. ``keys`` is
@@ -70,9 +70,10 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
 
     With ``squared_values`` (n, s), also the sums ``sum_j a_j**2 s_j`` (n_q, s) of the
     attention ``a`` squared, from the same weights (returned second; where a query has
-    no kernel weight, 0). With ``largest_deviation``, also ``max_j a_j |v_j - out|``
-    (n_q, t), from the same weights (returned last; inf where the sums took the careful
-    path): how far one key's removal can move a prediction, less its ``1 / (1 - a_j)``.
+    no kernel weight, 0). With ``deviation_of`` (indices of columns of ``v``), also
+    ``max_j a_j |v_jc - out_c|`` (n_q, len(deviation_of)) of those columns, from the same
+    weights (returned last; inf where the sums took the careful path): how far one key's
+    removal can move a prediction, less its ``1 / (1 - a_j)``.
     """
     problem = PoolingCall(x, v, h, kernel, log_w, None, working_memory, keys)
     n_q, n = q.shape[0], x.shape[0]
@@ -89,8 +90,8 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
         # Squared weights keep their digits while the largest weight, at least total / n,
         # squared, stays above the smallest normal float over eps.
         tiny = max(tiny, n * math.sqrt(torch.finfo(q.dtype).tiny / torch.finfo(q.dtype).eps))
-    deviation = (torch.full((n_q, v.shape[1]), math.inf, dtype=q.dtype, device=q.device)
-                 if largest_deviation else None)
+    deviation = (torch.full((n_q, len(deviation_of)), math.inf, dtype=q.dtype,
+                            device=q.device) if len(deviation_of) else None)
     step = chunk_rows(n_q, n * q.element_size() * N_TEMPORARIES, working_memory)
     step = max(1, min(step, CACHE_BYTES // max(1, n * q.element_size())))
 
@@ -116,8 +117,8 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
         result.out[rows] = num_den[:, :-1] / total[:, None]
         result.log_den[rows] = torch.log(total) + m + shift
         if deviation is not None:
-            for c in range(v.shape[1]):  # (one (b, n) temporary at a time)
-                deviation[rows, c] = (problem.v1t[c][None, :] - result.out[rows, c, None]
+            for i, c in enumerate(deviation_of):  # (one (b, n) temporary at a time)
+                deviation[rows, i] = (problem.v1t[c][None, :] - result.out[rows, c, None]
                                       ).abs_().mul_(weights).amax(1) / total
             deviation[rows[redo]] = math.inf
         if squares is not None:

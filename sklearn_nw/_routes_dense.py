@@ -181,18 +181,24 @@ class DenseRoute(Route):
         return (fits.out.cpu().numpy().astype(np.float64, copy=False),
                 leverage.cpu().numpy().astype(np.float64, copy=False))
 
-    def sums_of(self, keys, queries, values, *, device="cpu", working_memory=1024):
+    def sums_of(self, keys, queries, values, *, device="cpu", working_memory=1024,
+                deviation_of=()):
         """:meth:`partial_pool` of other ``values`` (n, k) than the keys' own, at
         ``queries``: their attention-weighted means (n_q, k) and the log normalizers
-        (n_q,), a :class:`~sklearn_nw._engine_partial.PartialSums` in float64."""
+        (n_q,), a :class:`~sklearn_nw._engine_partial.PartialSums` in float64; with
+        ``deviation_of`` (columns), ``(sums, deviation)``: the engine's ``max_j a_j
+        |values_jc - mean_c|`` (n_q, len(deviation_of)) beside them."""
         tensor = lambda a: keys.tensor(a, device)
+        numpy = lambda t: t.cpu().numpy().astype(np.float64, copy=False)
         v = tensor(values)
         prepared = self._prepared_tensors(device)._replace(v1t=values_and_ones_t(v))
         with serial_if_small(queries.shape[0] * keys.X.shape[0], torch.device(device)):
             part = partial_pool(tensor(queries), tensor(keys.X), v, tensor(keys.metric),
                                 keys.kernel, log_w=tensor(keys.log_w), keys=prepared,
-                                working_memory=working_memory)
-        return PartialSums(*(t.cpu().numpy().astype(np.float64, copy=False) for t in part))
+                                working_memory=working_memory, deviation_of=deviation_of)
+        if not len(deviation_of):
+            return PartialSums(*(numpy(t) for t in part))
+        return PartialSums(*(numpy(t) for t in part[0])), numpy(part[1])
 
     def leave_one_out_moves(self, keys, queries, *, device="cpu", working_memory=1024):
         """How the Nadaraya-Watson fits at ``queries`` move without each key:
@@ -268,7 +274,8 @@ class DenseRoute(Route):
                     tensor(queries), tensor(keys.X), tensor(keys.values),
                     tensor(keys.metric), keys.kernel, log_w=tensor(keys.log_w),
                     keys=self._prepared_tensors(device), leave_out_equal=leave_out_equal,
-                    working_memory=working_memory, largest_deviation=largest_deviation)
+                    working_memory=working_memory,
+                    deviation_of=(0,) if largest_deviation else ())
             if largest_deviation:
                 part, deviation = part[0], numpy(part[1])
         sums = PartialSums(*(numpy(t) for t in part))

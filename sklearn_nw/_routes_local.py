@@ -151,7 +151,12 @@ class LocalPolynomialRoute(Route):
         and ``|r_j| <= Y + t_j B`` (``Y`` the largest ``|v_j - f|``, ``B = |beta_u|``);
         with ``m_k`` the peaks of ``k~(t) t^k``, ``h_j <= H = A (P_00 m_0 + 2 |P_0u| m_1
         + lam m_2)`` and every move is at most ``A (|c_0| Y m_0 + (|c_0| B + |c_u| Y) m_1
-        + |c_u| B m_2) / (1 - H)``. Queries with ``H`` of 1/2 or more, singular or far
+        + |c_u| B m_2) / (1 - H)``; or, where smaller, the same with ``Y`` the distance
+        of ``f`` from the values' Nadaraya-Watson mean ``g``, plus ``((|c_0| + |c_u| T) E
+        + A Y_g (|c_0| m_0(T) + |c_u| m_1(T))) / (1 - H)`` for the values' own deviation
+        from ``g`` (``E`` the largest ``a_j |v_j - g|``, measured in the pass of the
+        moments; ``Y_g`` the largest ``|v_j - g|``; the peaks past ``T`` of
+        :func:`profile_tail_peaks`). Queries with ``H`` of 1/2 or more, singular or far
         (their fits centered elsewhere, or moved sums losing digits) are left to the
         attention."""
         peaks = profile_peaks(keys.kernel)
@@ -162,8 +167,11 @@ class LocalPolynomialRoute(Route):
         xs, v = f64(self.centered_keys), f64(keys.values[:, :1])  # (n, r), (n, 1)
         with np.errstate(over="ignore", invalid="ignore"):
             qs = f64(keys.scaled(queries)[:, self.columns] - self.center)  # (n_q, r)
-        sums = self.base.sums_of(keys, queries, linear_raw_columns(xs, v).cpu().numpy(),
-                                 device=device, working_memory=working_memory)
+        r = xs.shape[1]
+        at_v = 1 + r + r * (r + 1) // 2  # the values' column of the raw moments
+        sums, deviation = self.base.sums_of(
+            keys, queries, linear_raw_columns(xs, v).cpu().numpy(), device=device,
+            working_memory=working_memory, deviation_of=(at_v,))
         M, zv, ratio = linear_moments_at(f64(sums.out), qs, 1)  # (n_q, p, p), (n_q, p, 1)
         p = M.shape[1]
         eye = torch.eye(p, dtype=M.dtype, device=M.device)
@@ -186,8 +194,23 @@ class LocalPolynomialRoute(Route):
                               + 2 * inverse[:, 0, 1:].norm(dim=1) * peaks[1])  # H (n_q,)
         rest |= ~(leverage < 0.5)
         c0, cu = c[:, 0].abs(), c[:, 1:].norm(dim=1)  # (n_q,)
+        room = 1 - leverage.clamp_max(0.5)
         bound = (largest * (c0 * spread * peaks[0] + (c0 * slope + cu * spread) * peaks[1]
-                            + cu * slope * peaks[2]) / (1 - leverage.clamp_max(0.5)))
+                            + cu * slope * peaks[2]) / room)
+        # Tighter, from the largest attention-weighted deviation E of the values from
+        # their Nadaraya-Watson mean g (measured in the pass): r_j = (v_j - g) + (g - f)
+        # - beta_u . u_j, and a_j |v_j - g| (|c_0| + |c_u| t_j) is at most (|c_0| + |c_u|
+        # T) E for t_j <= T, A Y_g (|c_0| m_0(T) + |c_u| m_1(T)) beyond (the profile's
+        # peaks past T, Y_g the largest |v_j - g|).
+        reach, tail = profile_tail_peaks(keys.kernel)
+        mean = f64(sums.out[:, at_v])  # g (n_q,)
+        near = (c0 + cu * reach) * f64(deviation[:, 0])
+        far = largest * torch.maximum(mean - held.min(), held.max() - mean) * (
+            c0 * tail[0] + cu * tail[1])
+        shift = (mean - fits).abs()  # |g - f|
+        rest_of = largest * (c0 * shift * peaks[0] + (c0 * slope + cu * shift) * peaks[1]
+                             + cu * slope * peaks[2])
+        bound = torch.minimum(bound, (near + far + rest_of) / room)
         rest |= ~torch.isfinite(bound)
         as_numpy = lambda t: t.cpu().numpy()
 
@@ -394,6 +417,18 @@ class LocalPolynomialRoute(Route):
         out = out.cpu().numpy()
         out[singular] = pooled[singular]
         return out, kernel, int(singular.sum())
+
+
+def profile_tail_peaks(kernel):
+    """``(T, (m_0(T), m_1(T)))``: ``m_k(T) = sup_{t > T} k(t) t^k / k(0)`` of a decreasing
+    kernel past ``T``: its support (0 past it) for a compact kernel, three standard
+    deviations for the Gaussian family ``exp(-c t^2)`` (whose ``k(t) t`` falls past
+    its peak at ``1 / sqrt(2 c)``)."""
+    if kernel.quadratic_coef is not None:
+        c = kernel.quadratic_coef
+        T = 3 / math.sqrt(2 * c)
+        return T, (math.exp(-c * T * T), T * math.exp(-c * T * T))
+    return kernel.support, (0.0, 0.0)
 
 
 def profile_peaks(kernel):

@@ -544,6 +544,31 @@ def test_leave_one_out_moves_are_the_fits_without_each_key_within_their_bound(ke
     assert np.all(np.abs(every) <= moves.bound[served])
 
 
+def test_local_linear_moves_stay_within_their_bound():
+    # The dense local-linear moves' bound (Gaussian weights; a compact kernel's local
+    # fits take the keys in reach) from the largest weighted deviation of the values
+    # from their Nadaraya-Watson mean, measured in the pass of the moments: steep
+    # slopes, far targets, queries beyond the data and near training points, random
+    # bandwidths.
+    checked = 0
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        X = rng.uniform(-1, 1, (80, 2))
+        y = (rng.uniform(-20, 20) * X[:, 0]
+             + rng.normal(size=80) * rng.choice([0.01, 1.0]))
+        far = rng.choice(80, 3, replace=False)
+        y[far] += rng.choice([-1, 1], 3) * rng.uniform(10, 1000, 3)
+        Q = np.vstack([rng.uniform(-1.2, 1.2, (30, 2)), X[:5] + 0.01])
+        model = NadarayaWatsonRegressor(bandwidth=rng.uniform(0.15, 0.6), degree=1,
+                                        algorithm="brute").fit(X, y)
+        moves = model.key_set_.leave_one_out_moves(Q)
+        served = np.flatnonzero(~moves.rest)
+        every = np.abs(moves.moves(served, np.arange(80))[:, :, 0])
+        assert np.all(every <= moves.bound[served])
+        checked += len(served)
+    assert checked >= 400
+
+
 @pytest.mark.parametrize("degree", [0, 1, 2])
 def test_fits_without_each_row_from_leverages_equal_the_attention_path(degree):
     # (f_i - L_ii y_i) / (1 - L_ii) from the in-sample sums or moments; rows that weigh
