@@ -281,7 +281,8 @@ class AdaptiveRoute(Route):
             largest = profile(d_k, h) / den  # (n_q,) a key at d_k(q), or beyond
         # The keys within d_k(q): their fits without them at the wider bandwidth.
         inside = self._inside(search, d_k)
-        pair_query = np.repeat(np.arange(n_q), [len(j) for j in inside])  # (m,)
+        counts = [len(j) for j in inside]
+        pair_query = np.repeat(np.arange(n_q), counts)  # (m,)
         pair_key = np.concatenate(list(inside)).astype(np.intp)  # (m,)
         d_pair = np.sqrt(np.sum((search[pair_query] - self.index_points[pair_key]) ** 2, 1))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -296,7 +297,7 @@ class AdaptiveRoute(Route):
         np.maximum.at(bound, pair_query, np.abs(pair_moves))
         # Each pair's place among a query's keys, to find the pairs among any keys asked.
         pairs = sp.csr_array((np.arange(1, len(pair_key) + 1), pair_key,
-                              np.concatenate([[0], np.cumsum([len(j) for j in inside])])),
+                              np.concatenate([[0], np.cumsum(counts)])),
                              shape=(n_q, len(self.index_rows)))
         column = np.full(keys.X.shape[0], -1)
         column[self.index_rows] = np.arange(len(self.index_rows))

@@ -502,6 +502,11 @@ class RankedScores:
         self.sorted = (-ascending[::-1], ascending)
         self.signed = (np.append(-scores, np.inf), np.append(scores, np.inf))
 
+    @classmethod
+    def of(cls, scores):
+        """``scores`` ranked: as given where they already are."""
+        return scores if isinstance(scores, cls) else cls(scores)
+
 
 def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
     """:func:`jackknife_plus` where each query's fit without a row is its own fit
@@ -516,8 +521,7 @@ def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
     (``A_(k - t)`` by a batched binary search, ``torch.searchsorted``, in the held
     places). O(b e log e) once the residuals are ranked, instead of O(b n).
     """
-    ranked = (residuals if isinstance(residuals, RankedScores)
-              else RankedScores(residuals))
+    ranked = RankedScores.of(residuals)
     b, e = fits.shape
     n = len(ranked.order)
     padding = keys < 0  # (b, e)
@@ -607,8 +611,7 @@ def conformal_sets_sparse(own_scores, scores, keys, training_scores, alphas, tol
     or their :class:`RankedScores`), -1 past a query's own count). The rows below a
     score under the query's own fit are counted in the sorted training scores, those
     held replaced by their own."""
-    ranked = (training_scores if isinstance(training_scores, RankedScores)
-              else RankedScores(training_scores))
+    ranked = RankedScores.of(training_scores)
     n = len(ranked.order)
     own_threshold = own_scores - tolerance  # (b, c)
     below = np.searchsorted(ranked.sorted[1], own_threshold, side="left")
