@@ -15,6 +15,7 @@ from ._uncertainty import (
     conformal_sets,
     conformal_sets_sparse,
     conformal_sets_windows,
+    conformity_score_bound,
     conformity_scores,
     score_tolerance,
 )
@@ -294,12 +295,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         (:func:`~sklearn_nw._uncertainty.conformal_sets_windows`), and which queries
         (n_q,) those do not serve; None where the route has no such moves.
 
-        A probability moves by at most ``D_j`` (the route's bound), so LAC's score ``1 -
-        p_k`` by ``D_k``, and APS's (the classes more probable than k, and a share ``u``
-        of ``p_k``) by at most ``sum_{p_j > p_k} D_j + u D_k`` plus ``p_j + D_j`` for
-        each class j whose order with k may change (``|p_j - p_k| <= D_j + D_k``).
-        Queries whose windows would hold more than a quarter of the rows take the
-        attention path."""
+        A probability moves by at most ``D_j`` (the route's bound), a score by at most
+        :func:`~sklearn_nw._uncertainty.conformity_score_bound`."""
         moves = self.key_set_.leave_one_out_moves(
             X, device=self._compute_device(), working_memory=get_config()["working_memory"])
         if moves is None or moves.rest.all():
@@ -311,36 +308,19 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
                  else query_share[fast])  # a number, or (q, 1)
         scores = conformity_scores(p, conformity_score, own_mass=share if np.isscalar(
             share) else share[:, 0])  # (q, c)
-        if conformity_score == "lac":
-            bound = D
-        else:
-            above = p[:, None, :] > p[:, :, None]  # (q, c, c): class j above class k
-            swaps = np.abs(p[:, None, :] - p[:, :, None]) <= D[:, None, :] + D[:, :, None]
-            swaps &= ~np.eye(p.shape[1], dtype=bool)
-            bound = ((above * D[:, None, :]).sum(2) + share * D
-                     + (swaps * (p + D)[:, None, :]).sum(2))
-        # Queries whose windows would hold a quarter of the rows: the attention's.
-        ordered = np.sort(training_scores)
-        width = (np.searchsorted(ordered, scores + bound - tolerance)
-                 - np.searchsorted(ordered, scores - bound - tolerance))  # (q, c)
-        wide = (width > len(ordered) / 4).any(1)  # (q,)
-        rest = moves.rest.copy()
-        rest[fast[wide]] = True
-        if rest.all():
-            return None
-        keep = ~wide
-        fast, p, scores, bound = fast[keep], p[keep], scores[keep], bound[keep]
-        share = share if np.isscalar(share) else share[keep]
+        bound = conformity_score_bound(p, D, conformity_score, own_mass=share)
 
-        def moves_on(rows, columns):
+        def moves_on(rows, columns, k):
             moved = p[rows, None, :] + moves.moves(fast[rows], ranking[columns])  # (b, m, c)
             own = share if np.isscalar(share) else share[rows]
-            return conformity_scores(moved, conformity_score, own_mass=own) - scores[rows, None]
+            return (conformity_scores(moved, conformity_score, own_mass=own,
+                                      classes=[k])[:, :, 0] - scores[rows, None, k])
 
         sets = np.empty((X.shape[0], len(self.classes_), len(alphas)), dtype=bool)
         sets[fast] = conformal_sets_windows(scores, bound, training_scores, alphas,
                                             tolerance, moves_on,
                                             device=self._compute_device())
+        rest = moves.rest
         return self.classes_[np.argmax(moves.fits, axis=1)], sets, rest
 
     def _conformal_sets_by_attention(self, X, conformity_score, query_share, positive,

@@ -62,7 +62,7 @@ def empty_partial(n_q, t, dtype, device="cpu"):
 
 
 def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
-                 working_memory=1024, squared_values=None, deviation_of=()):
+                 working_memory=1024, squared_values=None, deviation_of=(), key_classes=None):
     """The :class:`PartialSums` of keys ``x`` (n, d) with values ``v`` (n, t) and log
     weights ``log_w`` (n,) (at least one finite) at queries ``q`` (n_q, d), bandwidths or
     projection ``h``, in chunks of queries within ``working_memory`` MiB. ``keys`` is
@@ -73,7 +73,10 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
     no kernel weight, 0). With ``deviation_of`` (indices of columns of ``v``), also
     ``max_j a_j |v_jc - out_c|`` (n_q, len(deviation_of)) of those columns, from the same
     weights (returned last; inf where the sums took the careful path): how far one key's
-    removal can move a prediction, less its ``1 / (1 - a_j)``.
+    removal can move a prediction, less its ``1 / (1 - a_j)``. With ``key_classes`` (n,)
+    long instead, each key's class where ``v`` holds the classes' one-hot vectors, the
+    same of every column (n_q, t), from each class's largest attention (one pass): a key
+    of class c moves column c by ``a_j |1 - out_c|``, the others by ``a_j |out_k|``.
     """
     problem = PoolingCall(x, v, h, kernel, log_w, None, working_memory, keys)
     n_q, n = q.shape[0], x.shape[0]
@@ -90,8 +93,9 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
         # Squared weights keep their digits while the largest weight, at least total / n,
         # squared, stays above the smallest normal float over eps.
         tiny = max(tiny, n * math.sqrt(torch.finfo(q.dtype).tiny / torch.finfo(q.dtype).eps))
-    deviation = (torch.full((n_q, len(deviation_of)), math.inf, dtype=q.dtype,
-                            device=q.device) if len(deviation_of) else None)
+    n_deviations = v.shape[1] if key_classes is not None else len(deviation_of)
+    deviation = (torch.full((n_q, n_deviations), math.inf, dtype=q.dtype, device=q.device)
+                 if n_deviations else None)
     step = chunk_rows(n_q, n * q.element_size() * N_TEMPORARIES, working_memory)
     step = max(1, min(step, CACHE_BYTES // max(1, n * q.element_size())))
 
@@ -116,6 +120,9 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
         rows = torch.arange(s, s + len(qc), device=q.device)
         result.out[rows] = num_den[:, :-1] / total[:, None]
         result.log_den[rows] = torch.log(total) + m + shift
+        if key_classes is not None:
+            deviation[rows] = _class_deviations(weights, key_classes, total,
+                                                result.out[rows])
         if deviation is not None:
             for i, c in enumerate(deviation_of):  # (one (b, n) temporary at a time)
                 deviation[rows, i] = (problem.v1t[c][None, :] - result.out[rows, c, None]
@@ -131,6 +138,19 @@ def partial_pool(q, x, v, h, kernel, *, log_w, keys, leave_out_equal=False,
     extra = (() if squares is None else (squares[1],)) + (
         () if deviation is None else (deviation,))
     return (result, *extra) if extra else result
+
+
+def _class_deviations(weights, key_classes, total, out):
+    """``max_j a_j |v_jc - out_c|`` (b, t) of one-hot values (classes ``key_classes``
+    (n,)) from the weights (b, n) whose sums are ``total`` (b,): each class's largest
+    weight over the total, times ``|1 - out_c|`` for its own column, ``|out_k|`` for
+    the others'."""
+    b, t = out.shape
+    largest = weights.new_zeros(b, t).scatter_reduce_(
+        1, key_classes.expand(b, -1), weights, "amax").div_(total[:, None])  # (b, t)
+    others = torch.stack([torch.cat([largest[:, :c], largest[:, c + 1:]], 1).amax(1)
+                          for c in range(t)], 1)  # (b, t): the other classes' largest
+    return torch.maximum(largest * (1 - out).abs(), others * out.abs())
 
 
 def _squared_sums(s_t, squared_weights, total):

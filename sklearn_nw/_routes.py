@@ -98,7 +98,8 @@ class LeaveOneOutMoves(NamedTuple):
     fits: np.ndarray  # (n_q, t) the fits on every key
     bound: np.ndarray  # (n_q, t) at least |move| of every key; inf where `rest`
     rest: np.ndarray  # (n_q,) bool: the queries these do not serve
-    # (rows (b,), keys (m,)) -> (b, m, t): the fits without each key, less `fits`
+    # (rows (b,), keys (m,) shared or (b, m) each row's own) -> (b, m, t): the fits
+    # without each key, less `fits`
     moves: object
 
 
@@ -122,6 +123,18 @@ def nadaraya_watson_jacobian(keys, queries, attention, device, key_scale=None):
                            tensor(keys.coordinate_jacobian()),
                            None if key_scale is None else tensor(key_scale))
     return W.cpu().numpy()
+
+
+def one_hot_classes(values):
+    """Each row's class (n,) int64 where the rows of ``values`` (n, t) are one-hot
+    vectors (a classifier's), else None."""
+    values = np.asarray(values)
+    if values.ndim != 2 or values.shape[1] < 2:
+        return None
+    classes = np.argmax(values, axis=1)
+    one_hot = np.zeros_like(values)
+    one_hot[np.arange(len(values)), classes] = 1
+    return classes if np.array_equal(values, one_hot) else None
 
 
 def torch_dtype(dtype):

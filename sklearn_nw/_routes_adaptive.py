@@ -303,13 +303,26 @@ class AdaptiveRoute(Route):
         column[self.index_rows] = np.arange(len(self.index_rows))
 
         def moves(rows, columns):
-            at = column[columns]  # (m,) among the keys of positive weight
-            d = exact_distances(torch.as_tensor(search[rows]),
-                                torch.as_tensor(self.index_points[at])).numpy()  # (b, m)
+            at = column[columns]  # (m,) or (b, m) among the keys of positive weight
+            if at.ndim == 1:
+                d = exact_distances(torch.as_tensor(search[rows]),
+                                    torch.as_tensor(self.index_points[at])).numpy()  # (b, m)
+            else:  # each query its own keys
+                d = np.sqrt(np.sum((search[rows][:, None] - self.index_points[at]) ** 2, 2))
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 a = (profile(d, h[rows][:, None]) / den[rows][:, None])[:, :, None]
-            out = a * (fits[rows, None, :] - v[at][None]) / (1 - a)  # (b, m, t)
-            held = pairs[rows][:, at].toarray()  # (b, m): 1 + the pair, 0 for none
+            v_at = v[at] if at.ndim == 2 else v[at][None]  # (b | 1, m, t)
+            out = a * (fits[rows, None, :] - v_at) / (1 - a)  # (b, m, t)
+            # The pairs among them (1 + the pair, 0 for none), found by code b' n' + key.
+            within = pairs[rows]  # (b, n') CSR
+            codes = (np.repeat(np.arange(len(rows)), np.diff(within.indptr)) * len(column)
+                     + within.indices)
+            by_code = np.argsort(codes)
+            codes, found = codes[by_code], within.data[by_code]
+            asked = np.arange(len(rows))[:, None] * len(column) + at  # (b, m)
+            place = np.minimum(np.searchsorted(codes, asked), max(len(codes) - 1, 0))
+            held = np.where(codes[place] == asked, found[place], 0) if len(codes) else (
+                np.zeros(asked.shape, dtype=np.int64))
             out[held > 0] = pair_moves[held[held > 0] - 1]
             return out
 

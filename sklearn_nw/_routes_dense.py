@@ -29,6 +29,7 @@ from ._routes import (
     LeaveOneOutMoves,
     PooledWithVariance,
     Route,
+    one_hot_classes,
     pooled_values,
     torch_dtype,
 )
@@ -211,12 +212,12 @@ class DenseRoute(Route):
         other kernels, and where a query has no kernel weight."""
         if keys.degree or not keys.kernel.decreasing:
             return None
-        # One output measures its largest weighted deviation in the pass (several, the
-        # classes' one-hot values, gain nothing: theirs is the largest weight's).
-        one = keys.values.shape[1] == 1
+        # One output, or the classes' one-hot values, measure their largest weighted
+        # deviation in the pass (other outputs: the bound below alone).
+        measured = keys.values.shape[1] == 1 or one_hot_classes(keys.values) is not None
         sums = self.partial_pool(keys, queries, device=device,
-                                 working_memory=working_memory, largest_deviation=one)
-        sums, deviation = sums if one else (sums, np.inf)
+                                 working_memory=working_memory, largest_deviation=measured)
+        sums, deviation = sums if measured else (sums, np.inf)
         if not np.all(np.isfinite(sums.log_den)):
             return None
         fits, v = sums.out, keys.values.astype(np.float64)  # (n_q, t), (n, t)
@@ -232,23 +233,43 @@ class DenseRoute(Route):
         bound = np.where(rest[:, None], np.inf,
                          np.minimum(share * spread, deviation) / (1 - share))
 
+        scaled_keys = []  # the keys scaled once, for the queries' own keys
+
         def moves(rows, columns):
-            a = self.attention_on(keys, queries[rows], columns, sums.log_den[rows],
-                                  device=device, working_memory=working_memory)[:, :, None]
-            return a * (fits[rows, None, :] - v[columns][None]) / (1 - a)  # (b, m, t)
+            if columns.ndim == 2 and not scaled_keys:  # feature by feature (d, n)
+                scaled_keys.append(np.ascontiguousarray(keys.scaled(keys.X).T))
+            a = torch.from_numpy(self.attention_on(
+                keys, queries[rows], columns, sums.log_den[rows], device=device,
+                working_memory=working_memory,
+                scaled_keys=scaled_keys[0] if columns.ndim == 2 else None))  # (b, m)
+            a = a[:, :, None]  # (b, m, 1)
+            v_keys = v[columns] if columns.ndim == 2 else v[columns][None]  # (b | 1, m, t)
+            # a (f - v) / (1 - a), in place
+            moved = torch.from_numpy(fits[rows, None, :] - v_keys).mul_(a)  # (b, m, t)
+            return moved.div_(a.neg().add_(1)).numpy()
 
         return LeaveOneOutMoves(fits, bound, rest, moves)
 
     def attention_on(self, keys, queries, columns, log_den, *, device="cpu",
-                     working_memory=1024):
-        """The attention (b, m) of ``queries`` (b, d) on the keys ``columns`` (m,) alone,
-        normalized by the sums over every key ``exp(log_den)`` (b,) (of
-        :meth:`partial_pool`), from exact distances; float64 numpy."""
+                     working_memory=1024, scaled_keys=None):
+        """The attention (b, m) of ``queries`` (b, d) on the keys ``columns`` alone ((m,)
+        shared, or (b, m) each query's own), normalized by the sums over every key
+        ``exp(log_den)`` (b,) (of :meth:`partial_pool`), from exact distances; float64
+        numpy. ``scaled_keys``: every key scaled, feature by feature (d, n), if at hand
+        for ``columns`` (b, m)."""
         tensor = lambda a: torch.as_tensor(np.asarray(a, dtype=np.float64), device=device)
         with np.errstate(over="ignore", invalid="ignore"):
-            q, x = tensor(keys.scaled(queries)), tensor(keys.scaled(keys.X[columns]))
-        d2 = torch.nan_to_num_(exact_sq_dist(q, x, working_memory), nan=math.inf,
-                               posinf=math.inf)  # (b, m)
+            q = tensor(keys.scaled(queries))
+            if columns.ndim == 1:
+                d2 = exact_sq_dist(q, tensor(keys.scaled(keys.X[columns])),
+                                   working_memory)  # (b, m)
+        if columns.ndim == 2:  # each query its own keys: the same differences
+            if scaled_keys is None:
+                scaled_keys = np.ascontiguousarray(keys.scaled(keys.X).T)  # (d, n)
+            d2 = (q[:, None, 0] - tensor(scaled_keys[0][columns])).square_()  # (b, m)
+            for j in range(1, q.shape[1]):
+                d2.add_((q[:, None, j] - tensor(scaled_keys[j][columns])).square_())
+        d2 = torch.nan_to_num_(d2, nan=math.inf, posinf=math.inf)  # (b, m)
         logits = keys.kernel.log_profile_sq(d2) + tensor(keys.log_w[columns])  # (b, m)
         return exp_(logits.sub_(tensor(log_den)[:, None])).cpu().numpy()
 
@@ -260,10 +281,13 @@ class DenseRoute(Route):
         ``queries`` (n_q, d): a :class:`~sklearn_nw._engine_partial.PartialSums` in float64
         numpy, merged with the other shards' by :func:`sklearn_nw._shards.merge`.
         ``leave_out_equal`` leaves out the keys at each query's location (leave-one-out
-        of training inputs). With ``largest_deviation``, ``(sums, deviation)``: the
-        engine's ``max_j a_j |v_j - out|`` (n_q, t) beside them."""
+        of training inputs). With ``largest_deviation`` (one output, or the classes'
+        one-hot values), ``(sums, deviation)``: the engine's ``max_j a_j |v_j - out|``
+        (n_q, t) beside them."""
         numpy = lambda t: t.cpu().numpy().astype(np.float64, copy=False)
         deviation = None
+        classes = (one_hot_classes(keys.values)
+                   if largest_deviation and keys.values.shape[1] > 1 else None)
         if not np.any(keys.sample_weight > 0):
             part = empty_partial(queries.shape[0], keys.values.shape[1], torch.float64)
             deviation = np.full((queries.shape[0], keys.values.shape[1]), np.inf)
@@ -275,7 +299,9 @@ class DenseRoute(Route):
                     tensor(keys.metric), keys.kernel, log_w=tensor(keys.log_w),
                     keys=self._prepared_tensors(device), leave_out_equal=leave_out_equal,
                     working_memory=working_memory,
-                    deviation_of=(0,) if largest_deviation else ())
+                    deviation_of=(0,) if largest_deviation and classes is None else (),
+                    key_classes=None if classes is None
+                    else torch.as_tensor(classes, device=device))
             if largest_deviation:
                 part, deviation = part[0], numpy(part[1])
         sums = PartialSums(*(numpy(t) for t in part))

@@ -219,7 +219,8 @@ class LocalPolynomialRoute(Route):
                                            device=device, working_memory=working_memory))
             rows = torch.as_tensor(rows, device=device)
             columns = torch.as_tensor(columns, device=device)
-            u = xs[columns][None] - qs[rows][:, None]  # (b, m, r): z = (1, u)
+            x = xs[columns] if columns.ndim == 2 else xs[columns][None]  # (b | 1, m, r)
+            u = x - qs[rows][:, None]  # (b, m, r): z = (1, u)
             kernel = _linear_form(c[rows], u).mul_(a)  # (b, m)
             room = _quadratic_form(inverse[rows], u).mul_(a).neg_().add_(1)  # 1 - leverage
             residual = _linear_form(beta[rows], u).neg_().add_(v[columns, 0])  # (b, m)

@@ -25,7 +25,6 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 from sklearn.neighbors import BallTree, KDTree
-from sklearn.utils import gen_batches
 
 from ._workers import chunk_rows, on_workers
 
@@ -341,6 +340,27 @@ def jackknife_plus(fits, residuals, alphas):
 _MAX_WINDOW_QUERIES = 1024
 
 
+def window_batches(lo, hi, pairs, most=_MAX_WINDOW_QUERIES):
+    """Runs of consecutive queries (slices) for the windows' moves: each run as long as
+    its count of queries times the rows of its windows' union stays within ``pairs``
+    (one query at least, ``most`` at most). ``lo``, ``hi`` (n_q, w): each query's ``w``
+    windows as places ``[lo, hi)`` in an order of the rows; a run's union of window j
+    runs from its smallest ``lo`` to its largest ``hi``."""
+    n_q = len(lo)
+    batches, start = [], 0
+    while start < n_q:
+        # A run of r queries holds r times the first's widest rows at least.
+        first = max(1, int(np.max(hi[start] - lo[start], initial=0)))
+        stop = min(n_q, start + most, start + max(1, pairs // first))
+        union = (np.maximum.accumulate(hi[start:stop], 0)
+                 - np.minimum.accumulate(lo[start:stop], 0)).sum(1)  # (r,) non-decreasing
+        size = union * np.arange(1, stop - start + 1)  # (r,) moves of each run
+        stop = start + max(1, int(np.searchsorted(size, pairs, side="right")))
+        batches.append(slice(start, stop))
+        start = stop
+    return batches
+
+
 def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, pairs=2**17,
                            device="cpu"):
     """Jackknife+ bounds (n_q, 2, n_levels) from the moves of the fits without each
@@ -387,19 +407,13 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, pairs=2**17
                           sign * residuals[by_shift]))
     out = np.empty((n_q, 2, len(alphas)))
     order = np.argsort(reach)  # chunks of queries of similar reach
-    # Each query's rows between (its windows' width), non-decreasing in that order: a
-    # chunk's widest is its last query's.
-    width = np.zeros(n_q, dtype=np.int64)
-    for _, _, rank, _, c in sides:
-        if 1 <= rank <= n:
-            width += (np.searchsorted(c, c[rank - 1] + reach[order], side="right")
-                      - np.searchsorted(c, c[rank - 1] - reach[order], side="left"))
-    batches, start = [], 0
-    while start < n_q:  # the longest run whose queries times its widest fit in pairs
-        stop = start + min(_MAX_WINDOW_QUERIES, max(1, int(np.searchsorted(
-            width[start:] * np.arange(1, n_q - start + 1), pairs, side="right"))))
-        batches.append(slice(start, stop))
-        start = stop
+    # Each query's rows between, in that order (nested: a chunk's union is its last's).
+    ranked = [(rank, c) for _, _, rank, _, c in sides if 1 <= rank <= n]
+    lo = np.stack([np.searchsorted(c, c[rank - 1] - reach[order], side="left")
+                   for rank, c in ranked], 1) if ranked else np.zeros((n_q, 0), np.int64)
+    hi = np.stack([np.searchsorted(c, c[rank - 1] + reach[order], side="right")
+                   for rank, c in ranked], 1) if ranked else np.zeros((n_q, 0), np.int64)
+    batches = window_batches(lo, hi, pairs)
 
     def bounds(batch, _):
         rows = order[batch]
@@ -583,25 +597,49 @@ def _kth_others(i, *, own, sorted_r, before, n_held=None):
     return kth
 
 
-def conformity_scores(proba, score, *, own_mass=1.0):
+def conformity_scores(proba, score, *, own_mass=1.0, classes=None):
     """The conformity score of every class (..., c) under class probabilities ``proba``
-    (..., c): ``"lac"`` ``1 - p_k``; ``"aps"`` the mass of the classes more probable than
-    k (classes as probable as k are not counted), plus ``own_mass`` times ``p_k`` (a
-    number, or shares broadcast against ``proba[..., 0]``: random draws for randomized
-    APS). With ``own_mass=0`` a class is scored by the mass before it, as MAPIE's
-    ``include_last_label=True`` builds its sets: the most probable class scores 0."""
+    (..., c), or of the ``classes`` given (..., len(classes)): ``"lac"`` ``1 - p_k``;
+    ``"aps"`` the mass of the classes more probable than k (classes as probable as k are
+    not counted), plus ``own_mass`` times ``p_k`` (a number, or shares broadcast against
+    ``proba[..., 0]``: random draws for randomized APS). With ``own_mass=0`` a class is
+    scored by the mass before it, as MAPIE's ``include_last_label=True`` builds its
+    sets: the most probable class scores 0."""
+    classes = np.arange(proba.shape[-1]) if classes is None else np.asarray(classes)
     if score == "lac":
-        return 1.0 - proba
+        return 1.0 - proba[..., classes]
     # Class by class over contiguous (...) blocks: no (..., c, c) comparison formed.
     by_class = np.ascontiguousarray(np.moveaxis(proba, -1, 0))  # (c, ...)
-    out = np.empty_like(by_class)
-    for k, p_k in enumerate(by_class):
+    out = np.empty((len(classes),) + by_class.shape[1:])
+    for at, k in enumerate(classes):
+        p_k = by_class[k]
         above = np.zeros_like(p_k)
         for j, p_j in enumerate(by_class):
             if j != k:
                 above += np.where(p_j > p_k, p_j, 0.0)
-        out[k] = above + own_mass * p_k
+        out[at] = above + own_mass * p_k
     return np.moveaxis(out, 0, -1)
+
+
+def conformity_score_bound(proba, bound, score, *, own_mass=1.0):
+    """How far the conformity score of each class (n_q, c) can move when the class
+    probabilities ``proba`` (n_q, c) move by at most ``bound`` (n_q, c) each, summing to 1
+    before and after: LAC's ``1 - p_k`` by ``D_k``; APS's (the classes more probable than
+    k, and ``own_mass`` ``u`` of ``p_k``, a number or (n_q, 1)) by at most ``sum_{p_j >
+    p_k} D_j + u D_k``, or ``sum_{p_j <= p_k, j != k} D_j + (1 - u) D_k`` (the mass
+    above is 1 less the rest's), plus ``p_j + D_j`` for each class j whose order with k
+    may change (``|p_j - p_k| <= D_j + D_k``)."""
+    if score == "lac":
+        return bound
+    p, D = proba, bound
+    itself = np.eye(p.shape[1], dtype=bool)
+    above = p[:, None, :] > p[:, :, None]  # (q, c, c): class j above class k
+    rest = ~above & ~itself  # the classes but k not above it
+    swaps = np.abs(p[:, None, :] - p[:, :, None]) <= D[:, None, :] + D[:, :, None]
+    swaps &= ~itself
+    return (np.minimum((above * D[:, None, :]).sum(2) + own_mass * D,
+                       (rest * D[:, None, :]).sum(2) + (1 - own_mass) * D)
+            + (swaps * (p + D)[:, None, :]).sum(2))
 
 
 def conformal_sets_sparse(own_scores, scores, keys, training_scores, alphas, tolerance):
@@ -622,16 +660,17 @@ def conformal_sets_sparse(own_scores, scores, keys, training_scores, alphas, tol
 
 
 def conformal_sets_windows(scores, bound, training_scores, alphas, tolerance, moves_on,
-                           chunk=256, device="cpu"):
+                           pairs=2**17, device="cpu"):
     """:func:`conformal_sets` from each query's scores under its own fit (n_q, c) and the
     moves of those scores without each training row, computed only for the rows whose
     count they can change.
 
     Without row i the score of class k moves by at most ``D`` (``bound`` (n_q, c)): the
     training rows with ``s_i < S_k - D - tolerance`` count at every query, those with
-    ``s_i >= S_k + D - tolerance`` at none, and only those between need their move. Per
-    class, the queries go in chunks of similar scores, whose rows between are one window
-    of the sorted training scores.
+    ``s_i >= S_k + D - tolerance`` at none, and only those between need their move, where
+    they can carry the count across a level's threshold. Per class, each query's own
+    window of the sorted training scores, the queries in runs of similar widths, each of
+    about ``pairs`` moves (its queries times its widest).
 
     Parameters
     ----------
@@ -641,11 +680,13 @@ def conformal_sets_windows(scores, bound, training_scores, alphas, tolerance, mo
     alphas : ndarray of shape (n_levels,)
     tolerance : float
     moves_on : callable
-        ``moves_on(rows, columns)``: the moves (b, m, c) of the scores at the queries
-        ``rows`` (b,) without each of the training rows ``columns`` (m,).
-    chunk : int, default=256
+        ``moves_on(rows, columns, k)``: the moves (b, m) of the scores of class ``k`` at
+        the queries ``rows`` (b,) without each of the training rows ``columns`` (b, m),
+        each query's own.
+    pairs : int, default=2**17
+        Moves per call of ``moves_on``, as in :func:`jackknife_plus_windows`.
     device : str or torch.device, default="cpu"
-        Where ``moves_on`` computes: on the CPU the chunks go to the workers.
+        Where ``moves_on`` computes: on the CPU the runs go to the workers.
 
     Returns
     -------
@@ -656,25 +697,35 @@ def conformal_sets_windows(scores, bound, training_scores, alphas, tolerance, mo
     by_score = np.argsort(training_scores, kind="stable")
     sorted_scores = training_scores[by_score]  # (n,)
     reach = bound * (1 + 1e-6) + 1e-12  # (n_q, c): D, with room for rounding
-    counts = np.empty((n_q, c), dtype=np.int64)
-    orders = [np.argsort(scores[:, k]) for k in range(c)]  # queries of similar scores
+    # Each query's rows between, per class: [lo, hi) in the sorted training scores.
+    lo = np.searchsorted(sorted_scores, scores - reach - tolerance, side="left")  # (n_q, c)
+    width = np.searchsorted(sorted_scores, scores + reach - tolerance, side="left") - lo
+    counts = lo.copy()  # the rows below every move
+    # A class whose count, between lo and lo + width, is on one side of every level's
+    # threshold is decided: no move computed (lo stands for its count).
+    thresholds = [round((1 - alpha) * (n + 1), 9) for alpha in alphas]
+    open_ = np.zeros(lo.shape, dtype=bool)  # (n_q, c)
+    for threshold in thresholds:
+        open_ |= (lo < threshold) & (lo + width >= threshold)
+    width[~open_] = 0
+    tasks = []
+    for k in range(c):
+        order = np.argsort(width[:, k], kind="stable")  # queries of similar widths
+        order = order[width[order, k] > 0]
+        tasks += [(k, order[run]) for run in window_batches(
+            np.zeros((len(order), 1), np.int64), width[order, k, None], pairs)]
 
     def count(task, _):
-        k, batch = task
-        rows = orders[k][batch]
-        lo = np.searchsorted(sorted_scores, (scores[rows, k] - reach[rows, k]).min()
-                             - tolerance, side="left")
-        hi = np.searchsorted(sorted_scores, (scores[rows, k] + reach[rows, k]).max()
-                             - tolerance, side="left")
-        counts[rows, k] = lo
-        if hi > lo:
-            moved = (scores[rows, k, None] + moves_on(rows, by_score[lo:hi])[:, :, k]
-                     - tolerance)  # (b, m)
-            counts[rows, k] += (sorted_scores[None, lo:hi] < moved).sum(1)
+        k, rows = task
+        step = np.arange(width[rows, k].max())  # (m,)
+        within = step < width[rows, k, None]  # (b, m): each query's own window
+        places = np.minimum(lo[rows, k, None] + step, n - 1)  # (b, m)
+        moved = (scores[rows, k, None] + moves_on(rows, by_score[places], k)
+                 - tolerance)  # (b, m)
+        counts[rows, k] += ((sorted_scores[places] < moved) & within).sum(1)
 
-    on_workers([(k, batch) for k in range(c) for batch in gen_batches(n_q, chunk)], count,
-               device)
-    return np.stack([counts < round((1 - alpha) * (n + 1), 9) for alpha in alphas], -1)
+    on_workers(tasks, count, device)
+    return np.stack([counts < threshold for threshold in thresholds], -1)
 
 
 def conformal_sets(scores, training_scores, alphas, tolerance):

@@ -542,6 +542,10 @@ def test_leave_one_out_moves_are_the_fits_without_each_key_within_their_bound(ke
     np.testing.assert_allclose(model._outputs(moves.fits[served])[:, None] + every * scale,
                                expected, rtol=1e-10, atol=1e-10)
     assert np.all(np.abs(every) <= moves.bound[served])
+    # Each query's own keys (the sets' windows): the same moves.
+    own = np.random.default_rng(3).integers(0, len(y), (len(served), 9))  # (b, 9)
+    np.testing.assert_allclose(moves.moves(served, own)[:, :, 0],
+                               np.take_along_axis(every, own, 1), rtol=1e-13, atol=1e-15)
 
 
 def test_local_linear_moves_stay_within_their_bound():
@@ -785,6 +789,10 @@ def _balloon_moves_against_refits(make, X, y, Q, w):
     np.testing.assert_allclose(got, expected[fast] - y_pred[fast, None], rtol=1e-9,
                                atol=1e-9)
     assert np.all(np.abs(got) <= moves.bound[fast] * scale * (1 + 1e-12))
+    # Each query's own keys (the sets' windows), the keys within d_k among them.
+    own = np.random.default_rng(3).integers(0, len(y), (len(fast), 12))  # (f, 12)
+    np.testing.assert_allclose(moves.moves(fast, own)[:, :, 0] * scale,
+                               np.take_along_axis(got, own, 1), rtol=1e-12, atol=1e-14)
     return got, fast
 
 
@@ -924,6 +932,127 @@ def test_windowed_jackknife_plus_equals_every_fit_ranked(pairs):
     np.testing.assert_allclose(got, jackknife_plus(fits[:, None] + moves, residuals, alphas),
                                rtol=1e-14, atol=1e-14)
     assert sum(calls) == n_q and (max(calls) == 1) == (pairs == 1)
+
+
+@pytest.mark.parametrize("pairs", [1, 50, 2**17])
+def test_windowed_conformal_sets_equal_every_score_counted(pairs):
+    # The sets from the moves of the rows within reach of each class's score, each
+    # query's own window, against the counts over every score without a row; scores
+    # tied with the training ones, moves of every size, levels whose thresholds fall
+    # inside the windows and outside them (those classes decided without a move).
+    from sklearn_nw._uncertainty import conformal_sets, conformal_sets_windows
+
+    rng = np.random.default_rng(1)
+    n_q, n, c = 300, 39, 3  # (1 - alpha) (n + 1) an integer: counts can equal it
+    training = np.round(rng.uniform(size=n), 2)
+    scores = np.where(rng.uniform(size=(n_q, c)) < 0.2, rng.choice(training, (n_q, c)),
+                      rng.uniform(size=(n_q, c)))
+    size = rng.choice([0.0, 0.005, 0.05, 0.5], (n_q, 1))
+    moves = rng.uniform(-1, 1, (n_q, n, c)) * size[:, :, None]
+    bound = np.abs(moves).max(1) * rng.uniform(1.0, 2.0, (n_q, c))  # at least every move
+    alphas = np.array([0.05, 0.1, 0.3, 0.5, 0.9])
+    computed = set()  # (query, class)
+
+    def moves_on(rows, columns, k):
+        computed.update((q, k) for q in rows)
+        return moves[rows[:, None], columns, k]
+
+    got = conformal_sets_windows(scores, bound, training, alphas, 1e-9, moves_on,
+                                 pairs=pairs)
+    np.testing.assert_array_equal(
+        got, conformal_sets(scores[:, None, :] + moves, training, alphas, 1e-9))
+    # Some classes with training scores within reach were decided without their moves.
+    ordered = np.sort(training)
+    within = (np.searchsorted(ordered, scores + bound * 1.01 - 1e-9)
+              > np.searchsorted(ordered, scores - bound * 1.01 - 1e-9))  # (n_q, c)
+    assert 0 < len(computed) < within.sum()
+
+
+@pytest.mark.parametrize("score, own_mass", [
+    ("lac", 1.0), ("aps", 1.0), ("aps", 0.0), ("aps", "random")])
+def test_conformity_score_bound_holds_every_move_of_the_probabilities(score, own_mass):
+    # Probabilities moved by at most D each, summing to 1 before and after (as the fits
+    # without a row): every score's move within its bound, near ties of classes, and
+    # the bound reached closely somewhere (a bound twice too wide fails).
+    from sklearn_nw._uncertainty import conformity_score_bound, conformity_scores
+
+    rng = np.random.default_rng(0)
+    n_q, c, draws = 400, 4, 60
+    p = rng.dirichlet(np.full(c, 0.7), n_q)
+    p[:50, 1] = np.abs(p[:50, 0] + rng.uniform(-0.01, 0.01, 50))  # near ties
+    p /= p.sum(1, keepdims=True)
+    D = np.minimum(rng.uniform(0, 0.05, (n_q, c)), p)
+    share = rng.uniform(size=(n_q, 1)) if own_mass == "random" else own_mass
+    bound = conformity_score_bound(p, D, score, own_mass=share)
+    before = conformity_scores(p, score, own_mass=share if np.isscalar(share)
+                               else share[:, 0])
+    largest = np.zeros((n_q, c))
+    for _ in range(draws):
+        # Each class at an end of its range, one class taking the sum back to 1.
+        move = D * rng.choice([-1.0, 1.0], (n_q, c))
+        j = rng.integers(0, c, n_q)
+        move[np.arange(n_q), j] = 0.0
+        move[np.arange(n_q), j] = -move.sum(1)
+        fine = np.all(np.abs(move) <= D + 1e-15, 1)
+        after = conformity_scores(p + move, score, own_mass=share if np.isscalar(share)
+                                  else share[:, 0])
+        largest[fine] = np.maximum(largest[fine], np.abs(after - before)[fine])
+    assert np.all(largest <= bound * (1 + 1e-9) + 1e-15)
+    assert np.max(largest / np.where(bound > 0, bound, 1)) > 0.5
+
+
+def test_window_batches_cover_the_queries_in_runs_within_pairs():
+    # Consecutive runs, each within its budget of moves (its queries times its union of
+    # windows) unless one query alone exceeds it; the longest such run each time.
+    from sklearn_nw._uncertainty import window_batches
+
+    rng = np.random.default_rng(0)
+    for pairs in (1, 30, 500):
+        lo = rng.integers(0, 50, (200, 2))
+        hi = lo + rng.integers(0, 20, (200, 2))
+        runs = window_batches(lo, hi, pairs, most=16)
+        assert [r.start for r in runs] == [0] + [r.stop for r in runs[:-1]]
+        assert runs[-1].stop == 200
+
+        def size(run, lo=lo, hi=hi):
+            union = hi[run].max(0) - lo[run].min(0)
+            return (run.stop - run.start) * union.sum()
+
+        for run in runs:
+            assert run.stop - run.start <= 16
+            assert size(run) <= pairs or run.stop - run.start == 1
+            longer = slice(run.start, run.stop + 1)
+            assert (run.stop == 200 or run.stop - run.start == 16
+                    or size(longer) > pairs)
+
+
+def test_class_deviations_equal_the_columns_measured_one_by_one():
+    # The dense route's largest attention-weighted deviation of one-hot values, from
+    # each class's largest attention, against the engine's column-by-column measure.
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(300, 2))
+    y = rng.integers(0, 4, 300)
+    w = rng.uniform(0.0, 3.0, 300)
+    Q = np.vstack([rng.uniform(-0.5, 1.5, (80, 2))])
+    for kernel in ("gaussian", "laplacian"):
+        model = NadarayaWatsonClassifier(kernel=kernel, bandwidth=0.2).fit(X, y,
+                                                                           sample_weight=w)
+        keys = model.key_set_
+        sums, by_class = keys.route.partial_pool(keys, Q, largest_deviation=True)
+        _, by_column = keys.route.sums_of(keys, Q, keys.values, deviation_of=(0, 1, 2, 3))
+        np.testing.assert_allclose(by_class, by_column, rtol=1e-12, atol=0)
+        assert np.all(by_class > 0)
+
+
+def test_one_hot_classes():
+    from sklearn_nw._routes import one_hot_classes
+
+    np.testing.assert_array_equal(one_hot_classes(np.eye(3)[[2, 0, 1, 1]]), [2, 0, 1, 1])
+    assert one_hot_classes(np.eye(3)[[2, 0]] * 0.5) is None
+    assert one_hot_classes(np.ones((4, 1))) is None
+    assert one_hot_classes(np.array([[1.0, 1.0], [0.0, 1.0]])) is None
 
 
 @pytest.mark.parametrize("seed", range(4))
