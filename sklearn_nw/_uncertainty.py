@@ -531,9 +531,12 @@ def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
     The k-th smallest of ``f_{-i}(x) -+ R_i`` is the k-th of two sorted lists, the rows
     held in ``fits`` (``B``) and the others (``A``), ``own -+ R_i`` in the order of the
     residuals (sorted once) with the held rows' places skipped: the smallest, over the
-    number t of held values among the k, of ``max(A_(k - t), B_(t))``, every t at once
-    (``A_(k - t)`` by a batched binary search, ``torch.searchsorted``, in the held
-    places). O(b e log e) once the residuals are ranked, instead of O(b n).
+    number t of held values among the k, of ``max(A_(k - t), B_(t))``. ``A_(k - t)``
+    falls and ``B_(t)`` rises with t: the smallest is at the first t where ``B_(t) >=
+    A_(k - t)`` (``B_(t)``) or just before it (``A_(k - t + 1)``), found for every query
+    at once by a binary search over t (``A_(i)`` by a batched search,
+    ``torch.searchsorted``, in the held places). O(b e log e) once the residuals are
+    ranked, instead of O(b n).
     """
     ranked = RankedScores.of(residuals)
     b, e = fits.shape
@@ -549,41 +552,54 @@ def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
     before -= np.arange(e)
     np.minimum(before, n, out=before)
     before = torch.from_numpy(before)
-    t = np.arange(e + 1)  # the held values among the k smallest
+    rows = np.arange(b)
     for side in (0, 1):
         held = ranked.signed[side][keys]  # (b, e): B_(t) at t - 1 once sorted
         held += fits
         held[padding] = np.inf  # past every value
         held.sort(1)
+
+        def others(i, side=side):  # A_(i) (b,), each query's i (b,), 0 for -inf
+            return _kth_others(i[:, None], own=own, sorted_r=ranked.sorted[side],
+                               before=before, n_held=n_held if side == 0 else None)[:, 0]
+
         for a, alpha in enumerate(alphas):
             k = _ranks(alpha, n)[side]
             if k < 1 or k > n:
                 out[:, side, a] = -np.inf if k < 1 else np.inf
                 continue
-            # max(A_(k - t), B_(t)) for every t (B_(0) = -inf, A_(0) = -inf): t from
-            # what the others lack to the held count (B_(t) = +inf past it; past k,
-            # B_(t) alone, at least B_(k)).
-            best = _kth_others(k - t, own=own, sorted_r=ranked.sorted[side], before=before,
-                               n_held=n_held if side == 0 else None)  # (b, e + 1)
-            np.maximum(best[:, 1:], held, out=best[:, 1:])
-            lo = n_held - (n - k)  # (b,) what the others lack of k (few rows)
-            if (lo > 0).any():
-                best[t < lo[:, None]] = np.inf
-            out[:, side, a] = best.min(1)
+            # t from what the others lack of k to the held values among the k; the
+            # first where B_(t) >= A_(k - t) (B_(0) = -inf never is) in [lo, hi).
+            first, last = np.maximum(n_held - (n - k), 0), np.minimum(n_held, k)  # (b,)
+            lo, hi = first.copy(), last + 1
+            while (lo < hi).any():  # every query at once (those found stay)
+                mid = (lo + hi) // 2
+                crossed = (np.where(mid > 0, held[rows, np.clip(mid - 1, 0, e - 1)], -np.inf)
+                           >= others(np.maximum(k - mid, 0)))
+                searching = lo < hi
+                hi = np.where(searching & crossed, mid, hi)
+                lo = np.where(searching & ~crossed, mid + 1, lo)
+            # B_(t) at the first t crossed, A_(k - t + 1) just before it (each +inf
+            # outside [first, last]).
+            crossed = np.where(lo <= last, held[rows, np.clip(lo - 1, 0, e - 1)], np.inf)
+            before_it = np.where(lo - 1 >= first, others(k - lo + 1), np.inf)
+            out[:, side, a] = np.minimum(crossed, before_it)
     return out
 
 
 def _kth_others(i, *, own, sorted_r, before, n_held=None):
-    """``A_(i)`` (b, m) of :func:`jackknife_plus_sparse` for each of ``i`` (m,): each
-    query's ``i``-th smallest (1-based; -inf for 0) of ``own + sorted_r`` at the places
-    no held row takes. ``before`` (b, e), a tensor: the others before each held place in
-    the residuals' ascending order, non-decreasing. For the lower side (``n_held``
-    given) the order is the reverse: held place p is n - 1 - p, and the others before
-    it ``n - n_held - before``, so the held places at or before ``i - 1`` others are
-    the held count less those with ``before <= n - n_held - i``."""
+    """``A_(i)`` (b, m) of :func:`jackknife_plus_sparse` for each of ``i`` ((m,) for
+    every query, or (b, m) each its own): each query's ``i``-th smallest (1-based;
+    -inf for 0) of ``own + sorted_r`` at the places no held row takes. ``before`` (b,
+    e), a tensor: the others before each held place in the residuals' ascending order,
+    non-decreasing. For the lower side (``n_held`` given) the order is the reverse:
+    held place p is n - 1 - p, and the others before it ``n - n_held - before``, so the
+    held places at or before ``i - 1`` others are the held count less those with
+    ``before <= n - n_held - i``."""
     n = len(sorted_r)
+    i = np.broadcast_to(i, (len(own), np.shape(i)[-1]))  # (b, m)
     if n_held is None:
-        at = torch.searchsorted(before, torch.from_numpy(np.tile(i - 1, (len(own), 1))),
+        at = torch.searchsorted(before, torch.from_numpy(np.ascontiguousarray(i - 1)),
                                 right=True).numpy()
     else:
         at = torch.searchsorted(before, torch.from_numpy(n - n_held[:, None] - i),
@@ -593,7 +609,7 @@ def _kth_others(i, *, own, sorted_r, before, n_held=None):
     np.clip(at, 0, n - 1, out=at)
     kth = sorted_r[at]
     kth += own[:, None]
-    kth[:, i < 1] = -np.inf
+    kth[i < 1] = -np.inf
     return kth
 
 
