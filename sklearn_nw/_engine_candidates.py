@@ -162,9 +162,10 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
         if not return_attention:
             return None
         # The pairs of positive weight (whose queries' den > 0), found once, and their
-        # queries by a search in the queries' ends.
+        # queries.
         kept_pairs = torch.nonzero(weighted[:, -1]).squeeze(1)  # (nnz,) ascending
-        row = torch.searchsorted(torch.cumsum(per_query, 0), kept_pairs, right=True)
+        row = torch.repeat_interleave(torch.arange(c, device=qs.device), per_query,
+                                      output_size=n_pairs)[kept_pairs]  # (nnz,)
         return (torch.bincount(row, minlength=c), ind[kept_pairs],
                 weighted[kept_pairs, -1] / den[row, 0])
 
