@@ -581,9 +581,9 @@ def jackknife_plus_sparse(own, fits, keys, residuals, alphas):
                 lo = np.where(searching & ~crossed, mid + 1, lo)
             # B_(t) at the first t crossed, A_(k - t + 1) just before it (each +inf
             # outside [first, last]).
-            crossed = np.where(lo <= last, held[rows, np.clip(lo - 1, 0, e - 1)], np.inf)
+            at_first = np.where(lo <= last, held[rows, np.clip(lo - 1, 0, e - 1)], np.inf)
             before_it = np.where(lo - 1 >= first, others(k - lo + 1), np.inf)
-            out[:, side, a] = np.minimum(crossed, before_it)
+            out[:, side, a] = np.minimum(at_first, before_it)
     return out
 
 
