@@ -104,7 +104,9 @@ class KNearestRoute(_SearchedRoute):
         which of them have no kernel weight left (b, e: the caller refits those, whose
         fallback is the nearest other key). A key outside a query's k units moves
         nothing. Also each query's own fit (b, t) with every key (NaN where no key of
-        the k units has kernel weight: the route's fallback).
+        the k units has kernel weight: the route's fallback), and which queries (b,) have
+        a key past their k units as near as the last within them (the route's own
+        search, ordering ties its way, may hold the other: its fit may differ).
 
         Without key j (weight ``w_j``) the nearest others holding k units are the
         query's nearest keys holding ``k + w_j``, j taken out: key i after j holds
@@ -113,7 +115,7 @@ class KNearestRoute(_SearchedRoute):
         normalized sum over that list: the keys wholly inside, less j, from sums before
         and after it, and the few keys from the boundary on with what j frees (O(k) per
         query). Ties in distance are ordered as the search orders them. Returns ``(own,
-        fits, held, missing)``."""
+        fits, held, missing, tied)``."""
         v = np.asarray(values, dtype=np.float64).reshape(len(values), -1)  # (n, t)
         search = keys.search_space(queries)
         # Chunks of queries on the workers, their lists' sums (about 2 k keys, t + 1
@@ -133,7 +135,8 @@ class KNearestRoute(_SearchedRoute):
         return (np.concatenate([part[0] for part in parts]),
                 padded([part[1] for part in parts], 0.0),
                 padded([part[2] for part in parts], -1),
-                padded([part[3] for part in parts], False))
+                padded([part[3] for part in parts], False),
+                np.concatenate([part[4] for part in parts]))
 
     def _held_fits(self, keys, search, v):
         """:meth:`leave_one_out_held_fits` of queries ``search`` (b, r) in the search
@@ -186,7 +189,10 @@ class KNearestRoute(_SearchedRoute):
         missing = lost
         held = np.where(np.arange(e)[None, :] < counts[:, None],
                         self.index_rows[ind[:, :e]], -1)  # (b, e)
-        return own, fits, held, missing & (held >= 0)
+        # A key past the k units as near as the last within them (listed: m > counts).
+        last, past = np.maximum(counts - 1, 0), np.minimum(counts, m - 1)  # (b,)
+        tied = (counts < m) & (dist[np.arange(b), last] == dist[np.arange(b), past])
+        return own, fits, held, missing & (held >= 0), tied
 
 
 class PrecomputedRoute(Route):

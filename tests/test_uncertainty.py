@@ -1297,6 +1297,22 @@ def test_sets_by_windows_equal_explicit_refits(score, include_last_label, kernel
     np.testing.assert_array_equal(sets, expected)
 
 
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("k", [3, 10])
+def test_nearest_interval_predictions_are_predict_s_on_a_lattice(kernel, k):
+    # Inputs on a lattice: keys past a query's k nearest as near as the last within them.
+    # The route's search and the one of the fits without each key may hold different
+    # ones of them; the predictions are predict's either way.
+    rng = np.random.default_rng(1)
+    X = np.round(rng.uniform(-1, 1, (300, 2)) * 4) / 4
+    y = np.round(np.sin(3 * X[:, 0]) + 0.3 * rng.normal(size=300), 1)
+    Q = np.vstack([rng.uniform(-1.1, 1.1, (200, 2)), X[:20]])
+    model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.4, n_neighbors=k).fit(X, y)
+    y_pred, intervals = model.predict_interval(Q, confidence_level=[0.5, 0.9])
+    np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12, atol=1e-12)
+    assert np.all(intervals[:, 0] <= intervals[:, 1])
+
+
 @pytest.mark.parametrize("score, include_last_label", [
     ("lac", True), ("aps", True), ("aps", "randomized")])
 @pytest.mark.parametrize("kernel, bandwidth", [("gaussian", 0.3), ("epanechnikov", 0.25)])
