@@ -313,16 +313,8 @@ class AdaptiveRoute(Route):
                 a = (profile(d, h[rows][:, None]) / den[rows][:, None])[:, :, None]
             v_at = v[at] if at.ndim == 2 else v[at][None]  # (b | 1, m, t)
             out = a * (fits[rows, None, :] - v_at) / (1 - a)  # (b, m, t)
-            # The pairs among them (1 + the pair, 0 for none), found by code b' n' + key.
-            within = pairs[rows]  # (b, n') CSR
-            codes = (np.repeat(np.arange(len(rows)), np.diff(within.indptr)) * len(column)
-                     + within.indices)
-            by_code = np.argsort(codes)
-            codes, found = codes[by_code], within.data[by_code]
-            asked = np.arange(len(rows))[:, None] * len(column) + at  # (b, m)
-            place = np.minimum(np.searchsorted(codes, asked), max(len(codes) - 1, 0))
-            held = np.where(codes[place] == asked, found[place], 0) if len(codes) else (
-                np.zeros(asked.shape, dtype=np.int64))
+            held = pairs[rows][np.arange(len(rows))[:, None], np.broadcast_to(
+                at, out.shape[:2])].toarray()  # (b, m): 1 + the pair, 0 for none
             out[held > 0] = pair_moves[held[held > 0] - 1]
             return out
 
