@@ -153,7 +153,7 @@ def kth_distances(index, weight, queries, k, *, leave_out_location=False, more=0
     need = k * (1 - _UNIT_RTOL) + more
     dist, _, _, cumulative = index.nearest_holding(queries, weight, need,
                                                    first=min(n, k + 1 + math.ceil(more)),
-                                                   skip_zero=leave_out_location)
+                                                   skip_zero=leave_out_location, ties=False)
     reached = cumulative >= need  # (b, m)
     short = np.flatnonzero(~reached[:, -1])
     if len(short):

@@ -515,7 +515,7 @@ class NadarayaWatsonBase(BaseEstimator):
         weight left refitted), the keys as indices into the rows of ``positive`` weight
         (-1 past a query's own count), and each query's own fit."""
         if self.key_set_.leave_one_out_nearest:  # the next of the k nearest move in
-            _, fits, keys, missing, _ = self.key_set_.leave_one_out_nearest_fits(
+            _, fits, keys, missing = self.key_set_.leave_one_out_nearest_fits(
                 queries, values, device=self._compute_device(),
                 working_memory=get_config()["working_memory"])
             fits = fits.reshape(keys.shape + np.shape(values)[1:])
@@ -665,7 +665,7 @@ class NadarayaWatsonBase(BaseEstimator):
         def own_fits(rows):
             own = training_rows[rows]
             if keys.leave_one_out_nearest:  # a row at its own input is one of its keys
-                fitted, fits, held, missing, _ = keys.leave_one_out_nearest_fits(
+                fitted, fits, held, missing = keys.leave_one_out_nearest_fits(
                     keys.X[own], v, **settings)
                 singular = np.zeros(len(own), dtype=bool)
             else:

@@ -32,7 +32,7 @@ from ._leave_one_out import (
 from ._local_poly import local_fit_many, local_fit_sparse, n_terms
 from ._losses import get_loss
 from ._preconditions import check_working_memory
-from ._search import TreeSearch
+from ._search import TreeSearch, nearest_shares
 from ._workers import chunk_rows, n_workers, on_workers, serial_if_small
 
 # MiB a worker's block of local fits takes at most, whatever working_memory allows, for a
@@ -378,9 +378,9 @@ class LeaveOneOutGrid:
             index = TreeSearch(search_space[positive])
             # A key keeps its self weight (none under leave_out="input": its own
             # location, at distance 0, weighs nothing): the others hold the rest of k.
-            dist, ind, w, cumulative = index.nearest_holding(
-                search_space, weight, k, first=min(k + 1, len(positive)), **own)
-            keep = np.clip(k - (cumulative - w), 0.0, w)  # (L, m)
+            dist, ind, w, _ = index.nearest_holding(
+                search_space, weight, k, first=min(k + 2, len(positive)), **own)
+            keep = nearest_shares(dist, w, k)  # (L, m)
             m = dist.shape[1]
             indptr = torch.arange(0, L * m + 1, m, device=device)  # (L + 1,)
             col = torch.as_tensor(positive[ind].ravel(), device=device)  # (L m,)

@@ -292,7 +292,7 @@ class FittedKeys:
                                    working_memory=1024):
         """The fits of ``values`` (n, t) at ``queries`` without each of their k nearest
         keys (``n_neighbors``), as refits find the k nearest of the others: ``(own, fits,
-        held, missing, tied)`` of
+        held, missing)`` of
         :meth:`~sklearn_nw._routes_search.KNearestRoute.leave_one_out_held_fits`."""
         settings = PoolSettings(torch.device(device), True, "eager", working_memory)
         return self.route.leave_one_out_held_fits(self, queries, values, settings)

@@ -578,11 +578,9 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         query's own fit (:func:`jackknife_plus_sparse`), in chunks of queries on the
         workers; no attention matrix formed. The predictions are the route's where a
         query's k nearest hold no kernel weight (its nearest-key fallback, and its
-        warning), in float32 fits (computed in float32, as predict does) and where a key
-        past the k units lies as near as the last within them (the route's search may
-        hold the other: :meth:`predict`'s fit, the bounds from the search's)."""
+        warning) and in float32 fits (computed in float32, as predict does)."""
         keys = self.key_set_
-        own, fits, held, missing, tied = keys.leave_one_out_nearest_fits(
+        own, fits, held, missing = keys.leave_one_out_nearest_fits(
             X, y, device=self._compute_device(),
             working_memory=get_config()["working_memory"])
         y_pred = own[:, 0]
@@ -592,12 +590,8 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             y_pred[rest] = self._outputs(self._pool(X[rest])[0])
         fits, held = self._resolve_sparse_fits(X, fits[:, :, 0], held, missing, positive)
         ranked = RankedScores(residuals[positive])
-        bounds = self._in_query_chunks(X.shape[0], lambda rows: jackknife_plus_sparse(
+        return y_pred, self._in_query_chunks(X.shape[0], lambda rows: jackknife_plus_sparse(
             y_pred[rows], fits[rows], held[rows], ranked, alphas))
-        tied[rest] = False
-        if tied.any():
-            y_pred[tied] = self._outputs(self._pool(X[tied])[0])
-        return y_pred, bounds
 
     def _sparse_jackknife_plus(self, queries, attention, y, positive, ranked, alphas):
         """Jackknife+ bounds of queries with sparse attention rows (b, n): the fits

@@ -11,6 +11,7 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._routes import Route, numpy_attention, pool_candidates, pooled_values
+from ._search import nearest_shares, tie_groups
 from ._workers import chunk_rows, n_workers, on_workers
 
 
@@ -79,7 +80,9 @@ class KNearestRoute(_SearchedRoute):
     """The nearest keys holding ``n_neighbors`` units of sample weight.
 
     Sample weights count as repeated rows: the k nearest of the repeated data are the
-    nearest keys until their weights add up to k, the last one only in part.
+    nearest keys until their weights add up to k, the last one only in part; keys tied
+    in distance with it share that part in proportion to their weights
+    (:func:`~sklearn_nw._search.nearest_shares`).
     """
 
     name = "k_nearest"
@@ -90,10 +93,10 @@ class KNearestRoute(_SearchedRoute):
 
     def _candidates(self, keys, queries):
         k = self.n_neighbors
-        dist, ind, w, cumulative = self.index.nearest_holding(
+        dist, ind, w, _ = self.index.nearest_holding(
             queries, keys.sample_weight[self.index_rows], k,
-            first=min(k, len(self.index_rows)))
-        pair_w = np.clip(k - (cumulative - w), 0.0, w)  # (b, m)
+            first=min(k + 1, len(self.index_rows)))
+        pair_w = nearest_shares(dist, w, k)  # (b, m)
         counts = np.full(len(queries), dist.shape[1])
         return dist.ravel(), self.index_rows[ind].ravel(), counts, pair_w.ravel()
 
@@ -104,18 +107,17 @@ class KNearestRoute(_SearchedRoute):
         which of them have no kernel weight left (b, e: the caller refits those, whose
         fallback is the nearest other key). A key outside a query's k units moves
         nothing. Also each query's own fit (b, t) with every key (NaN where no key of
-        the k units has kernel weight: the route's fallback), and which queries (b,) have
-        a key past their k units as near as the last within them (the route's own
-        search, ordering ties its way, may hold the other: its fit may differ).
+        the k units has kernel weight: the route's fallback).
 
         Without key j (weight ``w_j``) the nearest others holding k units are the
-        query's nearest keys holding ``k + w_j``, j taken out: key i after j holds
-        ``clip(k - (C_i - w_i - w_j), 0, w_i)`` (``C_i`` the weight up to i), so one
-        search holding k plus the largest weight serves every j; each fit is a
-        normalized sum over that list: the keys wholly inside, less j, from sums before
-        and after it, and the few keys from the boundary on with what j frees (O(k) per
-        query). Ties in distance are ordered as the search orders them. Returns ``(own,
-        fits, held, missing, tied)``."""
+        query's nearest keys holding ``k + w_j``, j taken out: the keys at one distance
+        (a tie) hold ``w_i`` times ``clip((k - B) / T, 0, 1)``, ``B`` the weight nearer
+        than them and ``T`` theirs, j's taken out of whichever holds it
+        (:func:`~sklearn_nw._search.nearest_shares`), so one search holding k plus the
+        largest weight serves every j; each fit is a normalized sum over that list: the
+        keys wholly inside, less j, from sums before and after it, and the few keys from
+        the boundary on with what j frees (O(k) per query). Returns ``(own, fits, held,
+        missing)``."""
         v = np.asarray(values, dtype=np.float64).reshape(len(values), -1)  # (n, t)
         search = keys.search_space(queries)
         # Chunks of queries on the workers, their lists' sums (about 2 k keys, t + 1
@@ -135,18 +137,18 @@ class KNearestRoute(_SearchedRoute):
         return (np.concatenate([part[0] for part in parts]),
                 padded([part[1] for part in parts], 0.0),
                 padded([part[2] for part in parts], -1),
-                padded([part[3] for part in parts], False),
-                np.concatenate([part[4] for part in parts]))
+                padded([part[3] for part in parts], False))
 
     def _held_fits(self, keys, search, v):
         """:meth:`leave_one_out_held_fits` of queries ``search`` (b, r) in the search
         space, of values ``v`` (n, t) float64."""
         k = self.n_neighbors
         weight = keys.sample_weight[self.index_rows]
-        dist, ind, w, cumulative = self.index.nearest_holding(
-            search, weight, k + weight.max(), first=min(k + 1, len(self.index_rows)))
-        before = cumulative - w  # (b, m): the weight nearer than each key
-        share = np.clip(k - before, 0.0, w)  # (b, m): each key's part of the k units
+        dist, ind, w, _ = self.index.nearest_holding(
+            search, weight, k + weight.max(), first=min(k + 2, len(self.index_rows)))
+        # Each key's tie (its first place, the weight nearer than it, its weight).
+        first, before, group, alone = tie_groups(dist, w)  # (b, m) each
+        share = nearest_shares(dist, w, k)  # (b, m): each key's part of the k units
         counts = (share > 0).sum(1)  # (b,): the held keys, the first of each list
         b, m = dist.shape
         e = max(1, int(counts.max(initial=0)))
@@ -164,7 +166,7 @@ class KNearestRoute(_SearchedRoute):
         # The keys wholly inside the k units (a prefix of a keys per list) keep their
         # weight without any other one: sums before and after each slot, of positive
         # terms (no difference of sums loses the digits of a key that weighs most).
-        inside = before + w <= k  # (b, m)
+        inside = before + group <= k  # (b, m)
         a = inside.sum(1)  # (b,)
         terms = np.concatenate([v, ones], axis=2) * (kernel * w * inside)[:, :, None]
         zero = np.zeros((b, 1, terms.shape[2]))
@@ -172,27 +174,38 @@ class KNearestRoute(_SearchedRoute):
         farther = np.concatenate([np.cumsum(terms[:, ::-1], axis=1)[:, ::-1], zero], axis=1)
         slots = np.arange(e)
         sums = nearer[:, slots] + farther[:, slots + 1]  # (b, e, t + 1)
-        # The keys from the first not wholly inside on: each holds what the slot's key
-        # frees, clip(k + w_s - (C_i - w_i), 0, w_i), if after it.
+        # The keys from the first not wholly inside on, the slot's key out: the weight
+        # nearer than a key's tie loses the slot's if it lies nearer, the tie's own if
+        # it holds it.
         span = int((m - a).max(initial=0))
         at = a[:, None] + np.arange(span)  # (b, span)
         listed = at < m
         at = np.minimum(at, m - 1)
-        take = lambda x: np.take_along_axis(x, at, axis=1)
-        freed = np.clip(k + w[:, :e, None] - take(before)[:, None, :], 0.0,
-                        take(w)[:, None, :])  # (b, e, span)
-        freed *= (listed[:, None, :] & (at[:, None, :] > slots[None, :, None]))
+        take = lambda x: np.take_along_axis(x, at, axis=1)[:, None, :]  # (b, 1, span)
+        slot_w = w[:, :e, None]  # (b, e, 1)
+        after = at[:, None, :] > slots[None, :, None]  # (b, e, span)
+        if alone.all():  # no tie: a key after the slot's holds what it frees
+            freed = np.clip(k + slot_w - take(before), 0.0, take(w)) * after
+        else:  # a tie shares what is left of k, the slot's key out of it
+            nearer_out = np.where(slots[None, :, None] < take(first), slot_w, 0.0)
+            tie_out = np.where(first[:, :e, None] == take(first), slot_w, 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                part = np.clip((k - (take(before) - nearer_out)) / (take(group) - tie_out),
+                               0.0, 1.0)
+            freed = np.where(take(alone), np.clip(k + nearer_out - take(before), 0.0,
+                                                  take(w)),
+                             take(w) * np.where(np.isfinite(part), part, 0.0))
+            freed *= after | ~take(alone)  # (a key of a tie before the slot's shares too)
+            freed *= at[:, None, :] != slots[None, :, None]
+        freed *= listed[:, None, :]
         tail = np.concatenate([v, ones], axis=2)[np.arange(b)[:, None], at]  # (b, span, t+1)
-        sums += (freed * take(kernel)[:, None, :]) @ tail
+        sums += (freed * take(kernel)) @ tail
         lost = ~(sums[:, :, -1] > 0)  # no kernel weight left
         fits = sums[:, :, :-1] / np.where(lost, 1.0, sums[:, :, -1])[:, :, None]
         missing = lost
         held = np.where(np.arange(e)[None, :] < counts[:, None],
                         self.index_rows[ind[:, :e]], -1)  # (b, e)
-        # A key past the k units as near as the last within them (listed: m > counts).
-        last, past = np.maximum(counts - 1, 0), np.minimum(counts, m - 1)  # (b,)
-        tied = (counts < m) & (dist[np.arange(b), last] == dist[np.arange(b), past])
-        return own, fits, held, missing & (held >= 0), tied
+        return own, fits, held, missing & (held >= 0)
 
 
 class PrecomputedRoute(Route):
@@ -286,7 +299,7 @@ def _nearest_units(dist, ind, w, counts, k, first_row):
     column = np.arange(len(dist)) - np.repeat(np.cumsum(counts) - counts, counts)
     row = np.repeat(np.arange(b), counts)
     padded[row, column], padded_ind[row, column], padded_w[row, column] = dist, ind, w
-    order = np.argsort(padded, axis=1, kind="stable")
+    order = np.lexsort((padded_ind, padded))  # ties in the training rows' order
     padded, padded_ind, padded_w = (np.take_along_axis(a, order, axis=1)
                                     for a in (padded, padded_ind, padded_w))
     cumulative = np.cumsum(padded_w, axis=1)
@@ -297,7 +310,7 @@ def _nearest_units(dist, ind, w, counts, k, first_row):
             f"distances; row {first_row + int(short[0])} of the precomputed graph holds "
             f"{cumulative[short[0], -1]:g}. Store more neighbors per row or lower n_neighbors."
         )
-    keep = np.clip(k - (cumulative - padded_w), 0.0, padded_w)  # (b, width)
+    keep = nearest_shares(padded, padded_w, k)  # (b, width)
     m = int(np.max(width - np.argmax(keep[:, ::-1] > 0, axis=1)))  # past the last kept
     padded, padded_ind, keep = padded[:, :m], padded_ind[:, :m], keep[:, :m]
     padded = np.where(np.isfinite(padded), padded, 0.0)  # padding: weight 0 at distance 0

@@ -51,6 +51,46 @@ def exact_distances(q, x):
     return d
 
 
+def tie_groups(dist, w):
+    """Of lists of points sorted by distance (b, m) with weights ``w`` (b, m): each
+    point's group of the points at its distance (a tie, or the point alone): its first
+    place, the weight before it and its weight (``w`` itself for a point alone), and
+    whether the point is alone, all (b, m)."""
+    b, m = dist.shape
+    at = np.broadcast_to(np.arange(m), (b, m))
+    starts = np.ones((b, m), dtype=bool)
+    starts[:, 1:] = dist[:, 1:] != dist[:, :-1]
+    if starts.all():  # no tie
+        return at, np.cumsum(w, axis=1) - w, w, starts
+    ends = np.ones((b, m), dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    first = np.maximum.accumulate(np.where(starts, at, 0), axis=1)  # (b, m)
+    last = np.minimum.accumulate(np.where(ends, at, m - 1)[:, ::-1], axis=1)[:, ::-1]
+    cumulative = np.cumsum(w, axis=1)
+    take = lambda a, where: np.take_along_axis(a, where, axis=1)
+    before = take(cumulative, first) - take(w, first)  # (b, m)
+    alone = starts & ends
+    return first, before, np.where(alone, w, take(cumulative, last) - before), alone
+
+
+def nearest_shares(dist, w, units):
+    """Each listed point's part (b, m) of the first ``units`` units of weight of lists
+    sorted by distance (b, m), weights ``w`` (b, m), complete past the point completing
+    them (:meth:`TreeSearch.nearest_holding`'s lists): all of its weight for a point
+    nearer than that one; for the points as near as it (a tie), what is left of the
+    units, shared in proportion to their weights; none beyond. Ties share whatever
+    order a search meets them in: sample weights count as repeated rows (rows at one
+    input, merged or not, hold the same) and a refit without a row holds what the fit
+    without it holds."""
+    if not (dist[:, 1:] == dist[:, :-1]).any():  # no tie
+        return np.clip(units - (np.cumsum(w, axis=1) - w), 0.0, w)
+    _, before, group, alone = tie_groups(dist, w)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        part = np.clip((units - before) / group, 0.0, 1.0)  # (b, m)
+    return np.where(alone, np.clip(units - before, 0.0, w),
+                    w * np.where(group > 0, part, 0.0))
+
+
 class TreeSearch:
     """Nearest and within-radius searches of points (n, d): scikit-learn's
     :class:`~sklearn.neighbors.KDTree` or :class:`~sklearn.neighbors.BallTree` queried
@@ -99,26 +139,53 @@ class TreeSearch:
             dist[far], ind[far] = self._brute_nearest(queries[far], k)
         return dist, ind
 
-    def nearest_holding(self, queries, weight, units, *, first, skip_zero=False, own=None):
+    def nearest_holding(self, queries, weight, units, *, first, skip_zero=False, own=None,
+                        ties=True):
         """The nearest points of each query until their weights (``weight``, one per
         point: sample weights count as repeated rows) add up to ``units`` for every query,
         or all points: distances, indices, weights and cumulative weights, all (b, m).
         Starts from the ``first`` nearest and doubles (fractional weights need more).
         ``skip_zero``: points at distance 0 weigh nothing (the query's own location).
         ``own``: ``(point, weight)``, each query's own point (b,) (-1 for none) and the
-        weight it keeps there (b,), in place of its own."""
+        weight it keeps there (b,), in place of its own.
+
+        With ``ties``, the lists go on to the last point as near as the one that completes
+        ``units`` (:func:`nearest_shares` shares them out: ask ``first`` one more than
+        the points that complete them, or a list that ends on that point is searched
+        again), points tied in distance in the points' order (sums in one order,
+        whatever order a tree finds ties in). Without, the distances alone count."""
         n = len(weight)
         m = first
         while True:
             dist, ind = self.nearest(queries, m)  # (b, m)
+            tied = np.flatnonzero((dist[:, 1:] == dist[:, :-1]).any(1)) if ties else ()
+            if len(tied):  # by distance, then point
+                order = np.lexsort((ind[tied], dist[tied]))
+                dist[tied] = np.take_along_axis(dist[tied], order, axis=1)
+                ind[tied] = np.take_along_axis(ind[tied], order, axis=1)
             w = weight[ind]  # (b, m)
             if skip_zero:
                 w = np.where(dist == 0, 0.0, w)
             if own is not None:
                 w = np.where(ind == own[0][:, None], own[1][:, None], w)
             cumulative = np.cumsum(w, axis=1)  # (b, m)
-            if m == n or np.all(cumulative[:, -1] >= units):
+            if m == n:
                 return dist, ind, w, cumulative
+            if np.all(cumulative[:, -1] >= units):
+                if not ties:
+                    return dist, ind, w, cumulative
+                # A point beyond the list may tie with the one completing units unless
+                # the list's last lies farther.
+                completing = np.argmax(cumulative >= units, axis=1)  # (b,)
+                if not len(tied):  # no tie: each list to its completing point
+                    if completing.max() < m - 1:
+                        m = int(completing.max()) + 1
+                        return dist[:, :m], ind[:, :m], w[:, :m], cumulative[:, :m]
+                else:
+                    reach = dist[np.arange(len(dist)), completing]  # (b,)
+                    if np.all(reach < dist[:, -1]):  # the lists to the widest tie's end
+                        m = int((dist <= reach[:, None]).sum(1).max())
+                        return dist[:, :m], ind[:, :m], w[:, :m], cumulative[:, :m]
             m = min(2 * m, n)
 
     def _brute_chunk(self):

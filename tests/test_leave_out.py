@@ -18,15 +18,14 @@ from sklearn_nw import (
 )
 
 
-def _table(seed=0, copies_only=False):
+def _table(seed=0):
     """A small table whose inputs repeat: 12 distinct inputs, 36 rows, some whole rows
     duplicated (same input, target and weight) and others at a shared input with other
-    targets, and weights that are not all 1. ``copies_only``: 30 distinct inputs, and
-    whole rows duplicated only (the k nearest then never split rows of one input with
-    different targets, a tie the refits break in their own order)."""
+    targets (tied in distance from every query: the k nearest share their last units
+    among them), and weights that are not all 1."""
     rng = np.random.default_rng(seed)
     inputs = rng.normal(size=(12, 2))
-    X = rng.normal(size=(30, 2)) if copies_only else inputs[rng.integers(0, 12, 30)]
+    X = inputs[rng.integers(0, 12, 30)]
     y = X[:, 0] + 0.5 * X[:, 1] ** 2 + rng.normal(scale=0.3, size=30)
     w = rng.choice([1.0, 1.0, 2.0, 0.5], size=30)
     X, y, w = np.vstack([X, X[:6]]), np.concatenate([y, y[:6]]), np.concatenate([w, w[:6]])
@@ -73,7 +72,7 @@ def _plain(params):
     {"degree": 0, "bandwidth_kinds": ["balloon", "sample_point"]},
 ])
 def test_cv_scores_equal_refits_of_every_family(leave_out, search):
-    X, y, w = _table(copies_only="n_neighbors" in search)
+    X, y, w = _table()
     cv = NadarayaWatsonRegressorCV(leave_out=leave_out, bounded=False, **search).fit(
         X, y, sample_weight=w)
     params = cv.cv_results_["params"]

@@ -195,3 +195,66 @@ def test_compact_paths_keep_precision_far_from_the_origin(algorithm):
     far = NadarayaWatsonRegressor("epanechnikov", bandwidth=0.6, algorithm=algorithm)
     expected = near.fit(X, y).predict(Q)
     assert_allclose(far.fit(X + 1e6, y).predict(Q + 1e6), expected, atol=1e-8)
+
+
+def _lattice(seed=4):
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.uniform(0, 2, (150, 2)) * 4) / 4
+    y = rng.normal(size=len(X))
+    Q = np.vstack([np.round(rng.uniform(0, 2, (30, 2)) * 8) / 8, X[:10]])
+    return X, y, Q
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+@pytest.mark.parametrize("k", [1, 3, 8])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_k_nearest_ties_share_the_last_units(algorithm, k, weighted):
+    # Inputs on a lattice: the keys exactly as far from a query as its k-th share what
+    # is left of the k units in proportion to their weights, whatever order the search
+    # meets them in (one order or another held different keys, and so did refits).
+    X, y, Q = _lattice()
+    w = np.random.default_rng(5).choice([0.5, 1.0, 2.0], len(X)) if weighted else None
+    reg = NadarayaWatsonRegressor("constant", bandwidth=1.0, n_neighbors=k,
+                                  algorithm=algorithm)
+    got = reg.fit(X, y, sample_weight=w).predict(Q)
+    w = np.ones(len(X)) if w is None else w
+    d2 = ((Q[:, None] - X[None]) ** 2).sum(-1)  # exact here: multiples of 1/8
+    expected = []
+    for row in d2:
+        levels = np.unique(row)
+        nearer = np.cumsum([w[row == d].sum() for d in levels])  # through each distance
+        at = np.searchsorted(nearer, k)  # the distance completing k units
+        share = np.where(row < levels[at], w, 0.0)
+        tie = row == levels[at]
+        share[tie] = w[tie] * (k - (nearer[at] - w[tie].sum())) / w[tie].sum()
+        expected.append(share @ y / share.sum())
+    assert_allclose(got, expected, rtol=1e-12)
+    # Some ties straddle the k-th nearest: the test is about them.
+    kth, after = np.sort(d2, axis=1)[:, k - 1], np.sort(d2, axis=1)[:, k]
+    assert np.any(kth == after)
+
+
+@pytest.mark.parametrize("k", [2, 5])
+def test_k_nearest_integer_weights_equal_repeated_rows_on_a_lattice(k):
+    # Ties at the k-th: a key of weight 2 and its two copies hold the same.
+    X, y, Q = _lattice()
+    w = np.random.default_rng(6).integers(1, 4, len(X))
+    weighted = NadarayaWatsonRegressor(bandwidth=0.5, n_neighbors=k).fit(X, y, sample_weight=w)
+    repeated = NadarayaWatsonRegressor(bandwidth=0.5, n_neighbors=k).fit(
+        np.repeat(X, w, axis=0), np.repeat(y, w))
+    assert_allclose(weighted.predict(Q), repeated.predict(Q), rtol=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
+def test_nearest_lists_go_on_past_a_tie_at_their_end(algorithm):
+    # The two first points hold the unit of weight asked, the second tied with the third:
+    # the list takes both, and they share the half left.
+    from sklearn_nw._search import TreeSearch, nearest_shares
+
+    points = np.array([[1.0, 0.0], [0.0, 2.0], [-2.0, 0.0], [0.0, -3.0], [5.0, 5.0]])
+    weight = np.array([0.5, 0.5, 0.5, 1.0, 1.0])
+    dist, ind, w, _ = TreeSearch(points, algorithm).nearest_holding(
+        np.zeros((1, 2)), weight, 1.0, first=2)
+    assert dist.tolist() == [[1.0, 2.0, 2.0]]
+    assert ind.tolist() == [[0, 1, 2]]  # ties in the points' order
+    assert_allclose(nearest_shares(dist, w, 1.0), [[0.5, 0.25, 0.25]])

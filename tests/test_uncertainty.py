@@ -1297,20 +1297,57 @@ def test_sets_by_windows_equal_explicit_refits(score, include_last_label, kernel
     np.testing.assert_array_equal(sets, expected)
 
 
+def _lattice_data(seed=1):
+    """70 rows on a 0.25 lattice in 2 features (many keys tied in distance at a query's
+    k-th nearest), 6 copies of rows with targets of their own, integer weights, and
+    queries on and between the lattice's points."""
+    rng = np.random.default_rng(seed)
+    X = np.round(rng.uniform(-1, 1, (70, 2)) * 4) / 4
+    X = np.vstack([X, X[:6]])
+    y = np.sin(3 * X[:, 0]) + 0.3 * rng.normal(size=len(X))
+    w = rng.integers(1, 3, len(X)).astype(float)
+    Q = np.vstack([rng.uniform(-1.1, 1.1, (12, 2)), np.round(rng.uniform(-1, 1, (8, 2)) * 8) / 8,
+                   X[:4]])
+    return X, y, w, Q
+
+
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
 @pytest.mark.parametrize("k", [3, 10])
-def test_nearest_interval_predictions_are_predict_s_on_a_lattice(kernel, k):
-    # Inputs on a lattice: keys past a query's k nearest as near as the last within them.
-    # The route's search and the one of the fits without each key may hold different
-    # ones of them; the predictions are predict's either way.
-    rng = np.random.default_rng(1)
-    X = np.round(rng.uniform(-1, 1, (300, 2)) * 4) / 4
-    y = np.round(np.sin(3 * X[:, 0]) + 0.3 * rng.normal(size=300), 1)
-    Q = np.vstack([rng.uniform(-1.1, 1.1, (200, 2)), X[:20]])
-    model = NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.4, n_neighbors=k).fit(X, y)
-    y_pred, intervals = model.predict_interval(Q, confidence_level=[0.5, 0.9])
-    np.testing.assert_allclose(y_pred, model.predict(Q), rtol=1e-12, atol=1e-12)
-    assert np.all(intervals[:, 0] <= intervals[:, 1])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_jackknife_plus_on_the_k_nearest_of_a_lattice_equals_explicit_refits(
+        kernel, algorithm, k, weighted):
+    # Keys as near as a query's k-th share the last units (in every search: the
+    # route's, the fits without each key, the training rows' own and the refits'), so
+    # each fit without a key is the refit's, one of a tie or before it leaving (each
+    # search holding the tied keys its own way gave bounds 0.1 to 0.26 apart).
+    X, y, w, Q = _lattice_data()
+    w = w if weighted else np.ones(len(y))
+
+    def make():
+        return NadarayaWatsonRegressor(kernel=kernel, bandwidth=0.4, n_neighbors=k,
+                                       algorithm=algorithm)
+
+    _intervals_against_refits(make, X, y, Q, w, [0.5, 0.9], tolerance=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
+@pytest.mark.parametrize("score", ["lac", "aps"])
+def test_conformal_sets_on_the_k_nearest_of_a_lattice_equal_explicit_refits(algorithm,
+                                                                              score):
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    X, y, w, Q = _lattice_data(seed=2)
+    labels = np.array(["a", "b", "c"])[np.digitize(y, np.quantile(y, [0.35, 0.7]))]
+    levels = [0.5, 0.8, 0.9]
+
+    def make():
+        return NadarayaWatsonClassifier(bandwidth=0.4, n_neighbors=5, algorithm=algorithm)
+
+    model = make().fit(X, labels, sample_weight=w)
+    _, sets = model.predict_set(Q, confidence_level=levels, conformity_score=score)
+    expected = _oracle_sets(make, X, labels, Q, w, levels, score)
+    np.testing.assert_array_equal(sets, expected)
 
 
 @pytest.mark.parametrize("score, include_last_label", [
