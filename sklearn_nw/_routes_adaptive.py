@@ -19,7 +19,7 @@ from ._adaptive import LeaveOneOutNeighbors, kth_distances
 from ._engine_candidates import dense_pool, dense_sums
 from ._grids import categorical_logits
 from ._routes import LeaveOneOutMoves, PooledWithVariance, Route, pooled_values, torch_dtype
-from ._search import exact_distances
+from ._search import exact_distances, paired_distances
 from ._uncertainty import leave_one_out_own_fits, leave_one_out_sums, weight_unresolved
 from ._workers import chunk_rows
 
@@ -284,7 +284,7 @@ class AdaptiveRoute(Route):
         counts = [len(j) for j in inside]
         pair_query = np.repeat(np.arange(n_q), counts)  # (m,)
         pair_key = np.concatenate(list(inside)).astype(np.intp)  # (m,)
-        d_pair = np.sqrt(np.sum((search[pair_query] - self.index_points[pair_key]) ** 2, 1))
+        d_pair = paired_distances(search[pair_query], self.index_points[pair_key])  # (m,)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             a = profile(d_pair, wide[pair_query]) / wide_den[pair_query]  # (m,)
         pair_moves = ((wide_fits[pair_query] - a[:, None] * v[pair_key]) / (1 - a[:, None])
@@ -308,7 +308,7 @@ class AdaptiveRoute(Route):
                 d = exact_distances(torch.as_tensor(search[rows]),
                                     torch.as_tensor(self.index_points[at])).numpy()  # (b, m)
             else:  # each query its own keys
-                d = np.sqrt(np.sum((search[rows][:, None] - self.index_points[at]) ** 2, 2))
+                d = paired_distances(search[rows][:, None], self.index_points[at])
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 a = (profile(d, h[rows][:, None]) / den[rows][:, None])[:, :, None]
             v_at = v[at] if at.ndim == 2 else v[at][None]  # (b | 1, m, t)

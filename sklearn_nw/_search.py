@@ -51,6 +51,25 @@ def exact_distances(q, x):
     return d
 
 
+def paired_distances(q, x):
+    """Euclidean distances between points ``q`` and ``x`` (numpy arrays broadcast against
+    each other, the coordinates on the last axis) from exact differences, as
+    :func:`exact_distances` has them: those whose squares overflow (a point near 1e155)
+    are recomputed on both points divided by a power of two above their largest
+    magnitude; inf only where the distance itself passes the largest float."""
+    q, x = np.broadcast_arrays(q, x)
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = np.sqrt(np.sum((q - x) ** 2, axis=-1))
+    far = np.isinf(d)
+    if far.any():
+        qf, xf = q[far], x[far]  # (f, r)
+        _, e = np.frexp(np.maximum(np.abs(qf).max(-1), np.abs(xf).max(-1)))  # (f,)
+        down = np.ldexp(1.0, -e)[:, None]  # exact (a subnormal at e = 1024)
+        with np.errstate(over="ignore"):
+            d[far] = np.ldexp(np.sqrt(np.sum((qf * down - xf * down) ** 2, axis=-1)), e)
+    return d
+
+
 def tie_groups(dist, w):
     """Of lists of points sorted by distance (b, m) with weights ``w`` (b, m): each
     point's group of the points at its distance (a tie, or the point alone): its first

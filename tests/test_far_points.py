@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import torch
 from numpy.testing import assert_allclose
 
 from sklearn_nw import (
@@ -244,3 +245,18 @@ def test_a_far_training_row_leaves_local_linear_fits_their_precision():
         design = np.column_stack([np.ones(len(y)), X[:, 0] - q])
         expected.append(np.linalg.lstsq(design * sw[:, None], y * sw, rcond=None)[0][0])
     assert_allclose(prediction, expected, rtol=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e155, 1e160, 1e300])
+def test_paired_distances_are_the_exact_distances(scale):
+    # Points whose squares overflow (and a pair whose difference does: x = -q near 1e300)
+    # are rescaled by a power of two, as the dense distances are.
+    from sklearn_nw._search import exact_distances, paired_distances
+
+    rng = np.random.default_rng(0)
+    q, x = rng.normal(size=(6, 3)) * scale, rng.normal(size=(8, 3)) * scale
+    x[0] = -q[0]
+    expected = exact_distances(torch.as_tensor(q), torch.as_tensor(x)).numpy()
+    got = paired_distances(q[:, None], x[None])  # (6, 8)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, expected, rtol=1e-15)

@@ -810,6 +810,23 @@ def test_balloon_moves_without_each_row_equal_refits_within_their_bound(kernel, 
 
 
 @pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_balloon_moves_of_points_whose_squares_overflow(kernel):
+    # Inputs near 1e160: every squared distance overflows; the distances of the keys
+    # within d_k and of each query's own keys are rescaled as the shared keys' are (inf
+    # gave those keys no weight).
+    X, y, Q, _ = _adaptive_data("scattered", "unit")
+    base = np.array([0.3, 0.5]) * X.std(0) * 1e160
+    X, Q = X * 1e160, Q * 1e160
+
+    def make():
+        return NadarayaWatsonRegressor(kernel=kernel, bandwidth=AdaptiveBandwidth(
+            "balloon", n_neighbors=10, base=base))
+
+    got, fast = _balloon_moves_against_refits(make, X, y, Q, np.ones(len(y)))
+    assert len(fast) >= 5 and np.all(np.isfinite(got))
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
 @pytest.mark.parametrize("weight", [1.0, 2.5])
 def test_balloon_moves_hold_a_far_target_just_beyond_d_k(kernel, weight):
     # At the origin ten keys within distance 1, one target far from the others just
