@@ -666,7 +666,7 @@ class NadarayaWatsonBase(BaseEstimator):
             own = training_rows[rows]
             if keys.leave_one_out_nearest:  # a row at its own input is one of its keys
                 fitted, fits, held, missing = keys.leave_one_out_nearest_fits(
-                    keys.X[own], v, **settings)
+                    keys.X[own], v, rows=own, **settings)
                 singular = np.zeros(len(own), dtype=bool)
             else:
                 fitted, fits, held, missing, singular = keys.leave_one_out_sparse_local_fits(

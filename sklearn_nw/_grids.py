@@ -359,31 +359,45 @@ class LeaveOneOutGrid:
         grid = np.asarray(self.grid, dtype=np.float64)
         torch_dtype = torch.float32 if dtype == np.float32 else torch.float64
         L, k = len(loo.weight), self.n_neighbors
-        positive = np.flatnonzero(loo.weight > 0)
-        weight = loo.weight[positive]
 
         def tensor(a):
             return torch.as_tensor(np.asarray(a), dtype=torch_dtype, device=device)
 
-        values = tensor(loo.values)  # (L, t)
+        # Where inputs repeat under the row rule (and no bound reads single targets), the
+        # keys are the distinct inputs and each distinct row a query at its input, which
+        # holds what stays there (its weight, the mean of its values) as an extra key:
+        # ties share in proportion to weight, so an input holds what its rows would.
+        by_input = (input_queries(loo) if not (self.degree and self.bounded) else None)
+        keys = loo if by_input is None else by_input.keys
+        positive = np.flatnonzero(keys.weight > 0)
+        weight = keys.weight[positive]
+        point = np.full(len(keys.weight), -1)
+        point[positive] = np.arange(len(positive))
+        if by_input is None:
+            query_at, values = np.arange(L), tensor(loo.values)  # (L,), (L, t)
+            own = ({"skip_zero": True} if loo.self_weight is None
+                   else {"own": (point, loo.self_weight)})
+        else:
+            query_at = by_input.key  # (L,) each distinct row's input
+            values = tensor(np.concatenate([keys.values, by_input.own_values]))  # (U + L, t)
+            own = {"own": (point[query_at], np.exp(by_input.self_log_weight))}
         out = torch.empty(len(grid), L, values.shape[1], dtype=torch.float64)
         ratios = grid / grid.max(1, keepdims=True)  # (G, d)
-        own = {"skip_zero": True}
-        if loo.self_weight is not None:  # each key's own point, and what it keeps there
-            point = np.full(L, -1)
-            point[positive] = np.arange(len(positive))
-            own = {"own": (point, loo.self_weight)}
         for ratio in np.unique(ratios, axis=0):
-            search_space = loo.X / ratio  # (L, d)
+            search_space = keys.X / ratio  # (U, d)
             index = TreeSearch(search_space[positive])
             # A key keeps its self weight (none under leave_out="input": its own
             # location, at distance 0, weighs nothing): the others hold the rest of k.
             dist, ind, w, _ = index.nearest_holding(
-                search_space, weight, k, first=min(k + 2, len(positive)), **own)
+                search_space[query_at], weight, k, first=min(k + 2, len(positive)), **own)
             keep = nearest_shares(dist, w, k)  # (L, m)
             m = dist.shape[1]
             indptr = torch.arange(0, L * m + 1, m, device=device)  # (L + 1,)
-            col = torch.as_tensor(positive[ind].ravel(), device=device)  # (L m,)
+            col = positive[ind]  # (L, m)
+            if by_input is not None:  # a query's own input: what stays there
+                col = np.where(col == query_at[:, None], len(keys.weight) + np.arange(L)[:, None],
+                               col)
+            col = torch.as_tensor(col.ravel(), device=device)  # (L m,)
             with np.errstate(divide="ignore"):
                 log_w = tensor(np.log(keep).ravel())  # (L m,)
             for g in np.flatnonzero((ratios == ratio).all(1)):
@@ -392,9 +406,11 @@ class LeaveOneOutGrid:
                                       return_attention=bool(self.degree))
                 pooled = part.out  # (L, t)
                 if self.degree:
-                    xs = _centered(loo, grid[g], device).to(torch_dtype)  # (L, r)
+                    xs = _centered(keys, grid[g], device).to(torch_dtype)  # (U, r)
+                    xq = xs[torch.as_tensor(query_at, device=device)]  # (L, r)
+                    xk = xs if by_input is None else torch.cat([xs, xq])
                     local, _, singular = local_fit_sparse(
-                        xs, xs, indptr, col, part.attention[2], values, self.degree,
+                        xq, xk, indptr, col, part.attention[2], values, self.degree,
                         self.bounded)  # (L, t)
                     pooled = torch.where(singular[:, None], pooled, local)
                 out[g] = pooled.double().cpu()

@@ -289,13 +289,14 @@ class FittedKeys:
         return getattr(self.route, "leave_one_out_in_reach", False)
 
     def leave_one_out_nearest_fits(self, queries, values, *, device="cpu",
-                                   working_memory=1024):
+                                   working_memory=1024, rows=None):
         """The fits of ``values`` (n, t) at ``queries`` without each of their k nearest
         keys (``n_neighbors``), as refits find the k nearest of the others: ``(own, fits,
         held, missing)`` of
-        :meth:`~sklearn_nw._routes_search.KNearestRoute.leave_one_out_held_fits`."""
+        :meth:`~sklearn_nw._routes_search.KNearestRoute.leave_one_out_held_fits` (with
+        ``rows``, each query's own training row: at least the fits without it)."""
         settings = PoolSettings(torch.device(device), True, "eager", working_memory)
-        return self.route.leave_one_out_held_fits(self, queries, values, settings)
+        return self.route.leave_one_out_held_fits(self, queries, values, settings, rows)
 
     @property
     def leave_one_out_nearest(self):

