@@ -177,8 +177,10 @@ class KNearestRoute(_SearchedRoute):
         # columns, a few arrays of them) within working_memory.
         step = chunk_rows(len(queries), 48 * (2 * self.n_neighbors + 2) * (v.shape[1] + 1),
                           settings.working_memory, workers=n_workers(settings.device))
-        only = (None if rows is None or self.inputs is None
-                else np.searchsorted(self.index_rows, rows))  # (b,) among the keys
+        only = None
+        if rows is not None and self.inputs is not None:  # each row's place among the keys
+            only = np.minimum(np.searchsorted(self.index_rows, rows), len(self.index_rows) - 1)
+            only[self.index_rows[only] != rows] = -1  # a row of no weight is no key
         parts = on_workers(
             gen_batches(len(queries), step),
             lambda chunk, _: self._held_fits(keys, search[chunk], v,
@@ -304,7 +306,8 @@ class KNearestRoute(_SearchedRoute):
             slot = np.arange(len(entry)) - np.repeat(np.cumsum(counts) - counts, counts)
             rows, at = query[entry], at[entry]
         else:  # each query's own key, if its input is held
-            found = (ind == inputs.input_of[only][:, None]) & (share > 0)  # (b, m)
+            found = ((ind == inputs.input_of[only][:, None]) & (share > 0)
+                     & (only >= 0)[:, None])  # (b, m)
             rows = np.flatnonzero(found.any(1))
             at, point = found[rows].argmax(1), only[rows]
             slot, counts = np.zeros(len(rows), dtype=np.intp), np.ones(b, dtype=np.int64)

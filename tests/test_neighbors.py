@@ -288,3 +288,23 @@ def test_k_nearest_over_repeated_inputs_searches_each_input_once(kernel):
         assert_allclose(model._fits_without_each_row(y), own, rtol=1e-12, atol=1e-12)
     assert_allclose(merged, rows, rtol=1e-12, atol=1e-14)
     assert_allclose(attention.toarray(), by_rows.toarray(), rtol=1e-12, atol=1e-15)
+
+
+def test_k_nearest_own_fits_over_repeated_inputs_with_rows_of_no_weight():
+    # Rows of no weight (the first and the last among them) are no keys: their fits
+    # without themselves are the fits with every key, as refits without them give.
+    rng = np.random.default_rng(0)
+    X = np.round(rng.normal(size=(80, 2)), 1)
+    X = np.vstack([X, X[:30]])
+    y = rng.normal(size=len(X))
+    w = rng.choice([0.0, 1.0, 2.0], len(X))
+    w[[0, -1]] = 0.0
+
+    def make():
+        return NadarayaWatsonRegressor(bandwidth=0.5, n_neighbors=6)
+
+    model = make().set_params(store_loo=True).fit(X, y, sample_weight=w)
+    assert model.key_set_.route.inputs is not None
+    refits = [make().fit(np.delete(X, i, 0), np.delete(y, i), sample_weight=np.delete(w, i))
+              .predict(X[i : i + 1])[0] for i in range(len(y))]
+    assert_allclose(model.loo_prediction_, refits, rtol=1e-12, atol=1e-12)
