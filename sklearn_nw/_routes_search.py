@@ -5,6 +5,7 @@ brute force search finds (:class:`RadiusRoute`, :class:`KNearestRoute`,
 queries (:func:`~sklearn_nw._routes.pool_candidates`).
 """
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -79,6 +80,10 @@ class RadiusRoute(_SearchedRoute):
         return dist, ind, counts, None if self.unit_weights else keys.sample_weight[ind]
 
 
+# Of a projection of the points that tells distinct points apart (almost always).
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
 class _SharedInputs(NamedTuple):
     """The distinct inputs of a search's points where some points share one (repeated
     rows): k nearest of these, each holding its points' summed weight, hold what the
@@ -96,8 +101,15 @@ class _SharedInputs(NamedTuple):
     @classmethod
     def of(cls, index, weight):
         """Those of the points of ``index`` (a TreeSearch), of weights ``weight``; None
-        where no two points share an input."""
-        inputs, inverse = distinct_inputs(index.points)
+        where no two points share an input. Points that share one share any function of
+        the point computed row by row: where no two of a projection's values are equal
+        (one sort), none repeats, and the rows are not sorted."""
+        points = index.points
+        projection = (points * (1.0 + np.arange(points.shape[1]) * _GOLDEN)).sum(1)
+        projection.sort()
+        if not (projection[1:] == projection[:-1]).any():
+            return None
+        inputs, inverse = distinct_inputs(points)
         if len(inputs) == len(index.points):
             return None
         counts = np.bincount(inverse, minlength=len(inputs))
