@@ -1314,13 +1314,14 @@ def test_sets_by_windows_equal_explicit_refits(score, include_last_label, kernel
     np.testing.assert_array_equal(sets, expected)
 
 
-def _lattice_data(seed=1):
+def _lattice_data(seed=1, copies=True):
     """70 rows on a 0.25 lattice in 2 features (many keys tied in distance at a query's
-    k-th nearest), 6 copies of rows with targets of their own, integer weights, and
-    queries on and between the lattice's points."""
+    k-th nearest), 6 copies of rows with targets of their own (or ``copies=False``: the
+    distinct points alone, searched row by row), integer weights, and queries on and
+    between the lattice's points."""
     rng = np.random.default_rng(seed)
     X = np.round(rng.uniform(-1, 1, (70, 2)) * 4) / 4
-    X = np.vstack([X, X[:6]])
+    X = np.vstack([X, X[:6]]) if copies else np.unique(X, axis=0)
     y = np.sin(3 * X[:, 0]) + 0.3 * rng.normal(size=len(X))
     w = rng.integers(1, 3, len(X)).astype(float)
     Q = np.vstack([rng.uniform(-1.1, 1.1, (12, 2)), np.round(rng.uniform(-1, 1, (8, 2)) * 8) / 8,
@@ -1332,13 +1333,14 @@ def _lattice_data(seed=1):
 @pytest.mark.parametrize("algorithm", ["brute", "kd_tree", "ball_tree"])
 @pytest.mark.parametrize("k", [3, 10])
 @pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("copies", [True, False])
 def test_jackknife_plus_on_the_k_nearest_of_a_lattice_equals_explicit_refits(
-        kernel, algorithm, k, weighted):
+        kernel, algorithm, k, weighted, copies):
     # Keys as near as a query's k-th share the last units (in every search: the
     # route's, the fits without each key, the training rows' own and the refits'), so
     # each fit without a key is the refit's, one of a tie or before it leaving (each
     # search holding the tied keys its own way gave bounds 0.1 to 0.26 apart).
-    X, y, w, Q = _lattice_data()
+    X, y, w, Q = _lattice_data(copies=copies)
     w = w if weighted else np.ones(len(y))
 
     def make():
@@ -1346,6 +1348,7 @@ def test_jackknife_plus_on_the_k_nearest_of_a_lattice_equals_explicit_refits(
                                        algorithm=algorithm)
 
     _intervals_against_refits(make, X, y, Q, w, [0.5, 0.9], tolerance=1e-9)
+    assert (make().fit(X, y).key_set_.route.inputs is None) == (not copies)
 
 
 @pytest.mark.parametrize("algorithm", ["brute", "kd_tree"])
