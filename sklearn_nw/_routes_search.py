@@ -220,8 +220,8 @@ class KNearestRoute(_SearchedRoute):
         dist, ind, w, _ = self.index.nearest_holding(
             search, weight, k + weight.max(), first=min(k + 2, len(self.index_rows)))
         # Each key's tie (its first place, the weight nearer than it, its weight).
-        first, before, group, alone = tie_groups(dist, w)  # (b, m) each
-        share = nearest_shares(dist, w, k)  # (b, m): each key's part of the k units
+        ties = first, before, group, alone = tie_groups(dist, w)  # (b, m) each
+        share = nearest_shares(dist, w, k, ties)  # (b, m): each key's part of the k units
         counts = (share > 0).sum(1)  # (b,): the held keys, the first of each list
         b, m = dist.shape
         e = max(1, int(counts.max(initial=0)))
@@ -282,8 +282,8 @@ class KNearestRoute(_SearchedRoute):
         U = len(inputs.weight)
         dist, ind, w, _ = inputs.index.nearest_holding(
             search, inputs.weight, k + inputs.point_weight.max(), first=min(k + 2, U))
-        first, before, group, _ = tie_groups(dist, w)  # (b, m) each
-        share = nearest_shares(dist, w, k)  # (b, m): each input's part of the k units
+        ties = first, before, group, _ = tie_groups(dist, w)  # (b, m) each
+        share = nearest_shares(dist, w, k, ties)  # (b, m): each input's part of the k units
         b, m = dist.shape
         with np.errstate(over="ignore"):
             u2 = torch.from_numpy(np.square(dist / keys.search_scale))

@@ -92,7 +92,7 @@ def tie_groups(dist, w):
     return first, before, np.where(alone, w, take(cumulative, last) - before), alone
 
 
-def nearest_shares(dist, w, units):
+def nearest_shares(dist, w, units, ties=None):
     """Each listed point's part (b, m) of the first ``units`` units of weight of lists
     sorted by distance (b, m), weights ``w`` (b, m), complete past the point completing
     them (:meth:`TreeSearch.nearest_holding`'s lists): all of its weight for a point
@@ -100,10 +100,14 @@ def nearest_shares(dist, w, units):
     units, shared in proportion to their weights; none beyond. Ties share whatever
     order a search meets them in: sample weights count as repeated rows (rows at one
     input, merged or not, hold the same) and a refit without a row holds what the fit
-    without it holds."""
-    if not (dist[:, 1:] == dist[:, :-1]).any():  # no tie
-        return np.clip(units - (np.cumsum(w, axis=1) - w), 0.0, w)
-    _, before, group, alone = tie_groups(dist, w)
+    without it holds. ``ties``: :func:`tie_groups` of the lists, where the caller has it."""
+    if ties is None:
+        if not (dist[:, 1:] == dist[:, :-1]).any():  # no tie
+            return np.clip(units - (np.cumsum(w, axis=1) - w), 0.0, w)
+        ties = tie_groups(dist, w)
+    _, before, group, alone = ties
+    if alone.all():
+        return np.clip(units - before, 0.0, w)
     with np.errstate(divide="ignore", invalid="ignore"):
         part = np.clip((units - before) / group, 0.0, 1.0)  # (b, m)
     return np.where(alone, np.clip(units - before, 0.0, w),
