@@ -334,7 +334,7 @@ class LeaveOneOutNeighbors:
                                           and bool((positions[1:] >= positions[:-1]).all())):
             positions = None  # (windows of sorted finite coordinates only)
         self.positions = positions
-        self._sorted = {}  # whether other keys at a key's own input count -> neighbors
+        self._sorted = {}  # (other locations only, own copies counted) -> neighbors
         self._left_out = {}  # k -> the pairs a left-out input changes, for every scale c
         self._left_out_locks = {}  # k -> its lock
         self._spare = []  # workspaces of the calls before, for the next ones
@@ -387,15 +387,17 @@ class LeaveOneOutNeighbors:
         each, enough for ``max_neighbors`` units and, for a sample-point key, that many
         more than the heaviest neighbor left out (all of them when fractional weights
         need more)."""
+        # A key's own copies (the weight it keeps on itself) lie at its own location:
+        # they count for a balloon's query, not for a sample point's own bandwidth.
+        keeps_self = self.self_weight is not None and not other_locations
         other_locations = other_locations and self.repeated
-        if other_locations in self._sorted:
-            return self._sorted[other_locations]
+        if (other_locations, keeps_self) in self._sorted:
+            return self._sorted[other_locations, keeps_self]
         # The order of the squared distances is the distances' (every distance is its
         # square's root, or the distances themselves are kept).
         D = self.D if self.D is not None else self.D_sq
         W, k = self.W, self.max_neighbors
         L = D.shape[0]
-        keeps_self = self.self_weight is not None and not other_locations
         no_weight = W <= 0
         # Room for twice k: a search extending k doubles it, and a wider top-k costs
         # little more than a narrow one (every distance is read either way).
@@ -435,7 +437,7 @@ class LeaveOneOutNeighbors:
             if self._holds(found, k):
                 break
             m = min(L, 2 * m)
-        self._sorted[other_locations] = found
+        self._sorted[other_locations, keeps_self] = found
         return found
 
     def attention(self, adaptive, kernel, n_coords, values=None):

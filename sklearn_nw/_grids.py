@@ -29,7 +29,7 @@ from ._leave_one_out import (
     self_logits,
     set_self_,
 )
-from ._local_poly import local_fit_many, local_fit_sparse, n_terms
+from ._local_poly import TargetRange, local_fit_many, local_fit_sparse, n_terms
 from ._losses import get_loss
 from ._preconditions import check_working_memory
 from ._search import TreeSearch, nearest_shares
@@ -214,6 +214,7 @@ class LeaveOneOutGrid:
         self_log_w = torch.as_tensor(loo.self_log_weight, device=device)  # (L,)
         group = None if loo.group is None else torch.as_tensor(loo.group, device=device)
         values = torch.as_tensor(loo.values, dtype=torch.float64, device=device)  # (L, t)
+        bounded = _bounded(loo, self.bounded, device)
         coords = _centered(loo, grid[0], device)  # (L, r)
         fit = _local_blocks(L, G, coords.shape[1], self.degree, working_memory,
                             n_workers(device), "for local polynomials")
@@ -240,7 +241,7 @@ class LeaveOneOutGrid:
                                             np.ones(each.shape[1]), kernel, group)  # (g, b, L)
             nadaraya_watson = attention @ values  # (g, b, t)
             local, singular = local_fit_many(coords[rows], coords, attention, values,
-                                             self.degree, self.bounded)  # (g, b, t)
+                                             self.degree, bounded)  # (g, b, t)
             out[grid_rows, rows] = torch.where(singular[:, :, None], nadaraya_watson,
                                                local).cpu()
 
@@ -289,6 +290,9 @@ class LeaveOneOutGrid:
         values = torch.as_tensor(loo.values[order], dtype=torch.float64,
                                  device=device)  # (L, t)
         values_t = values.T.contiguous()  # (t, L)
+        bounded = _bounded(loo, self.bounded, device)
+        if isinstance(bounded, TargetRange):
+            bounded = bounded.take(torch.as_tensor(order, device=device))
         coords = _centered(loo, grid[:1], device)[torch.as_tensor(order, device=device)]
         points = torch.as_tensor(x[:, None], device=device)  # (L, 1)
         multiples = grid / grid[0]  # (G,)
@@ -335,8 +339,8 @@ class LeaveOneOutGrid:
                 return
             local, singular, nadaraya_watson = local_fit_many(
                 coords[rows], coords[keys], attention, values[keys], self.degree,
-                self.bounded, return_nadaraya_watson=True,
-                workspace=workspace)  # (g, b, t) each
+                bounded.take(keys) if isinstance(bounded, TargetRange) else bounded,
+                return_nadaraya_watson=True, workspace=workspace)  # (g, b, t) each
             fits = torch.where(singular[:, :, None], nadaraya_watson, local).cpu()
             out[torch.as_tensor(grid_rows)[:, None], order[rows][None, :]] = fits
 
@@ -411,7 +415,7 @@ class LeaveOneOutGrid:
                     xk = xs if by_input is None else torch.cat([xs, xq])
                     local, _, singular = local_fit_sparse(
                         xq, xk, indptr, col, part.attention[2], values, self.degree,
-                        self.bounded)  # (L, t)
+                        _bounded(keys, self.bounded, device, torch_dtype))  # (L, t)
                     pooled = torch.where(singular[:, None], pooled, local)
                 out[g] = pooled.double().cpu()
         return out
@@ -664,6 +668,18 @@ def _centered(loo, metric, device):
     return scaled - key_center(scaled[torch.as_tensor(loo.weight > 0, device=device)])
 
 
+def _bounded(loo, bounded, device, dtype=torch.float64):
+    """``bounded`` as the local fits take it: where the keys are means of rows of
+    different targets (``loo.value_range``, the distinct inputs of
+    ``leave_out="input"``), the range of those targets
+    (:class:`~sklearn_nw._local_poly.TargetRange`), as a refit's fits on the rows have
+    it."""
+    if not bounded or loo.value_range is None:
+        return bounded
+    return TargetRange(*(torch.as_tensor(a, dtype=dtype, device=device)
+                         for a in loo.value_range))
+
+
 def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
     """Leave-one-out predictions (G, L, t), float64, of the leave-one-out attentions
     (L, L) that ``attentions`` yields: Nadaraya-Watson for ``degree=0``, else local
@@ -672,6 +688,7 @@ def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):
     (:func:`~sklearn_nw._local_poly.local_fit_many`)."""
     L, r = coords.shape
     values = torch.as_tensor(loo.values, dtype=torch.float64, device=coords.device)  # (L, t)
+    bounded = _bounded(loo, bounded, coords.device)
     # Attentions per batch: as many as _BLOCK_MIB holds (the list and its stack), not
     # working_memory's worth (33 of (1000, 1000) at the default 1 GiB).
     group = max(1, int(min(working_memory, _BLOCK_MIB) * 2**20 // (2 * 8 * L * L)))

@@ -121,6 +121,11 @@ class LeaveOneOutSet(NamedTuple):
     # (G,) int: the group of each key, whose keys all leave together (groups given to
     # fit); None without groups.
     group: object = None
+    # ((G, t), (G, t)) the smallest and largest value among each key's rows of positive
+    # weight, where some key holds rows of different values (leave_out="input"): a
+    # bounded local fit keeps within the range of the rows' targets, as a refit on the
+    # rows does, not of the keys' means; None where every key's rows share one value.
+    value_range: object = None
 
     @property
     def log_weight(self):
@@ -219,7 +224,14 @@ def leave_one_out_set(X, values, sample_weight, *, leave_out="input", groups=Non
         return LeaveOneOutSet(X_keys, means, weight, inverse, spread, group=code[first])
     if leave_out == "row":
         self_weight = np.maximum(weight - w[first], 0.0)  # (G,) the copies' weight
-    return LeaveOneOutSet(X_keys, means, weight, inverse, spread, self_weight)
+        return LeaveOneOutSet(X_keys, means, weight, inverse, spread, self_weight)
+    held = w > 0
+    low, high = np.full(means.shape, np.inf), np.full(means.shape, -np.inf)  # (G, t)
+    np.minimum.at(low, inverse[held], values[held])
+    np.maximum.at(high, inverse[held], values[held])
+    low[weight <= 0] = high[weight <= 0] = means[weight <= 0]  # (any finite values)
+    return LeaveOneOutSet(X_keys, means, weight, inverse, spread,
+                          value_range=None if np.array_equal(low, high) else (low, high))
 
 
 class InputQueries(NamedTuple):

@@ -35,6 +35,7 @@ the same way, so their choice sees the rule.
 """
 
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -54,6 +55,25 @@ RANGE_SHARE = 1e-3
 # float32 the fit a few bandwidths outside the data. Leave-one-out fits at the training
 # inputs are rarely beyond, and centered at their query share their designs.
 ORIGIN_SPREADS = 4.0
+
+
+class TargetRange(NamedTuple):
+    """Each key's smallest and largest target, where a key stands for rows of different
+    targets (the distinct inputs of ``leave_out="input"``): a bounded fit given it as its
+    ``bounded`` keeps within the range of the rows' targets, as a fit on the rows does,
+    not of the keys' mean values ``v``. True as a ``bounded``."""
+
+    low: torch.Tensor  # (n, t)
+    high: torch.Tensor  # (n, t)
+
+    def take(self, index):
+        """The range of the keys ``index``."""
+        return TargetRange(self.low[index], self.high[index])
+
+
+def _target_range(bounded):
+    """The :class:`TargetRange` a ``bounded`` gives, or None (``v``'s own)."""
+    return bounded if isinstance(bounded, TargetRange) else None
 
 
 def n_terms(n_coords, degree):
@@ -243,9 +263,9 @@ def local_fit_dense(qs, xs, attention, v, degree, bounded=False):
         Nadaraya-Watson attention, rows summing to 1.
     v : Tensor (n, t)
     degree : {1, 2}
-    bounded : bool, default=False
+    bounded : bool or TargetRange, default=False
         Keep each fit within the range of the targets carrying its weight
-        (:func:`bound`).
+        (:func:`bound`): the keys' ``v``, or a :class:`TargetRange`'s.
 
     Returns
     -------
@@ -266,7 +286,8 @@ def local_fit_dense(qs, xs, attention, v, degree, bounded=False):
     kernel = torch.where(singular[:, None], 0.0, kernel)
     if not bounded:
         return kernel @ v, kernel, singular
-    out, kernel = bound(kernel @ v, kernel, attention, v)
+    out, kernel = bound(kernel @ v, kernel, attention, v,
+                        value_range=_target_range(bounded))
     return out.masked_fill_(singular[:, None], 0.0), kernel.masked_fill_(
         singular[:, None], 0.0), singular
 
@@ -336,10 +357,12 @@ def local_fit_sparse(qs, xs, crow, col, val, v, degree, bounded=False):
     largest = qs.new_zeros(b).scatter_reduce_(0, row, val, "amax", include_self=False)
     held = (val >= RANGE_SHARE * largest[row])[:, None]  # (nnz, 1)
     rows = row[:, None].expand(-1, t)
+    target_range = _target_range(bounded)
+    low, high = (v, v) if target_range is None else target_range
     lo = qs.new_full((b, t), torch.inf).scatter_reduce_(
-        0, rows, torch.where(held, v[col], torch.inf), "amin")
+        0, rows, torch.where(held, low[col], torch.inf), "amin")
     hi = qs.new_full((b, t), -torch.inf).scatter_reduce_(
-        0, rows, torch.where(held, v[col], -torch.inf), "amax")
+        0, rows, torch.where(held, high[col], -torch.inf), "amax")
     lam = _shrink(out, m, lo, hi).masked_fill_(singular[:, None], 0.0)  # (b, 1)
     # Singular rows stay 0 (their kernel and intercept): only a fit moves.
     kernel = torch.where(singular[row], 0.0, val + lam[row, 0] * (kernel - val))
@@ -428,7 +451,7 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
     attentions : Tensor (G, b, n)
     v : Tensor (n, t)
     degree : {1, 2}
-    bounded : bool, default=False
+    bounded : bool or TargetRange, default=False
         As for :func:`local_fit_dense`.
     return_nadaraya_watson : bool, default=False
         Also return the Nadaraya-Watson values ``a . v`` (G, b, t) (the moments' first).
@@ -469,7 +492,8 @@ def local_fit_many(qs, xs, attentions, v, degree, bounded=False,
     else:  # keys left out of the moments
         nadaraya_watson = attentions @ v  # (G, b, t)
     if bounded:  # on the attentions as laid out (a product with a transposed view copies)
-        out, kernel = bound(out, kernel, attentions, v, nadaraya_watson)
+        out, kernel = bound(out, kernel, attentions, v, nadaraya_watson,
+                            value_range=_target_range(bounded))
         out.masked_fill_(singular[:, :, None], 0.0)
         if kernel is not None:
             kernel = kernel.masked_fill(singular[:, :, None], 0.0)
@@ -838,7 +862,7 @@ def _bound_without_each(fits, attention, v):
     return m + lam * (fits - m), missing
 
 
-def bound(out, kernel, attention, v, nadaraya_watson=None):
+def bound(out, kernel, attention, v, nadaraya_watson=None, value_range=None):
     """Local fits kept within the range of the targets that carry their weight.
 
     Each query's correction of its Nadaraya-Watson value ``m = attention @ v`` is shrunk,
@@ -858,6 +882,9 @@ def bound(out, kernel, attention, v, nadaraya_watson=None):
     v : Tensor (n, t)
     nadaraya_watson : Tensor (..., t), optional
         ``m`` where the caller has it (the first of a local fit's moments).
+    value_range : TargetRange, optional
+        Each key's smallest and largest target, where its ``v`` is a mean of rows of
+        different targets: the range is theirs.
 
     Returns
     -------
@@ -868,37 +895,45 @@ def bound(out, kernel, attention, v, nadaraya_watson=None):
     """
     m = attention @ v if nadaraya_watson is None else nadaraya_watson  # (..., t)
     held = attention >= RANGE_SHARE * attention.amax(-1, keepdim=True)  # (..., n)
-    lo, hi = held_range(held, v)  # (..., t) each
+    lo, hi = held_range(held, *((v,) if value_range is None else value_range))  # (..., t)
     lam = _shrink(out, m, lo, hi)  # (..., 1)
     if kernel is not None:
         kernel = attention + lam * (kernel - attention)
     return m + lam * (out - m), kernel
 
 
-def held_range(held, v):
+def held_range(held, v, high=None):
     """The smallest and largest target of the held keys, ``(lo, hi)`` (..., t) each
-    (``inf`` and ``-inf`` where none is held), from ``held`` (..., n) and ``v`` (n, t).
+    (``inf`` and ``-inf`` where none is held), from ``held`` (..., n) and ``v`` (n, t)
+    (with ``high`` (n, t), each key's smallest target ``v`` and largest ``high``).
 
     One output at a time, by the keys' ranks in its values: the largest rank from the
     top (the smallest value) and from the bottom among the held keys, each the maximum
     of a product of the mask with integer ranks (a selection of the values by a mask
     costs about ten times as much per entry: measured, (29, 25, 800) blocks of a local
     fit's grid on one thread, 1.9 ms against 0.14 ms). Exact: the bounds are targets."""
-    n = v.shape[0]
-    rank_dtype = torch.int16 if n < 2**15 - 1 else torch.int32
-    lo, hi = [], []
-    for column in v.T:  # (n,)
-        order = torch.argsort(column)
-        rank = torch.empty(n, dtype=torch.int64, device=v.device)
-        rank[order] = torch.arange(n, device=v.device)
-        ascending = column[order]
-        # 0: no key held (a row of NaN attention), read as the infinite ends.
-        from_bottom = (held * (n - rank).to(rank_dtype)).amax(-1).long()  # n - lowest rank
-        from_top = (held * (rank + 1).to(rank_dtype)).amax(-1).long()  # highest rank + 1
-        inf = column.new_full((1,), torch.inf)
-        lo.append(torch.cat([ascending, inf])[n - from_bottom])
-        hi.append(torch.cat([-inf, ascending])[from_top])
+    high = v if high is None else high
+    lo = [_held_end(held, column, largest=False) for column in v.T]
+    hi = [_held_end(held, column, largest=True) for column in high.T]
     return torch.stack(lo, -1), torch.stack(hi, -1)
+
+
+def _held_end(held, column, largest):
+    """The smallest (or ``largest``) of ``column`` (n,) over the held keys (..., n):
+    ``inf`` (``-inf``) where none is held (:func:`held_range`)."""
+    n = column.shape[0]
+    rank_dtype = torch.int16 if n < 2**15 - 1 else torch.int32
+    order = torch.argsort(column)
+    rank = torch.empty(n, dtype=torch.int64, device=column.device)
+    rank[order] = torch.arange(n, device=column.device)
+    ascending = column[order]
+    # 0: no key held (a row of NaN attention), read as the infinite ends.
+    inf = column.new_full((1,), torch.inf)
+    if largest:
+        from_top = (held * (rank + 1).to(rank_dtype)).amax(-1).long()  # highest rank + 1
+        return torch.cat([-inf, ascending])[from_top]
+    from_bottom = (held * (n - rank).to(rank_dtype)).amax(-1).long()  # n - lowest rank
+    return torch.cat([ascending, inf])[n - from_bottom]
 
 
 def _shrink(out, m, lo, hi):

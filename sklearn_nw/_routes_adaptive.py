@@ -267,13 +267,12 @@ class AdaptiveRoute(Route):
         # The two passes, in chunks of queries (a row of distances and of weights each).
         row_bytes = 8 * 4 * len(self.index_rows)  # (as the predictions' chunks)
         for rows in gen_batches(n_q, chunk_rows(n_q, row_bytes, working_memory)):
-            # The squared distances in units of h, as the predictions have them, then of
-            # the wider bandwidth.
-            d2 = tensor(self.index.distances(search[rows])).div_(
-                tensor(h[rows])[:, None]).square_()  # (b, n')
-            for passed, (out, sums) in enumerate(((fits, den), (wide_fits, wide_den))):
-                if passed:
-                    d2.mul_(tensor((h[rows] / wide[rows]) ** 2)[:, None])
+            dist = tensor(self.index.distances(search[rows]))  # (b, n')
+            for out, sums, bandwidth in ((fits, den, h), (wide_fits, wide_den, wide)):
+                # The squared distances in units of h, then of the wider bandwidth, as
+                # the predictions and refits have them (a key at exactly the bandwidth
+                # is in a compact kernel's support: not one rounded past it).
+                d2 = (dist / tensor(bandwidth[rows])[:, None]).square_()  # (b, n')
                 _, d, f = dense_sums(d2, tensor(v), keys.kernel, exact_zeros=keys.exact_zeros)
                 out[rows], sums[rows] = f.cpu().numpy(), d.cpu().numpy()
         floor = np.sqrt(tiny)
@@ -389,12 +388,20 @@ class AdaptiveRoute(Route):
         """The keys of positive weight (indices into ``index_rows``) within ``radius``
         (b,) of each query, as the searches measure the k-th neighbor distances (those at
         distance 0 left out with ``exclude_zero``): an object array of index arrays."""
-        # A little wider, then exactly: the search's own distances against the radius.
-        dist, ind = self.index.within(search_queries, radius * (1 + 1e-9))
+        # A little wider, then exactly: the exact distances (those of the k-th neighbor
+        # distances; a tree's own round otherwise in 3 features or more) against the
+        # radius.
+        _, ind = self.index.within(search_queries, radius * (1 + 1e-9))
+        counts = np.array([len(j) for j in ind])
+        found = np.concatenate([*ind, np.empty(0, dtype=np.intp)]).astype(np.intp)
+        d = paired_distances(np.repeat(search_queries, counts, axis=0),
+                             self.index_points[found])  # (m,)
+        at = np.repeat(np.arange(len(ind)), counts)
+        keep = (d <= radius[at]) & (d > 0) if exclude_zero else d <= radius[at]
         out = np.empty(len(ind), dtype=object)
-        for i, (d, j) in enumerate(zip(dist, ind)):
-            keep = (d <= radius[i]) & (d > 0) if exclude_zero else d <= radius[i]
-            out[i] = j[keep]
+        for i, part in enumerate(np.split(found[keep], np.cumsum(
+                np.bincount(at[keep], minlength=len(ind)))[:-1])):
+            out[i] = part
         return out
 
     def _balloon_without_each(self, keys, queries, search_queries, v_keys, device):

@@ -53,21 +53,28 @@ def exact_distances(q, x):
 
 def paired_distances(q, x):
     """Euclidean distances between points ``q`` and ``x`` (numpy arrays broadcast against
-    each other, the coordinates on the last axis) from exact differences, as
-    :func:`exact_distances` has them: those whose squares overflow (a point near 1e155)
-    are recomputed on both points divided by a power of two above their largest
-    magnitude; inf only where the distance itself passes the largest float."""
-    q, x = np.broadcast_arrays(q, x)
-    with np.errstate(over="ignore", invalid="ignore"):
-        d = np.sqrt(np.sum((q - x) ** 2, axis=-1))
-    far = np.isinf(d)
-    if far.any():
-        qf, xf = q[far], x[far]  # (f, r)
-        _, e = np.frexp(np.maximum(np.abs(qf).max(-1), np.abs(xf).max(-1)))  # (f,)
-        down = np.ldexp(1.0, -e)[:, None]  # exact (a subnormal at e = 1024)
+    each other, the coordinates on the last axis), bit for bit as :func:`exact_distances`
+    has them (each pair torch's ``cdist`` of its own: a sum of squares in another order
+    differs in its last bits, which decides whether a key at exactly the bandwidth is in
+    a compact kernel's support); those whose squares overflow (a point near 1e155) are
+    recomputed on both points divided by a power of two above their largest magnitude;
+    inf only where the distance itself passes the largest float."""
+    q, x = np.broadcast_arrays(np.asarray(q, dtype=np.float64), np.asarray(x, dtype=np.float64))
+    shape, r = q.shape[:-1], q.shape[-1]
+    qt = torch.from_numpy(np.ascontiguousarray(q.reshape(-1, 1, r)))  # (N, 1, r)
+    xt = torch.from_numpy(np.ascontiguousarray(x.reshape(-1, 1, r)))
+    d = torch.cdist(qt, xt, compute_mode="donot_use_mm_for_euclid_dist")[:, 0, 0]  # (N,)
+    far = torch.isinf(d)
+    if bool(far.any()):
+        qf, xf = qt[far], xt[far]  # (f, 1, r)
+        top = torch.maximum(qf.abs().amax((1, 2)), xf.abs().amax((1, 2))).numpy()  # (f,)
+        _, e = np.frexp(top)
+        down = torch.from_numpy(np.ldexp(1.0, -e))[:, None, None]  # exact (subnormal at 1024)
+        df = torch.cdist(qf * down, xf * down,
+                         compute_mode="donot_use_mm_for_euclid_dist")[:, 0, 0].numpy()
         with np.errstate(over="ignore"):
-            d[far] = np.ldexp(np.sqrt(np.sum((qf * down - xf * down) ** 2, axis=-1)), e)
-    return d
+            d[far] = torch.from_numpy(np.ldexp(df, e))
+    return d.numpy().reshape(shape)
 
 
 def tie_groups(dist, w):
@@ -160,7 +167,12 @@ class TreeSearch:
         far = np.flatnonzero(np.isinf(dist).any(axis=1))
         if len(far):
             dist[far], ind[far] = self._brute_nearest(queries[far], k)
-        return dist, ind
+        # The trees sum the squares in another order than the exact distances every
+        # other search and the kernels take: the distances found are those, re-ranked
+        # (a k-th neighbor distance is then that key's distance, bit for bit).
+        dist = paired_distances(queries[:, None, :], self.points[ind])  # (b, k)
+        order = np.argsort(dist, axis=1, kind="stable")
+        return np.take_along_axis(dist, order, 1), np.take_along_axis(ind, order, 1)
 
     def nearest_holding(self, queries, weight, units, *, first, skip_zero=False, own=None,
                         ties=True):

@@ -248,15 +248,32 @@ def test_a_far_training_row_leaves_local_linear_fits_their_precision():
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e155, 1e160, 1e300])
-def test_paired_distances_are_the_exact_distances(scale):
-    # Points whose squares overflow (and a pair whose difference does: x = -q near 1e300)
-    # are rescaled by a power of two, as the dense distances are.
+@pytest.mark.parametrize("d", [1, 3, 7])
+def test_paired_distances_are_the_exact_distances(scale, d):
+    # Bit for bit (a sum of squares in another order rounds otherwise from 3 features:
+    # whether a key at exactly the bandwidth is in a compact kernel's support). Points
+    # whose squares overflow (and a pair whose difference does: x = -q near 1e300) are
+    # rescaled by a power of two, as the dense distances are.
     from sklearn_nw._search import exact_distances, paired_distances
 
     rng = np.random.default_rng(0)
-    q, x = rng.normal(size=(6, 3)) * scale, rng.normal(size=(8, 3)) * scale
+    q, x = rng.normal(size=(6, d)) * scale, rng.normal(size=(8, d)) * scale
     x[0] = -q[0]
     expected = exact_distances(torch.as_tensor(q), torch.as_tensor(x)).numpy()
     got = paired_distances(q[:, None], x[None])  # (6, 8)
     assert np.all(np.isfinite(got))
-    np.testing.assert_allclose(got, expected, rtol=1e-15)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("algorithm", ["kd_tree", "ball_tree"])
+def test_a_trees_nearest_distances_are_the_exact_distances(algorithm):
+    # The k-th neighbor distance of an adaptive bandwidth is the exact distance of that
+    # key (a tree's own sums its squares in another order).
+    from sklearn_nw._search import TreeSearch, exact_distances
+
+    rng = np.random.default_rng(1)
+    points, queries = rng.normal(size=(200, 4)), rng.normal(size=(30, 4))
+    dist, ind = TreeSearch(points, algorithm).nearest(queries, 7)
+    exact = exact_distances(torch.as_tensor(queries), torch.as_tensor(points)).numpy()
+    np.testing.assert_array_equal(dist, np.take_along_axis(exact, ind, 1))
+    assert np.all(np.diff(dist, axis=1) >= 0)

@@ -51,6 +51,24 @@ def _refit_predictions(make, X, y, w, leave_out, method="predict"):
     return np.array(out)
 
 
+def _assert_scores_are_refits(cv, X, y, w, leave_out, picks=7):
+    """Every few of ``cv``'s candidates (``picks`` spread over its grid): its score
+    against the weighted loss of refits without each unit."""
+    params = cv.cv_results_["params"]
+    for i in np.unique(np.linspace(0, len(params) - 1, picks).astype(int)):
+        plain = {**params[i], "bounded": cv.bounded}
+        if cv.n_neighbors is not None:
+            plain["n_neighbors"] = cv.n_neighbors
+            plain.pop("kind")
+            model = lambda p=plain: NadarayaWatsonRegressor(**p)
+        else:
+            model = lambda p=plain: _plain(p)
+        preds = _refit_predictions(model, X, y, w, leave_out)
+        loss = np.sum(w * (preds - y) ** 2) / w.sum()
+        np.testing.assert_allclose(-cv.cv_results_["mean_test_score"][i], loss,
+                                   rtol=1e-9, err_msg=str(params[i]))
+
+
 def _plain(params):
     """The plain regressor of one of a CV estimator's candidates."""
     params = dict(params)
@@ -75,21 +93,59 @@ def test_cv_scores_equal_refits_of_every_family(leave_out, search):
     X, y, w = _table()
     cv = NadarayaWatsonRegressorCV(leave_out=leave_out, bounded=False, **search).fit(
         X, y, sample_weight=w)
-    params = cv.cv_results_["params"]
     # Every candidate of a few families (the searches hold dozens).
-    picks = np.unique(np.linspace(0, len(params) - 1, 7).astype(int))
-    for i in picks:
-        plain = {**params[i]}
-        if "n_neighbors" in search:
-            plain["n_neighbors"] = search["n_neighbors"]
-            plain.pop("kind")
-            model = lambda p=plain: NadarayaWatsonRegressor(**p)
-        else:
-            model = lambda p=plain: _plain(p)
-        preds = _refit_predictions(model, X, y, w, leave_out)
-        loss = np.sum(w * (preds - y) ** 2) / w.sum()
-        np.testing.assert_allclose(-cv.cv_results_["mean_test_score"][i], loss,
-                                   rtol=1e-9, err_msg=str(params[i]))
+    _assert_scores_are_refits(cv, X, y, w, leave_out)
+
+
+def _three_rows_at_each_input(seed=0):
+    """12 inputs, each holding three rows of different targets and unit weight: under
+    leave_out="input" a key stands for rows of several targets, and every row of a key
+    carries the same share of its attention."""
+    rng = np.random.default_rng(seed)
+    X = np.repeat(rng.normal(size=(12, 2)), 3, axis=0)
+    y = X[:, 0] + 0.5 * X[:, 1] ** 2 + rng.normal(scale=0.5, size=len(X))
+    return X, y, np.ones(len(y))
+
+
+@pytest.mark.parametrize("search", [
+    {"degree": 1},
+    {"degree": 2, "bandwidth_kinds": ["fixed"]},
+    {"degree": 1, "n_neighbors": 8},
+    {"degree": 1, "bandwidth_kinds": ["sample_point"]},
+])
+def test_bounded_scores_of_inputs_take_their_rows_range(search):
+    # A bounded local fit keeps within the targets of the rows that carry its weight:
+    # under leave_out="input" those of each key's rows, not their mean (a narrower
+    # range than any refit's).
+    X, y, w = _three_rows_at_each_input()
+    cv = NadarayaWatsonRegressorCV(leave_out="input", bounded=True, **search).fit(X, y)
+    _assert_scores_are_refits(cv, X, y, w, "input", picks=6)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_bounded_learned_loss_of_inputs_takes_their_rows_range(degree):
+    X, y, w = _three_rows_at_each_input(1)
+    reg = NadarayaWatsonRegressor(bandwidth=LeaveOneOutBandwidth(leave_out="input"),
+                                  degree=degree, bounded=True).fit(X, y)
+    h = reg.bandwidth_
+    preds = _refit_predictions(
+        lambda: NadarayaWatsonRegressor(bandwidth=h, degree=degree, bounded=True),
+        X, y, w, "input")
+    np.testing.assert_allclose(reg.loss_curve_[-1], np.mean((preds - y) ** 2), rtol=1e-8)
+
+
+@pytest.mark.parametrize("degree", [0, 1])
+def test_sample_point_keys_do_not_count_their_own_copies(degree):
+    # Whole rows copied (input, target and weight; no input shared otherwise, as a
+    # bootstrap drawn as rows has them): a sample-point key's bandwidth counts other
+    # locations only, not its own copies (they made k = 1 a bandwidth of 0).
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(10, 2)), rng.normal(size=10)
+    X, y = np.vstack([X, X[:6]]), np.concatenate([y, y[:6]])
+    w = np.ones(len(y))
+    cv = NadarayaWatsonRegressorCV(bandwidth_kinds=["sample_point"], degree=degree,
+                                   bounded=False).fit(X, y)
+    _assert_scores_are_refits(cv, X, y, w, "row", picks=5)
 
 
 @pytest.mark.parametrize("leave_out", ["row", "input"])
@@ -109,16 +165,16 @@ def test_classifier_scores_equal_refits(leave_out):
                                    -np.sum(w * np.log(hit)) / w.sum(), rtol=1e-9)
 
 
-@pytest.mark.parametrize("degree", [0, 1])
+@pytest.mark.parametrize("degree, bounded", [(0, False), (1, False)])
 @pytest.mark.parametrize("leave_out", ["row", "input"])
-def test_learned_loss_is_the_loss_of_refits(degree, leave_out):
+def test_learned_loss_is_the_loss_of_refits(degree, bounded, leave_out):
     X, y, w = _table(1)
     reg = NadarayaWatsonRegressor(
         bandwidth=LeaveOneOutBandwidth(leave_out=leave_out), degree=degree,
-        bounded=False).fit(X, y, sample_weight=w)
+        bounded=bounded).fit(X, y, sample_weight=w)
     h = reg.bandwidth_
     preds = _refit_predictions(
-        lambda: NadarayaWatsonRegressor(bandwidth=h, degree=degree, bounded=False),
+        lambda: NadarayaWatsonRegressor(bandwidth=h, degree=degree, bounded=bounded),
         X, y, w, leave_out)
     np.testing.assert_allclose(reg.loss_curve_[-1], np.sum(w * (preds - y) ** 2) / w.sum(),
                                rtol=1e-8)

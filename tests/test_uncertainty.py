@@ -874,6 +874,38 @@ def test_jackknife_plus_with_an_adaptive_bandwidth_equals_explicit_refits(kind, 
     np.testing.assert_allclose(intervals, expected, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("layout", ["lattice", "scattered"])
+@pytest.mark.parametrize("algorithm", ["kd_tree", "brute"])
+def test_top_hat_balloon_counts_its_kth_neighbor_as_refits_do(layout, algorithm):
+    # The top-hat kernel at c = 1 (its "auto" scale) puts each query's k-th nearest key
+    # exactly on its support's edge, inside: the fits without each row (the wider
+    # bandwidth's pass; a tree's k-th distance, whose sum of squares rounds in another
+    # order in 3 features) must count it as a refit's prediction does.
+    rng = np.random.default_rng(4 if layout == "lattice" else 1)
+    if layout == "lattice":  # keys at k-th distances exactly, queries between them
+        X, Q, k = np.arange(30.0)[:, None], rng.uniform(2, 27, (8, 1)), 8
+        w = np.ones(len(X))
+    else:
+        X, Q, k = rng.normal(size=(30, 3)), rng.normal(size=(8, 3)), 3
+        w = rng.uniform(0.5, 2.0, len(X))
+    y = np.sin(X[:, 0]) + 0.3 * rng.normal(size=len(X))
+    Q = np.vstack([Q, X[:3]])
+
+    def make():
+        return NadarayaWatsonRegressor(kernel="tophat", algorithm=algorithm,
+                                       bandwidth=AdaptiveBandwidth("balloon", n_neighbors=k,
+                                                                   base=X.std(0)))
+
+    model = make().fit(X, y, sample_weight=w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        fits, own = model._leave_one_out_fits(Q, None, y), model._fits_without_each_row(y)
+        expected, expected_own = _refits_without_each_row(make, X, y, Q, w)
+    np.testing.assert_allclose(fits, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(own, expected_own, rtol=1e-12, atol=1e-12)
+    _intervals_against_refits(make, X, y, Q, w, [0.5, 0.8], tolerance=1e-10)
+
+
 def test_the_cv_regressor_has_intervals_with_an_adaptive_bandwidth():
     # The CV estimator that chooses an adaptive bandwidth gives the jackknife+ of a
     # model refitted at the chosen bandwidth, kernel and k without each row.
