@@ -151,9 +151,12 @@ def kth_distances(index, weight, queries, k, *, leave_out_location=False, more=0
     """
     n = len(weight)
     need = k * (1 - _UNIT_RTOL) + more
+    # Exact distances: a k-th neighbor distance is that key's distance as the kernels
+    # take it, bit for bit (a top-hat's k-th key lies on its support's edge at c = 1).
     dist, _, _, cumulative = index.nearest_holding(queries, weight, need,
                                                    first=min(n, k + 1 + math.ceil(more)),
-                                                   skip_zero=leave_out_location, ties=False)
+                                                   skip_zero=leave_out_location, ties=False,
+                                                   exact=True)
     reached = cumulative >= need  # (b, m)
     short = np.flatnonzero(~reached[:, -1])
     if len(short):

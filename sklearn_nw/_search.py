@@ -155,8 +155,10 @@ class TreeSearch:
         return on_workers(gen_batches(n_queries, step),
                           lambda rows, _: search(rows.start, rows.stop), "cpu")
 
-    def nearest(self, queries, k):
-        """Distances and indices (m, k) of each query's k nearest points, nearest first."""
+    def nearest(self, queries, k, exact=False):
+        """Distances and indices (m, k) of each query's k nearest points, nearest first;
+        with ``exact``, the distances :func:`exact_distances` gives, bit for bit (a
+        tree's own sum their squares in another order, in 3 features or more)."""
         if self.tree is None:
             return self._brute_nearest(queries, k)
         parts = self._in_parts(lambda a, b: self.tree.query(queries[a:b], k=k), len(queries))
@@ -167,15 +169,14 @@ class TreeSearch:
         far = np.flatnonzero(np.isinf(dist).any(axis=1))
         if len(far):
             dist[far], ind[far] = self._brute_nearest(queries[far], k)
-        # The trees sum the squares in another order than the exact distances every
-        # other search and the kernels take: the distances found are those, re-ranked
-        # (a k-th neighbor distance is then that key's distance, bit for bit).
+        if not exact:
+            return dist, ind
         dist = paired_distances(queries[:, None, :], self.points[ind])  # (b, k)
-        order = np.argsort(dist, axis=1, kind="stable")
+        order = np.argsort(dist, axis=1, kind="stable")  # (re-ranked by them)
         return np.take_along_axis(dist, order, 1), np.take_along_axis(ind, order, 1)
 
     def nearest_holding(self, queries, weight, units, *, first, skip_zero=False, own=None,
-                        ties=True):
+                        ties=True, exact=False):
         """The nearest points of each query until their weights (``weight``, one per
         point: sample weights count as repeated rows) add up to ``units`` for every query,
         or all points: distances, indices, weights and cumulative weights, all (b, m).
@@ -187,11 +188,11 @@ class TreeSearch:
         With ``ties``, the lists go on to the last point as near as the one that completes
         ``units`` (:func:`nearest_shares` shares them out: ask ``first`` one more than
         the points that complete them, or a list that ends on that point is searched
-        again). Without, the distances alone count."""
+        again). Without, the distances alone count. ``exact``: as :meth:`nearest`'s."""
         n = len(weight)
         m = first
         while True:
-            dist, ind = self.nearest(queries, m)  # (b, m)
+            dist, ind = self.nearest(queries, m, exact)  # (b, m)
             w = weight[ind]  # (b, m)
             if skip_zero:
                 w = np.where(dist == 0, 0.0, w)
