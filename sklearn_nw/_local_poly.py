@@ -56,6 +56,11 @@ RANGE_SHARE = 1e-3
 # inputs are rarely beyond, and centered at their query share their designs.
 ORIGIN_SPREADS = 4.0
 
+# How far below the refit's threshold of a null space (intercept_rows) a fit without a key
+# keeps its moment matrix's condition (its growth without the key estimated by the
+# leverage, the rescaling to a unit diagonal aside) to be updated rather than refitted.
+_CONDITION_MARGIN = 4.0
+
 
 class TargetRange(NamedTuple):
     """Each key's smallest and largest target, where a key stands for rows of different
@@ -809,7 +814,12 @@ def leave_one_out_local_fits(qs, xs, attention, v, degree, bounded=False, *,
     leverage = attention * (z * solved.transpose(1, 2)).sum(2)  # (b, n)
     kernel = (az @ c[:, :, None])[:, :, 0]  # (b, n)
     room = 1.0 - leverage  # (b, n)
-    missing = singular[:, None] | ~(room > eps**0.5)
+    # Without key j the (unit-diagonal) moment matrix's condition grows by up to about
+    # 1 / room: where it may pass the refit's threshold of a null space (sqrt(eps),
+    # intercept_rows: a truncated minimum-norm fit there), or the update lose the digits
+    # a refit keeps, the fit is refitted.
+    condition = torch.where(singular, 1.0, eigenvalues[:, -1] / eigenvalues[:, 0])  # (b,)
+    missing = singular[:, None] | ~(room > _CONDITION_MARGIN * eps**0.5 * condition[:, None])
     own = (kernel[:, None, :] @ v)[:, 0] if gathered else kernel @ v  # (b, t)
     fits = own[:, None, :] - kernel[:, :, None] * residual / torch.where(
         missing, 1.0, room)[:, :, None]  # (b, n, t)
