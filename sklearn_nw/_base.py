@@ -191,6 +191,13 @@ class NadarayaWatsonBase(BaseEstimator):
         self._check_parameter_combinations(degree)
         raw_X = X
         X = self._fit_categorical(X)
+        if (self._categorical is not None and not self._categorical.n_continuous
+                and degree not in (0, "auto")):
+            raise ValueError(
+                f"degree={degree} fits local polynomials in the continuous features "
+                "(np's rule), and every feature is categorical here: there is no "
+                "polynomial to fit. Use degree=0 (Nadaraya-Watson), or add a continuous "
+                "feature.")
         xp, _ = get_namespace(X)
         X, y = validate_data(
             self,

@@ -112,6 +112,22 @@ def test_local_polynomials_are_in_the_continuous_features(degree):
     np.testing.assert_allclose(reg.predict(X.iloc[:20]), expected, rtol=1e-8)
 
 
+@pytest.mark.parametrize("make", [
+    lambda: NadarayaWatsonRegressor(degree=1),
+    lambda: NadarayaWatsonRegressor(degree=2, bandwidth="loo"),
+    lambda: NadarayaWatsonRegressorCV(degree=1),
+    lambda: NadarayaWatsonRegressorCV(degree=2, bandwidth_kinds=["fixed"]),
+])
+def test_local_polynomials_without_a_continuous_feature_are_refused(make):
+    # Polynomials in the continuous features (np's rule), of which there are none: a
+    # clear error at fit (degree 1 failed deep in the moments with an IndexError).
+    X, _, y = _table()
+    with pytest.raises(ValueError, match="every feature is categorical"):
+        make().fit(X[["u1", "u2", "o1"]], y)
+    # degree="auto" takes Nadaraya-Watson there.
+    assert NadarayaWatsonRegressorCV().fit(X[["u1", "u2", "o1"]], y).degree_ == 0
+
+
 def test_classifier_equals_the_product_kernel():
     X, Xn, y = _table()
     labels = np.where(y > np.median(y), "high", "low")
