@@ -852,7 +852,10 @@ class LeaveOneOutNeighbors:
                 changed = (rows, cols, changed[2] + self.extra[rows, cols])
         self_log_ratio = None
         if self.self_weight is not None:  # log(kept / W) (L,); 0/0 is a key of no weight
-            self_log_ratio = torch.log(self.self_weight / self.W).nan_to_num_(nan=-math.inf)
+            # (-inf where a key keeps no weight: nan_to_num would make it the lowest
+            # float, finite, on which a row of no other kernel mass would then attend.)
+            self_log_ratio = torch.log(self.self_weight / self.W).nan_to_num_(
+                nan=-math.inf, neginf=-math.inf)
         # The Gaussian family: one pass, the squared distances times a factor.
         factor = (None if kernel.quadratic_coef is None
                   else -kernel.quadratic_coef / h_sq)  # (L, 1) or (L,)

@@ -26,7 +26,13 @@ from typing import NamedTuple
 
 import torch
 
-from ._leave_one_out import nearest_keys, other_keys, self_logits, set_self_
+from ._leave_one_out import (
+    nearest_keys,
+    other_keys,
+    self_logits,
+    set_self_,
+    tie_exact_sq_dist,
+)
 from ._workers import (
     CACHE_BYTES,
     chunk_rows,
@@ -242,7 +248,6 @@ class PoolingCall:
         """Squared distances (b, n) in the metric divided by its largest scale: the same
         order as the scaled distances, which overflow (to inf, or to NaN between infinite
         coordinates) at bandwidths near the smallest float."""
-        unit = self.h / self.h.abs().max()  # (d,) or (d, r)
         # From the raw differences q - x: no center's rounding, so keys tied in distance
         # stay tied (the nearest-key fallback keeps them all), whatever the keys' center
         # (weighted or repeated rows, shards); a distance is 0 exactly at q = x.
@@ -251,8 +256,7 @@ class PoolingCall:
         out = torch.empty(q.shape[0], n, dtype=q.dtype, device=q.device)  # (b, n)
         step = chunk_rows(q.shape[0], n * d * q.element_size(), self.working_memory)
         for s in range(0, q.shape[0], step):
-            diff = transform(q[s : s + step, None, :] - x[None, :, :], 0.0, unit)  # (c, n, r)
-            out[s : s + step] = torch.einsum("bnr,bnr->bn", diff, diff)
+            out[s : s + step] = tie_exact_sq_dist(q[s : s + step], x, self.h)  # (c, n)
         return out
 
     def loo_adjust(self, logits, rows):

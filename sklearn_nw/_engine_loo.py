@@ -36,6 +36,7 @@ from ._leave_one_out import (
     same_group,
     self_logits,
     set_self_,
+    tie_exact_sq_dist,
 )
 from ._local_poly import linear_fits_from_sums, linear_raw_columns, local_fit_many, n_terms
 from ._losses import get_loss
@@ -45,7 +46,8 @@ from ._workers import CACHE_BYTES, chunk_rows, n_workers
 _EXACT_MIB = 16
 
 
-def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None, group=None, own=None):
+def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None, group=None, own=None,
+               raw=None):
     """Leave-one-out logits of the key rows ``rows`` (b,) against all keys, differentiable.
 
     ``d2`` (b, n), the squared scaled distances, is computed from ``qs`` and ``xs`` unless
@@ -54,7 +56,9 @@ def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None, group=None, own
     keys, :class:`~sklearn_nw._leave_one_out.QueryTerms`). With ``group`` (n,) the keys'
     groups, a row's whole group leaves with it. Rows
     with zero kernel mass fall back to the nearest other positive-weight key(s) (of other
-    groups), a constant in the parameters, as in :func:`attention_pool`."""
+    groups), a constant in the parameters, as in :func:`attention_pool`: every tie, the
+    distances from ``raw`` ``(x, h)``, the keys' raw coordinates (n, d) and the metric,
+    where given (:func:`~sklearn_nw._leave_one_out.tie_exact_sq_dist`), else ``d2``."""
     if d2 is None:
         d2 = augmented_sq_dist(qs, xs, refine=kernel.quadratic_coef is None)  # (b, n)
     logits = kernel.log_profile_sq(d2) + log_w  # (b, n)
@@ -63,9 +67,10 @@ def loo_logits(qs, xs, kernel, log_w, self_log_w, rows, d2=None, group=None, own
         logits = logits.masked_fill(same_group(group, rows), -math.inf)  # (b, n)
     empty = torch.isneginf(logits.detach().amax(1))  # (b,)
     if bool(empty.any()):
-        nearest, _ = nearest_keys(d2.detach()[empty],
-                                  other_keys(torch.isfinite(log_w), rows[empty],
-                                             group))  # (e, n)
+        near = (d2.detach()[empty] if raw is None
+                else tie_exact_sq_dist(raw[0][rows[empty]], raw[0], raw[1].detach()))
+        nearest, _ = nearest_keys(near, other_keys(torch.isfinite(log_w), rows[empty],
+                                                   group))  # (e, n)
         fallback = torch.full_like(logits.detach(), -math.inf)  # (b, n)
         fallback[empty] = torch.where(nearest, log_w, -math.inf)
         logits = torch.where(empty[:, None], fallback, logits)
@@ -158,7 +163,8 @@ def loo_loss(x, v, h, kernel, log_w, self_log_w, *, loss, rows=None, working_mem
         terms = queries.chunk(s, step)
         with torch.set_grad_enabled(backward):  # grad mode is the thread's own
             logits = loo_logits(leaf[chunk], leaf, kernel, log_w, self_log_w, chunk,
-                                group=group, own=terms.own_logits(kernel))  # (b, n)
+                                group=group, own=terms.own_logits(kernel),
+                                raw=(x, h))  # (b, n)
             attention = torch.log_softmax(logits, dim=1).exp()  # (b, n)
             pooled = attention @ v  # (b, t)
             if terms.own_shift is not None:  # out of place: in autograd's graph
@@ -225,7 +231,8 @@ def loo_local_loss(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bounded=
     with full_precision(), torch.set_grad_enabled(backward):
         for s, pooled in (_local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree,
                                         bounded, working_memory, polynomial_columns, group,
-                                        design_xs=design_xs) if len(rows) else ()):
+                                        design_xs=design_xs, raw=(x, h))
+                          if len(rows) else ()):
             per_row = loss.per_row(pooled, v[rows[s : s + len(pooled)]])  # (b,)
             part = loss.weighted_mean(per_row, w_rows[s : s + len(pooled)], total)
             if backward:
@@ -312,7 +319,7 @@ def loo_local_per_row(x, v, h, kernel, log_w, self_log_w, *, loss, degree, bound
     with full_precision(), torch.no_grad():
         pooled = torch.cat([p for _, p in _local_chunks(
             xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory,
-            polynomial_columns, group)])
+            polynomial_columns, group, raw=(x, h))])
         return loss.per_row(pooled, v[rows])  # (m,)
 
 
@@ -366,7 +373,7 @@ def loo_linear_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None,
 
 
 def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, working_memory,
-                  polynomial_columns=None, group=None, design_xs=None):
+                  polynomial_columns=None, group=None, design_xs=None, raw=None):
     """``(start, pooled)`` for chunks of ``rows``: the leave-one-out local fits (b, t) of
     scaled keys ``xs`` (n, r), polynomial in their leading ``polynomial_columns`` (None:
     all) of ``design_xs`` (default ``xs``), Nadaraya-Watson on singular rows. Each
@@ -383,7 +390,7 @@ def _local_chunks(xs, v, kernel, log_w, self_log_w, rows, degree, bounded, worki
     for s in range(0, len(rows), step):
         chunk = rows[s : s + step]  # (b,)
         logits = loo_logits(xs[chunk], xs, kernel, log_w, self_log_w, chunk,
-                            group=group)  # (b, n)
+                            group=group, raw=raw)  # (b, n)
         attention = torch.softmax(logits, dim=1)  # (b, n)
         local, singular = local_fit_many(px[chunk], px, attention[None], v, degree, bounded)
         yield s, torch.where(singular[0, :, None], attention @ v, local[0])  # (b, t)
@@ -719,7 +726,8 @@ def loo_grid_pool(x, v, hs, kernel, log_w, self_log_w, *, rows=None, working_mem
             else:
                 d2 = diff2 @ ratios[g] ** -2  # (b, n)
             logits = loo_logits(None, None, kernel, log_w, self_log_w, rows, d2=d2,
-                                group=group, own=terms.own_logits(kernel))
+                                group=group, own=terms.own_logits(kernel),
+                                raw=(x, hs[g]))
             logits -= logits.amax(1, keepdim=True)
             e = exp_(logits)  # (b, n)
             num_den = keep_own_values_((v1t @ e.T).T, e, rows, terms.own_shift)  # (b, t + 1)
@@ -834,6 +842,7 @@ class SweepDistances:
         self.group = group
         self.queries = query_terms(queries, v, log_w, self_log_w, rows)
         self.rows, self.h = rows, h.clone()  # (m,), (d,)
+        self.x = x  # (n, d) the raw keys: the fallback's ties (loo_logits)
         self.xc = x - key_center(x)  # (n, d)
         xs = self.xc / h  # (n, d)
         self.d2 = exact_sq_dist(xs[rows], xs, working_memory)  # (m, n)
@@ -873,9 +882,11 @@ class SweepDistances:
                     # Clipped at 0: "ignoring" a feature (f >> 1) nearly cancels its share.
                     d2 = torch.add(self.d2[s : s + self.step], dj2,
                                    alpha=float(f) ** -2 - 1.0).clamp_(min=0.0)  # (b, n)
+                    h = self.h.clone()
+                    h[j] = h[j] * float(f)
                     logits = loo_logits(None, None, self.kernel, self.log_w,
                                          self.self_log_w, chunk, d2=d2, group=self.group,
-                                         own=own)
+                                         own=own, raw=(self.x, h))
                     logits -= logits.amax(1, keepdim=True)  # (b, n)
                 e = exp_(logits)  # (b, n)
                 num_den = keep_own_values_((v1t @ e.T).T, e, chunk,

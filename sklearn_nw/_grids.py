@@ -28,6 +28,7 @@ from ._leave_one_out import (
     other_keys,
     self_logits,
     set_self_,
+    tie_exact_sq_dist,
 )
 from ._local_poly import TargetRange, local_fit_many, local_fit_sparse, n_terms
 from ._losses import get_loss
@@ -226,19 +227,22 @@ class LeaveOneOutGrid:
         first = torch.as_tensor(loo.X / grid[0], device=device)  # (L, r)
         parts = [first[:, columns] for columns in members]
         inverse_sq = torch.as_tensor(group_multiples ** -2.0, device=device)  # (G, K)
+        # The raw inputs and each grid point's metric: the fallback's ties (_attention_rows).
+        raw_X, metrics = (torch.as_tensor(a, device=device) for a in (loo.X, grid))
 
         def run(block, _):  # the blocks are disjoint: each writes its own
             rows, grid_rows = block
             if proportional:
                 D = _distances(first, rows)
                 attention = _attention_rows(D * D, rows, W, self_log_w,
-                                            multiples[grid_rows], kernel,
-                                            group)  # (g, b, L)
+                                            multiples[grid_rows], kernel, group,
+                                            raw=(raw_X, metrics[:1]))  # (g, b, L)
             else:
                 D_sq = torch.stack([_distances(part, rows) ** 2 for part in parts])  # (K, b, L)
                 each = torch.einsum("gk,kbl->bgl", inverse_sq[grid_rows], D_sq)  # (b, g, L)
-                attention = _attention_rows(each, rows, W, self_log_w,
-                                            np.ones(each.shape[1]), kernel, group)  # (g, b, L)
+                attention = _attention_rows(
+                    each, rows, W, self_log_w, np.ones(each.shape[1]), kernel, group,
+                    raw=(raw_X, metrics[grid_rows]))  # (g, b, L)
             nadaraya_watson = attention @ values  # (g, b, t)
             local, singular = local_fit_many(coords[rows], coords, attention, values,
                                              self.degree, bounded)  # (g, b, t)
@@ -284,6 +288,9 @@ class LeaveOneOutGrid:
         grid = np.asarray(self.grid if grid is None else grid, dtype=np.float64)[:, 0]  # (G,)
         G, L = len(grid), len(loo.weight)
         order, x, weight, nearest, spread = _sorted_inputs(loo)
+        # The raw sorted inputs and the metric: the fallback's ties (_attention_rows).
+        raw = (torch.as_tensor(x[:, None], device=device),
+               torch.as_tensor(grid[:1, None], device=device))
         x, nearest = x / grid[0], nearest / grid[0]  # in units of the first grid point
         W = torch.as_tensor(weight, device=device)  # (L,)
         self_log_w = torch.as_tensor(loo.self_log_weight[order], device=device)  # (L,)
@@ -330,7 +337,8 @@ class LeaveOneOutGrid:
             own = slice(rows.start - lo, rows.stop - lo)  # the rows among the keys
             D = _distances(points[keys], own)  # (b, w)
             attention = _attention_rows(D * D, own, W[keys], self_log_w[keys],
-                                        multiples[grid_rows], kernel)  # (g, b, w)
+                                        multiples[grid_rows], kernel,
+                                        raw=(raw[0][keys], raw[1]))  # (g, b, w)
             if not self.degree:
                 # (values^T attention^T)^T: BLAS is much faster at it for few values
                 fits = (values_t[:, keys] @ attention.transpose(1, 2)).transpose(1, 2)
@@ -580,7 +588,7 @@ def _distances(points, rows):
     return torch.cdist(points[rows], points, compute_mode="donot_use_mm_for_euclid_dist")
 
 
-def _attention_rows(D_sq, rows, W, self_log_w, h, kernel, group=None):
+def _attention_rows(D_sq, rows, W, self_log_w, h, kernel, group=None, raw=None):
     """Exact leave-one-out attention (g, b, L) of the keys ``rows`` (a slice of b) on
     every key, each keeping the log weight ``self_log_w`` (L,) on itself, under fixed
     bandwidths ``h`` (g,) in units of their distances, given squared ``D_sq`` (b, L), or
@@ -588,7 +596,10 @@ def _attention_rows(D_sq, rows, W, self_log_w, h, kernel, group=None):
     :meth:`~sklearn_nw._adaptive.LeaveOneOutNeighbors.fixed_attention` on a block of
     rows. With ``group`` (L,) the keys' groups, a row's group leaves with it. A row of
     no kernel mass (a compact kernel) attends to its nearest other key(s) (of other
-    groups), every tie, by weight."""
+    groups), every tie, by weight: with ``raw`` ``(X, metrics)``, the keys' raw inputs
+    (L, r) and each grid point's bandwidths (g, r) (one row where the grid points are
+    multiples of one), the ties of their raw differences, as a refit's fallback has them
+    (:func:`~sklearn_nw._leave_one_out.tie_exact_sq_dist`)."""
     h = torch.as_tensor(np.asarray(h, dtype=np.float64), dtype=D_sq.dtype,
                         device=D_sq.device)
     # Laid out query by query, (b, g, L) in memory: the local fits' batched products
@@ -612,10 +623,12 @@ def _attention_rows(D_sq, rows, W, self_log_w, h, kernel, group=None):
     empty = torch.isnan(attention[:, :, 0]) | torch.isnan(attention[:, :, -1])  # (b, g)
     if bool(empty.any()):
         eligible = other_keys(W > 0, own, group)  # (b, L)
+        distances = (D_sq.unbind(1) if per_point else [D_sq]) if raw is None else [
+            tie_exact_sq_dist(raw[0][rows], raw[0], metric) for metric in raw[1]]
         fallback = torch.stack([
             torch.softmax(torch.where(nearest_keys(d_sq, eligible)[0], log_w, -math.inf),
                           dim=1)
-            for d_sq in (D_sq.unbind(1) if per_point else [D_sq])], 1)  # (b, g or 1, L)
+            for d_sq in distances], 1)  # (b, g or 1, L)
         attention = torch.where(empty[:, :, None], fallback, attention)
     return attention.transpose(0, 1)  # (g, b, L)
 

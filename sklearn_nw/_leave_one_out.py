@@ -383,6 +383,19 @@ def other_keys(positive, rows, group=None):
     return leave_group_out_(eligible, group, rows, False)
 
 
+def tie_exact_sq_dist(q, x, h):
+    """Squared distances (b, n) of points ``q`` (b, d) to ``x`` (n, d), both in their raw
+    coordinates, in the metric of bandwidths ``h`` (d,) or of a projection (d, r), divided
+    by its largest entry (the same order as the scaled distances), from the raw
+    differences ``q - x``: keys exactly as far from a query stay tied, as the fitted
+    estimators' nearest-key fallback has them (centered or scaled coordinates round
+    differently, and break such ties: a lattice's). For the few rows of the fallback."""
+    unit = h / h.abs().max()
+    diff = q[:, None, :] - x[None, :, :]  # (b, n, d)
+    diff = diff / unit if unit.ndim == 1 else diff @ unit
+    return torch.einsum("bnr,bnr->bn", diff, diff)
+
+
 def nearest_keys(d2, eligible):
     """The nearest-key fallback of queries with no kernel mass: each query's nearest
     ``eligible`` keys, every tie.
