@@ -271,10 +271,10 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             train_share, query_share = 1.0, 0.0 if include_last_label else 1.0
         loo_proba = (self.loo_proba_ if hasattr(self, "loo_proba_")
                      else self._fits_without_each_row(one_hot))
-        own = conformity_scores(loo_proba,
-                                conformity_score, own_mass=train_share)  # (n, c)
-        training_scores = own[np.arange(len(one_hot)), self.y_fit_][positive]
         tolerance = score_tolerance(self.X_fit_.dtype)
+        own = conformity_scores(loo_proba, conformity_score, own_mass=train_share,
+                                tie=tolerance)  # (n, c)
+        training_scores = own[np.arange(len(one_hot)), self.y_fit_][positive]
         by_windows = self._sets_by_windows(X, conformity_score, query_share, positive,
                                            training_scores, alphas, tolerance)
         if by_windows is not None:
@@ -307,14 +307,15 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         share = (query_share if np.isscalar(query_share)
                  else query_share[fast])  # a number, or (q, 1)
         scores = conformity_scores(p, conformity_score, own_mass=share if np.isscalar(
-            share) else share[:, 0])  # (q, c)
-        bound = conformity_score_bound(p, D, conformity_score, own_mass=share)
+            share) else share[:, 0], tie=tolerance)  # (q, c)
+        bound = conformity_score_bound(p, D, conformity_score, own_mass=share,
+                                       tie=tolerance)
 
         def moves_on(rows, columns, k):
             moved = p[rows, None, :] + moves.moves(fast[rows], ranking[columns])  # (b, m, c)
             own = share if np.isscalar(share) else share[rows]
-            return (conformity_scores(moved, conformity_score, own_mass=own,
-                                      classes=[k])[:, :, 0] - scores[rows, None, k])
+            return (conformity_scores(moved, conformity_score, own_mass=own, classes=[k],
+                                      tie=tolerance)[:, :, 0] - scores[rows, None, k])
 
         sets = np.empty((X.shape[0], len(self.classes_), len(alphas)), dtype=bool)
         sets[fast] = conformal_sets_windows(scores, bound, training_scores, alphas,
@@ -335,7 +336,8 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             def sets(rows):
                 share = query_share if np.isscalar(query_share) else query_share[rows]
                 fits = self._leave_one_out_fits(X[rows], None, one_hot)[:, positive]
-                scores = conformity_scores(fits, conformity_score, own_mass=share)
+                scores = conformity_scores(fits, conformity_score, own_mass=share,
+                                           tie=tolerance)
                 return conformal_sets(scores, training_scores, alphas, tolerance)
 
             row_bytes = 8 * (4 + 3 * len(self.classes_)) * self.X_fit_.shape[0]
@@ -356,14 +358,15 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
                     mass = share if np.isscalar(share) else share[chunk]
                     own_mass = mass if np.isscalar(mass) else mass[:, 0]
                     return conformal_sets_sparse(
-                        conformity_scores(own_fit, conformity_score, own_mass=own_mass),
-                        conformity_scores(fits, conformity_score, own_mass=mass), keys,
-                        ranked, alphas, tolerance)
+                        conformity_scores(own_fit, conformity_score, own_mass=own_mass,
+                                          tie=tolerance),
+                        conformity_scores(fits, conformity_score, own_mass=mass,
+                                          tie=tolerance), keys, ranked, alphas, tolerance)
 
                 parts.append(self._sparse_rows_in_chunks(attention, sets))
                 return
             fits = self._leave_one_out_fits(X[rows], attention, one_hot)[:, positive]
-            scores = conformity_scores(fits, conformity_score, own_mass=share)
+            scores = conformity_scores(fits, conformity_score, own_mass=share, tie=tolerance)
             parts.append(conformal_sets(scores, training_scores, alphas, tolerance))
 
         with self.key_set_.leave_one_out_session():  # (the chunks share it)

@@ -613,14 +613,16 @@ def _kth_others(i, *, own, sorted_r, before, n_held=None):
     return kth
 
 
-def conformity_scores(proba, score, *, own_mass=1.0, classes=None):
+def conformity_scores(proba, score, *, own_mass=1.0, classes=None, tie=0.0):
     """The conformity score of every class (..., c) under class probabilities ``proba``
     (..., c), or of the ``classes`` given (..., len(classes)): ``"lac"`` ``1 - p_k``;
-    ``"aps"`` the mass of the classes more probable than k (classes as probable as k are
-    not counted), plus ``own_mass`` times ``p_k`` (a number, or shares broadcast against
-    ``proba[..., 0]``: random draws for randomized APS). With ``own_mass=0`` a class is
-    scored by the mass before it, as MAPIE's ``include_last_label=True`` builds its
-    sets: the most probable class scores 0."""
+    ``"aps"`` the mass of the classes more probable than k by more than ``tie`` (classes
+    as probable as k, to the scores' tolerance, are not counted: probabilities equal in
+    exact arithmetic, 1/2 and 1/2 of a top-hat kernel, round differently in the fits
+    without each row and in a refit), plus ``own_mass`` times ``p_k`` (a number, or
+    shares broadcast against ``proba[..., 0]``: random draws for randomized APS). With
+    ``own_mass=0`` a class is scored by the mass before it, as MAPIE's
+    ``include_last_label=True`` builds its sets: the most probable class scores 0."""
     classes = np.arange(proba.shape[-1]) if classes is None else np.asarray(classes)
     if score == "lac":
         return 1.0 - proba[..., classes]
@@ -632,26 +634,27 @@ def conformity_scores(proba, score, *, own_mass=1.0, classes=None):
         above = np.zeros_like(p_k)
         for j, p_j in enumerate(by_class):
             if j != k:
-                above += np.where(p_j > p_k, p_j, 0.0)
+                above += np.where(p_j > p_k + tie, p_j, 0.0)
         out[at] = above + own_mass * p_k
     return np.moveaxis(out, 0, -1)
 
 
-def conformity_score_bound(proba, bound, score, *, own_mass=1.0):
+def conformity_score_bound(proba, bound, score, *, own_mass=1.0, tie=0.0):
     """How far the conformity score of each class (n_q, c) can move when the class
     probabilities ``proba`` (n_q, c) move by at most ``bound`` (n_q, c) each, summing to 1
     before and after: LAC's ``1 - p_k`` by ``D_k``; APS's (the classes more probable than
     k, and ``own_mass`` ``u`` of ``p_k``, a number or (n_q, 1)) by at most ``sum_{p_j >
     p_k} D_j + u D_k``, or ``sum_{p_j <= p_k, j != k} D_j + (1 - u) D_k`` (the mass
     above is 1 less the rest's), plus ``p_j + D_j`` for each class j whose order with k
-    may change (``|p_j - p_k| <= D_j + D_k``)."""
+    may change (``|p_j - p_k| <= D_j + D_k + tie``, ``tie`` as :func:`conformity_scores`
+    takes it)."""
     if score == "lac":
         return bound
     p, D = proba, bound
     itself = np.eye(p.shape[1], dtype=bool)
-    above = p[:, None, :] > p[:, :, None]  # (q, c, c): class j above class k
+    above = p[:, None, :] > p[:, :, None] + tie  # (q, c, c): class j above class k
     rest = ~above & ~itself  # the classes but k not above it
-    swaps = np.abs(p[:, None, :] - p[:, :, None]) <= D[:, None, :] + D[:, :, None]
+    swaps = np.abs(p[:, None, :] - p[:, :, None]) <= D[:, None, :] + D[:, :, None] + tie
     swaps &= ~itself
     return (np.minimum((above * D[:, None, :]).sum(2) + own_mass * D,
                        (rest * D[:, None, :]).sum(2) + (1 - own_mass) * D)

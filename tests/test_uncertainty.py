@@ -1281,13 +1281,14 @@ def test_cv_plus_refuses_distances():
 
 def _oracle_scores(proba, score, own):
     """S(p, k) of every class by its definition, one class at a time: APS with the
-    share ``own`` of the class's own mass (a number, or one per row of ``proba``)."""
+    share ``own`` of the class's own mass (a number, or one per row of ``proba``); classes
+    within the scores' tolerance (1e-8) of k as probable as k."""
     out = np.empty_like(proba)
     for index in np.ndindex(proba.shape[:-1]):
         p = proba[index]
         share = own[index] if np.ndim(own) else own
         for k in range(len(p)):
-            before = sum(p[c] for c in range(len(p)) if p[c] > p[k])
+            before = sum(p[c] for c in range(len(p)) if p[c] > p[k] + 1e-8)
             out[index + (k,)] = 1 - p[k] if score == "lac" else before + share * p[k]
     return out
 
@@ -1560,6 +1561,49 @@ def test_conformal_sets_with_an_adaptive_bandwidth_equal_explicit_refits(
                                     include_last_label=include_last_label, random_state=7)
     np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, levels, score,
                                                      include_last_label, seed=7))
+
+
+def test_aps_takes_classes_within_the_tolerance_as_tied():
+    # Probabilities equal in exact arithmetic (1/2 and 1/2 of a top-hat kernel) round
+    # differently in the fits without each row and in a refit: within the scores'
+    # tolerance neither class counts as more probable than the other.
+    from sklearn_nw._uncertainty import conformity_score_bound, conformity_scores
+
+    p = np.array([[0.5, 0.5 - 1e-16], [0.5 - 1e-16, 0.5]])
+    scores = conformity_scores(p, "aps", own_mass=0.3, tie=1e-8)
+    np.testing.assert_allclose(scores, 0.3 * p, rtol=1e-15)
+    assert not np.allclose(conformity_scores(p, "aps", own_mass=0.3), 0.3 * p)
+    # The bound holds every move of the probabilities within D.
+    D = np.full_like(p, 1e-3)
+    bound = conformity_score_bound(p, D, "aps", own_mass=0.3, tie=1e-8)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        move = rng.uniform(-1e-3, 1e-3, size=(2, 1)) * np.array([1.0, -1.0])
+        moved = conformity_scores(p + move, "aps", own_mass=0.3, tie=1e-8)
+        assert np.all(np.abs(moved - scores) <= bound + 1e-15)
+
+
+def test_aps_sets_at_tied_probabilities_equal_explicit_refits():
+    # A top-hat kernel with integer weights: many queries' probabilities tie exactly.
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    rng = np.random.default_rng(22)
+    X = rng.normal(size=(30, 1))
+    y = np.where(X[:, 0] + 0.7 * rng.normal(size=30) > 0, "b", "a")
+    w = rng.integers(1, 4, 30).astype(float)
+    Q = np.vstack([rng.normal(size=(12, 1)), X[:6]])
+
+    def make():
+        return NadarayaWatsonClassifier(kernel="tophat", bandwidth=0.4, algorithm="brute")
+
+    model = make().fit(X, y, sample_weight=w)
+    for last in (True, False, "randomized"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            _, sets = model.predict_set(Q, confidence_level=[0.5, 0.8], conformity_score="aps",
+                                        include_last_label=last, random_state=7)
+        np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, [0.5, 0.8], "aps",
+                                                         last, seed=7))
 
 
 def test_randomized_aps_sets_are_small_where_the_fits_are_confident():
