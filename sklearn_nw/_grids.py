@@ -30,7 +30,13 @@ from ._leave_one_out import (
     set_self_,
     tie_exact_sq_dist,
 )
-from ._local_poly import TargetRange, local_fit_many, local_fit_sparse, n_terms
+from ._local_poly import (
+    TargetRange,
+    bounded_keys,
+    local_fit_many,
+    local_fit_sparse,
+    n_terms,
+)
 from ._losses import get_loss
 from ._preconditions import check_working_memory
 from ._search import TreeSearch, nearest_shares
@@ -682,15 +688,10 @@ def _centered(loo, metric, device):
 
 
 def _bounded(loo, bounded, device, dtype=torch.float64):
-    """``bounded`` as the local fits take it: where the keys are means of rows of
-    different targets (``loo.value_range``, the distinct inputs of
-    ``leave_out="input"``), the range of those targets
-    (:class:`~sklearn_nw._local_poly.TargetRange`), as a refit's fits on the rows have
-    it."""
-    if not bounded or loo.value_range is None:
-        return bounded
-    return TargetRange(*(torch.as_tensor(a, dtype=dtype, device=device)
-                         for a in loo.value_range))
+    """``bounded`` for the local fits on ``loo``'s keys
+    (:func:`~sklearn_nw._local_poly.bounded_keys`)."""
+    return bounded_keys(bounded, loo.value_range,
+                        lambda a: torch.as_tensor(a, dtype=dtype, device=device))
 
 
 def _local_fits(attentions, coords, loo, degree, working_memory, bounded=False):

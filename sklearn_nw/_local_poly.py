@@ -81,6 +81,16 @@ def _target_range(bounded):
     return bounded if isinstance(bounded, TargetRange) else None
 
 
+def bounded_keys(bounded, value_range, tensor):
+    """``bounded`` as the local fits take it: where the keys are means of rows of
+    different targets (``value_range``, a leave-one-out set's: the distinct inputs of
+    ``leave_out="input"``), the range of those targets, a :class:`TargetRange` of
+    ``tensor`` of them, as a fit on the rows has it."""
+    if not bounded or value_range is None:
+        return bounded
+    return TargetRange(*(tensor(a) for a in value_range))
+
+
 def n_terms(n_coords, degree):
     """Columns of ``phi`` for ``n_coords`` coordinates: 1, then d, then d (d + 1) / 2."""
     return 1 + (n_coords if degree >= 1 else 0) + (
@@ -922,23 +932,31 @@ def held_range(held, v, high=None):
     of a product of the mask with integer ranks (a selection of the values by a mask
     costs about ten times as much per entry: measured, (29, 25, 800) blocks of a local
     fit's grid on one thread, 1.9 ms against 0.14 ms). Exact: the bounds are targets."""
-    high = v if high is None else high
-    lo = [_held_end(held, column, largest=False) for column in v.T]
-    hi = [_held_end(held, column, largest=True) for column in high.T]
+    lo, hi = [], []
+    for c, column in enumerate(v.T):
+        ranked = _ranked(column)
+        lo.append(_held_end(held, ranked, largest=False))
+        hi.append(_held_end(held, ranked if high is None else _ranked(high[:, c]),
+                            largest=True))
     return torch.stack(lo, -1), torch.stack(hi, -1)
 
 
-def _held_end(held, column, largest):
-    """The smallest (or ``largest``) of ``column`` (n,) over the held keys (..., n):
-    ``inf`` (``-inf``) where none is held (:func:`held_range`)."""
-    n = column.shape[0]
-    rank_dtype = torch.int16 if n < 2**15 - 1 else torch.int32
+def _ranked(column):
+    """Each value's rank (n,) in ``column`` (n,) and the values in ascending order."""
     order = torch.argsort(column)
-    rank = torch.empty(n, dtype=torch.int64, device=column.device)
-    rank[order] = torch.arange(n, device=column.device)
-    ascending = column[order]
+    rank = torch.empty(len(column), dtype=torch.int64, device=column.device)
+    rank[order] = torch.arange(len(column), device=column.device)
+    return rank, column[order]
+
+
+def _held_end(held, ranked, largest):
+    """The smallest (or ``largest``) of a column of ``_ranked`` over the held keys (...,
+    n): ``inf`` (``-inf``) where none is held (:func:`held_range`)."""
+    rank, ascending = ranked
+    n = len(rank)
+    rank_dtype = torch.int16 if n < 2**15 - 1 else torch.int32
     # 0: no key held (a row of NaN attention), read as the infinite ends.
-    inf = column.new_full((1,), torch.inf)
+    inf = ascending.new_full((1,), torch.inf)
     if largest:
         from_top = (held * (rank + 1).to(rank_dtype)).amax(-1).long()  # highest rank + 1
         return torch.cat([-inf, ascending])[from_top]

@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from ._adaptive import KINDS, Adaptive, auto_scale, neighbors_held
 from ._leave_one_out import UNITS, input_queries
-from ._local_poly import TargetRange
+from ._local_poly import bounded_keys
 from ._loo_descent import EVAL_ROWS, FULL_BATCH_MAX, NEGLIGIBLE, descent
 from ._loo_objective import (
     Objective,
@@ -318,10 +318,8 @@ class LeaveOneOutBandwidth(BaseEstimator):
             torch.as_tensor(np.asarray(a, dtype=dtype), device=device).to(descent_dtype)
             for a in (loo.X, loo.values, loo.log_weight, loo.self_log_weight))
         group = None if loo.group is None else torch.as_tensor(loo.group, device=device)
-        if bounded and loo.value_range is not None:  # keys of rows of different targets
-            bounded = TargetRange(*(
-                torch.as_tensor(np.asarray(a, dtype=dtype), device=device).to(descent_dtype)
-                for a in loo.value_range))
+        bounded = bounded_keys(bounded, loo.value_range, lambda a: torch.as_tensor(
+            np.asarray(a, dtype=dtype), device=device).to(descent_dtype))
         n, d = x.shape
         w = log_w.exp()
         check_two_inputs(int((w > 0).sum()), n, "bandwidth='loo'")
