@@ -255,6 +255,21 @@ class FittedKeys:
         return None if method is None else method(self, queries, device=device,
                                                   working_memory=working_memory)
 
+    def leave_one_out_block_moves(self, queries):
+        """How the fits at a block of ``queries`` move without each key, held for that
+        block (a :class:`~sklearn_nw._routes.LeaveOneOutMoves`:
+        :meth:`~sklearn_nw._routes_adaptive.AdaptiveRoute.leave_one_out_block_moves`,
+        the sample-point bandwidth's); else None."""
+        if not self.leave_one_out_blocks:
+            return None
+        return self.route.leave_one_out_block_moves(self, queries)
+
+    @property
+    def leave_one_out_blocks(self):
+        """Whether :meth:`leave_one_out_block_moves` gives the moves: Nadaraya-Watson under
+        a sample-point bandwidth, keys of one weight, float64."""
+        return getattr(self.route, "leave_one_out_blocks", False)
+
     def gradient_weights(self, queries, *, device="cpu", working_memory=1024):
         """How the fit at ``queries`` moves with each coordinate: the weights (n_q, n, d)
         of the values in its derivative (Nadaraya-Watson), or in the local polynomial's

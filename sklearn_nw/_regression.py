@@ -473,13 +473,16 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         y = self.y_fit_
         positive = self.sample_weight_ > 0
         residuals = np.abs(y - self._leave_one_out_predictions())
-        by_windows = self._jackknife_plus_by_windows(X, positive, residuals, alphas)
-        if by_windows is None:
-            return self._jackknife_plus_by_attention(X, y, positive, residuals, alphas)
-        y_pred, intervals, rest = by_windows
-        if rest.any():
-            y_pred[rest], intervals[rest] = self._jackknife_plus_by_attention(
-                X[rest], y, positive, residuals, alphas)
+        with self.key_set_.leave_one_out_session():  # (shared by both passes)
+            by_windows = (self._jackknife_plus_by_blocks(X, positive, residuals, alphas)
+                          if self.key_set_.leave_one_out_blocks else
+                          self._jackknife_plus_by_windows(X, positive, residuals, alphas))
+            if by_windows is None:
+                return self._jackknife_plus_by_attention(X, y, positive, residuals, alphas)
+            y_pred, intervals, rest = by_windows
+            if rest.any():
+                y_pred[rest], intervals[rest] = self._jackknife_plus_by_attention(
+                    X[rest], y, positive, residuals, alphas)
         return y_pred, intervals
 
     def _jackknife_plus_by_windows(self, X, positive, residuals, alphas):
@@ -502,6 +505,34 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
             lambda rows, columns: moves.moves(fast[rows], ranking[columns])[:, :, 0] * scale,
             device=self._compute_device())
         return y_pred, intervals, moves.rest
+
+    def _jackknife_plus_by_blocks(self, X, positive, residuals, alphas):
+        """:meth:`_jackknife_plus_by_windows` from moves held per chunk of queries
+        (:meth:`~sklearn_nw._keys.FittedKeys.leave_one_out_block_moves`: each chunk's own
+        pass gives its predictions, the bounds on its moves and the moves on the windows'
+        keys), on the workers."""
+        scale = self._scaling[1]  # the values' unit in the targets'
+        ranking = np.flatnonzero(positive)
+        ranked = RankedScores(residuals[ranking])  # (shared by the chunks)
+        y_pred, rest = np.empty(X.shape[0]), np.zeros(X.shape[0], dtype=bool)
+
+        def bounds(rows):  # (rows a slice: each chunk writes its own predictions)
+            moves = self.key_set_.leave_one_out_block_moves(X[rows])
+            rest[rows] = moves.rest
+            fast = np.flatnonzero(~moves.rest)
+            out = np.full((len(moves.rest), 2, len(alphas)), np.nan)
+            if len(fast):
+                y_pred[rows][fast] = self._outputs(moves.fits[fast])
+                out[fast] = jackknife_plus_windows(
+                    y_pred[rows][fast], moves.bound[fast, 0] * scale, ranked, alphas,
+                    lambda queries, columns: moves.moves(
+                        fast[queries], ranking[columns])[:, :, 0] * scale)
+            return out
+
+        intervals = self._in_query_chunks(X.shape[0], bounds,
+                                          row_bytes=8 * 10 * self.X_fit_.shape[0])
+        self._check_pooled(X.shape[0], y_pred[~rest], 0, 0)
+        return y_pred, intervals, rest
 
     def _jackknife_plus_by_attention(self, X, y, positive, residuals, alphas):
         """The predictions at X and their jackknife+ bounds from the queries' attention

@@ -16,6 +16,7 @@ import torch
 from sklearn.utils import gen_batches
 
 from ._adaptive import LeaveOneOutNeighbors, kth_distances
+from ._engine import exp_
 from ._engine_candidates import dense_pool, dense_sums
 from ._grids import categorical_logits
 from ._routes import LeaveOneOutMoves, PooledWithVariance, Route, pooled_values, torch_dtype
@@ -62,6 +63,11 @@ class AdaptiveRoute(Route):
                 index, keys.sample_weight[index_rows], keys.search_space(keys.X)[:, :self.r],
                 adaptive.n_neighbors, leave_out_location=True)  # (n,)
             self.key_bandwidth = adaptive.scale * self.key_distance
+        # Whether leave_one_out_block_moves gives the moves: Nadaraya-Watson under a
+        # sample-point bandwidth, keys of one weight, float64.
+        self.leave_one_out_blocks = bool(
+            adaptive.kind == "sample_point" and not keys.degree
+            and np.ptp(self.keys_weight) == 0 and keys.dtype == np.float64)
 
     def pool(self, keys, queries, settings):
         """Each query against every key of positive weight, the distances divided by the
@@ -319,6 +325,76 @@ class AdaptiveRoute(Route):
 
         return LeaveOneOutMoves(fits, bound, rest, moves)
 
+    def leave_one_out_block_moves(self, keys, queries):
+        """How the sample-point fits at a block of ``queries`` move without each key, as
+        refits without it (:meth:`leave_one_out_fits`), for the jackknife+: a
+        :class:`~sklearn_nw._routes.LeaveOneOutMoves` whose ``moves`` come from the
+        block's own pass (it holds the changes ``e_i^+ - e_i`` of the keys' weights at
+        their wider bandwidths, (b, m)), not from every fit without every key.
+
+        Without key j the fit moves by ``(-a_j (v_j - f) + sum_{i in R_j} d_i (v_i - f))
+        / (1 - a_j + sum_{i in R_j} d_i)``, ``a`` the attention, ``d = e^+ - e`` in its
+        unit and ``R_j`` the keys whose ``d_k`` holds j (at most ``K`` of them): at most
+        ``(max_j a_j |v_j - f| + the K largest |d_i| |v_i - f|) / (1 - T)``, ``T =
+        max_j a_j +`` the K largest ``|d_i|``. Queries where ``T`` may reach 0.9 (the
+        weight left ``1 - a_j + ...``, taken as it comes, would lose more than a digit
+        to the cancellation), or without kernel mass, are left to
+        :meth:`leave_one_out_fits` (``rest``). None for the balloon, local polynomials,
+        keys of several weights and float32 fits (``leave_one_out_blocks``)."""
+        if not self.leave_one_out_blocks:
+            return None
+        v = keys.values[self.index_rows].astype(np.float64)  # (n', t)
+        search = keys.search_space(queries)[:, : self.r]  # (b, r)
+        dist, categories, top, attention, total, empty = self._key_weights(keys, queries,
+                                                                           search)
+        attention /= total  # (b, n')
+        fits = attention @ v  # (b, t)
+        plans = self._held_wider_keys()  # one weight: at most one plan, every key removed
+        if plans:
+            _, columns, moved, wider = plans[0]
+            change = self._wider_weights(keys, dist, categories, top, total, columns,
+                                         wider)  # (b, m)
+            every = len(columns) == attention.shape[1]
+            change -= attention if every else attention[:, columns]
+            most = int(np.diff(moved.indptr).max())  # the largest R_j
+        else:  # no key's bandwidth moves without another
+            columns, moved = np.zeros(0, np.intp), sp.csr_array((len(v), 0))
+            change, most, every = np.zeros((len(queries), 0)), 0, False
+        size = np.abs(change)  # (b, m)
+        largest = lambda a: torch.topk(torch.from_numpy(a), min(most, a.shape[1]), dim=1,
+                                       sorted=False).values.sum(1).numpy()  # (b,)
+        reach = attention.max(1) + largest(size)  # (b,) T
+        rest = empty | ~(reach < 0.9)
+        bound = np.empty_like(fits)  # (b, t)
+        for t in range(v.shape[1]):
+            off = np.abs(v[:, t] - fits[:, t, None])  # (b, n')
+            own = np.multiply(attention, off).max(1)  # (b,) max_j a_j |v_j - f|
+            off = off if every else off[:, columns]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                bound[:, t] = (own + largest(np.multiply(size, off, out=off))) / (1 - reach)
+        bound[rest] = np.inf
+        del size
+        column = np.full(keys.X.shape[0], -1)
+        column[self.index_rows] = np.arange(len(self.index_rows))
+        v_moved = v[columns]  # (m, t)
+
+        def moves(rows, keys_asked):
+            at = column[keys_asked]  # (m',) among the keys of positive weight
+            held = moved[at]  # (m', m): the keys each one's removal moves
+            d, a, f = change[rows], attention[rows][:, at], fits[rows]  # (b', m), (b', t)
+            # sum_{i in R_j} d_i and sum_{i in R_j} d_i (v_i - f), in one product.
+            pulls = np.concatenate([d] + [d * (v_moved[:, t] - f[:, t, None])
+                                          for t in range(v.shape[1])])  # ((1 + t) b', m)
+            sums = held @ np.ascontiguousarray(pulls.T)  # (m', (1 + t) b')
+            shift = sums[:, : len(rows)].T  # (b', m')
+            out = np.empty((len(rows), len(at), v.shape[1]))
+            for t in range(v.shape[1]):
+                pulled = sums[:, (1 + t) * len(rows) : (2 + t) * len(rows)].T  # (b', m')
+                out[:, :, t] = (pulled - a * (v[at, t] - f[:, t, None])) / (1 - a + shift)
+            return out
+
+        return LeaveOneOutMoves(fits, bound, rest, moves)
+
     def leave_one_out_own_fits(self, keys, settings, values=None):
         """Each training row's fit at its own input without it, as a refit without it
         (the diagonal of :meth:`leave_one_out_fits` at the training inputs, without its
@@ -514,7 +590,7 @@ class AdaptiveRoute(Route):
         top = logits.max(1, keepdims=True)  # (b, 1)
         empty = ~np.isfinite(top[:, 0])
         top[empty] = 0.0
-        e = torch.from_numpy(logits).sub_(torch.from_numpy(top)).exp_().numpy()  # (b, n')
+        e = exp_(torch.from_numpy(logits).sub_(torch.from_numpy(top))).numpy()  # (b, n')
         total = e.sum(1, keepdims=True)  # (b, 1)
         total[empty] = 1.0
         return dist, categories, top, e, total, empty
@@ -525,7 +601,7 @@ class AdaptiveRoute(Route):
         logits = self._key_logits(keys, dist[:, columns], None if categories is None
                                   else categories[:, columns], wider,
                                   self._key_bandwidths(), columns)
-        return torch.from_numpy(logits).sub_(torch.from_numpy(top)).exp_().div_(
+        return exp_(torch.from_numpy(logits).sub_(torch.from_numpy(top))).div_(
             torch.from_numpy(total)).numpy()
 
     def _sample_point_without_each(self, keys, queries, search_queries, v_keys, device,

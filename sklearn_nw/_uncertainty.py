@@ -379,8 +379,9 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, pairs=2**17
     fits : ndarray of shape (n_q,)
     bound : ndarray of shape (n_q,)
         At least the largest move of each query's fit.
-    residuals : ndarray of shape (n,)
-        The leave-one-out residuals of the rows that rank (positive weight).
+    residuals : ndarray of shape (n,) or RankedScores
+        The leave-one-out residuals of the rows that rank (positive weight), or their
+        :class:`RankedScores` (ranked once for several calls).
     alphas : ndarray of shape (n_levels,)
     moves_on : callable
         ``moves_on(rows, columns)``: the moves (b, m) of the fits at the queries
@@ -396,15 +397,17 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, pairs=2**17
     -------
     ndarray of shape (n_q, 2, n_levels)
     """
-    n_q, n = len(fits), len(residuals)
+    ranked = RankedScores.of(residuals)
+    n_q, n = len(fits), len(ranked.order)
     # Twice D, with room for the rounding of the fits, the moves and the residuals.
-    reach = 2 * bound * (1 + 1e-6) + 1e-12 * (np.abs(fits).max() + residuals.max())
+    reach = 2 * bound * (1 + 1e-6) + 1e-12 * (np.abs(fits).max() + ranked.sorted[1][-1])
     sides = []  # (side, level, rank, rows in the order of c, c ascending)
-    for side, sign in ((0, -1.0), (1, 1.0)):
-        by_shift = np.argsort(sign * residuals, kind="stable")  # (n,)
+    # c = -R ascending is R's order reversed (tied rows take either order: the windows
+    # hold every row of a value or none).
+    for side, by_shift in ((0, ranked.order[::-1]), (1, ranked.order)):
         for level, alpha in enumerate(alphas):
             sides.append((side, level, _ranks(alpha, n)[side], by_shift,
-                          sign * residuals[by_shift]))
+                          ranked.sorted[side]))
     out = np.empty((n_q, 2, len(alphas)))
     order = np.argsort(reach)  # chunks of queries of similar reach
     # Each query's rows between, in that order (nested: a chunk's union is its last's).
@@ -429,10 +432,13 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, pairs=2**17
             columns.append(by_shift[lo:hi])
         if not windows:
             return
-        moves = moves_on(rows, np.concatenate(columns))  # (b, sum of m)
+        # The sides' and levels' windows overlap (both sides rank the same residuals):
+        # each row's move computed once.
+        asked, place = np.unique(np.concatenate(columns), return_inverse=True)
+        moves = moves_on(rows, asked)  # (b, m)
         start = 0
         for side, level, k, c in windows:
-            moved = c + moves[:, start : start + len(c)]  # (b, m)
+            moved = c + moves[:, place[start : start + len(c)]]  # (b, m')
             start += len(c)
             out[rows, side, level] = fits[rows] + np.partition(moved, k - 1, axis=1)[:, k - 1]
 

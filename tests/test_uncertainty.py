@@ -791,15 +791,22 @@ def test_local_fits_under_a_balloon_bandwidth_without_each_row_equal_refits(
     np.testing.assert_allclose(own, expected_own, rtol=1e-9, atol=1e-9)
 
 
-def _balloon_moves_against_refits(make, X, y, Q, w):
-    """The balloon's moves (keys of one weight) at the queries it serves, against refits
-    without each row, and each within its query's bound; returns them (f, n) and the
-    queries served (in the targets' unit)."""
+def _moves_against_refits(make, X, y, Q, w, block=False):
+    """The moves of the fits without each key (keys of one weight: the balloon's, or
+    with ``block`` the sample-point bandwidth's held per block of queries) at the
+    queries they serve, against refits without each row, and each within its query's
+    bound; returns them (f, n) and the queries served (in the targets' unit)."""
     model = make().fit(X, y, sample_weight=w)
-    moves = model.key_set_.leave_one_out_moves(Q)
+    keys = model.key_set_
+    with keys.leave_one_out_session():
+        moves = keys.leave_one_out_block_moves(Q) if block else keys.leave_one_out_moves(Q)
     fast = np.flatnonzero(~moves.rest)
     y_pred = model.predict(Q)
-    np.testing.assert_array_equal(model._outputs(moves.fits), y_pred)
+    if block:  # from the block's own attention
+        np.testing.assert_allclose(model._outputs(moves.fits[fast]), y_pred[fast],
+                                   rtol=1e-12, atol=1e-14)
+    else:  # the balloon's pass is predict's
+        np.testing.assert_array_equal(model._outputs(moves.fits), y_pred)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
         expected, _ = _refits_without_each_row(make, X, y, Q, w)
@@ -808,10 +815,15 @@ def _balloon_moves_against_refits(make, X, y, Q, w):
     np.testing.assert_allclose(got, expected[fast] - y_pred[fast, None], rtol=1e-9,
                                atol=1e-9)
     assert np.all(np.abs(got) <= moves.bound[fast] * scale * (1 + 1e-12))
-    # Each query's own keys (the sets' windows), the keys within d_k among them.
-    own = np.random.default_rng(3).integers(0, len(y), (len(fast), 12))  # (f, 12)
-    np.testing.assert_allclose(moves.moves(fast, own)[:, :, 0] * scale,
-                               np.take_along_axis(got, own, 1), rtol=1e-12, atol=1e-14)
+    # A few keys asked, in any order: the same moves (the balloon's each query its own,
+    # as the sets' windows ask them; the blocks' shared, as the jackknife+'s windows).
+    rng = np.random.default_rng(3)
+    asked = (rng.permutation(len(y))[:11] if block
+             else rng.integers(0, len(y), (len(fast), 12)))  # (11,) or (f, 12)
+    np.testing.assert_allclose(
+        moves.moves(fast, asked)[:, :, 0] * scale,
+        got[:, asked] if block else np.take_along_axis(got, asked, 1),
+        rtol=1e-12, atol=1e-14)
     return got, fast
 
 
@@ -823,7 +835,7 @@ def test_balloon_moves_without_each_row_equal_refits_within_their_bound(kernel, 
     # Every key's move, inside d_k (the wider bandwidth) or beyond it.
     X, y, Q, _ = _adaptive_data(layout, "unit")
     k = int(10 * weight)  # units: 10 keys within d_k
-    got, fast = _balloon_moves_against_refits(
+    got, fast = _moves_against_refits(
         lambda: _adaptive("balloon", kernel, X, k=k), X, y, Q, np.full(len(y), weight))
     assert len(fast) >= 5
 
@@ -841,7 +853,7 @@ def test_balloon_moves_of_points_whose_squares_overflow(kernel):
         return NadarayaWatsonRegressor(kernel=kernel, bandwidth=AdaptiveBandwidth(
             "balloon", n_neighbors=10, base=base))
 
-    got, fast = _balloon_moves_against_refits(make, X, y, Q, np.ones(len(y)))
+    got, fast = _moves_against_refits(make, X, y, Q, np.ones(len(y)))
     assert len(fast) >= 5 and np.all(np.isfinite(got))
 
 
@@ -863,8 +875,33 @@ def test_balloon_moves_hold_a_far_target_just_beyond_d_k(kernel, weight):
         return NadarayaWatsonRegressor(kernel=kernel, bandwidth=AdaptiveBandwidth(
             "balloon", n_neighbors=k, scale=1.5, base=np.ones(2)))
 
-    got, fast = _balloon_moves_against_refits(make, X, y, Q, np.full(len(y), weight))
+    got, fast = _moves_against_refits(make, X, y, Q, np.full(len(y), weight))
     assert fast[0] == 0 and np.argmax(np.abs(got[0])) == 10
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+@pytest.mark.parametrize("layout", ["scattered", "repeated", "lattice"])
+@pytest.mark.parametrize("weight, k", [(1.0, 3), (1.0, 5), (2.5, 12)])
+def test_sample_point_block_moves_equal_refits_within_their_bound(kernel, layout, weight,
+                                                                   k):
+    # Each key's move at the queries a block serves: its own attention, and the keys
+    # whose k-th neighbor distance held it at their wider bandwidths; every move within
+    # the query's bound (from the largest terms, not the moves themselves).
+    X, y, Q, _ = _adaptive_data(layout, "unit")
+    _, fast = _moves_against_refits(lambda: _adaptive("sample_point", kernel, X, k=k),
+                                    X, y, Q, np.full(len(y), weight), block=True)
+    assert len(fast) >= 4
+
+
+def test_sample_point_block_moves_are_not_offered_where_they_do_not_hold():
+    # Keys of several weights (each weight its own wider bandwidths), local polynomials
+    # and float32 fits take the fits without each row; the balloon its own moves.
+    X, y, Q, w = _adaptive_data("scattered", "integer")
+    offered = lambda model: model.key_set_.leave_one_out_blocks
+    assert offered(_adaptive("sample_point", "gaussian", X).fit(X, y))
+    assert not offered(_adaptive("sample_point", "gaussian", X).fit(X, y, sample_weight=w))
+    assert not offered(_adaptive("balloon", "gaussian", X).fit(X, y))
+    assert not offered(_adaptive("sample_point", "gaussian", X).fit(X.astype(np.float32), y))
 
 
 @pytest.mark.parametrize("kind", ["balloon", "sample_point"])
@@ -882,6 +919,10 @@ def test_jackknife_plus_with_an_adaptive_bandwidth_equals_explicit_refits(kind, 
     moves = model.key_set_.leave_one_out_moves(Q)
     assert (moves is not None and not moves.rest.all()) == (
         kind == "balloon" and weights == "unit")
+    # The sample-point bandwidth's moves held per block of queries (some queries left
+    # to the fits without each row: T reaches 0.9 on this data).
+    assert model.key_set_.leave_one_out_blocks == (kind == "sample_point"
+                                                   and weights == "unit")
     fitted = dict(vars(model.key_set_.route))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
