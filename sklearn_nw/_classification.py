@@ -275,34 +275,65 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         own = conformity_scores(loo_proba, conformity_score, own_mass=train_share,
                                 tie=tolerance)  # (n, c)
         training_scores = own[np.arange(len(one_hot)), self.y_fit_][positive]
-        by_windows = self._sets_by_windows(X, conformity_score, query_share, positive,
-                                           training_scores, alphas, tolerance)
-        if by_windows is not None:
+        with self.key_set_.leave_one_out_session():  # (shared by both passes)
+            by_windows = self._sets_by_windows(X, conformity_score, query_share, positive,
+                                               training_scores, alphas, tolerance)
+            if by_windows is None:
+                return self._conformal_sets_by_attention(
+                    X, conformity_score, query_share, positive, one_hot, training_scores,
+                    alphas, tolerance)
             y_pred, sets, rest = by_windows
             if rest.any():
                 y_pred[rest], sets[rest] = self._conformal_sets_by_attention(
                     X[rest], conformity_score,
                     query_share if np.isscalar(query_share) else query_share[rest],
                     positive, one_hot, training_scores, alphas, tolerance)
-            return y_pred, sets
-        return self._conformal_sets_by_attention(X, conformity_score, query_share, positive,
-                                                 one_hot, training_scores, alphas, tolerance)
+        return y_pred, sets
 
     def _sets_by_windows(self, X, conformity_score, query_share, positive, training_scores,
                          alphas, tolerance):
         """The predictions at X, their conformal sets from the moves of the class
         probabilities without each key on the training rows that can change a count
         (:func:`~sklearn_nw._uncertainty.conformal_sets_windows`), and which queries
-        (n_q,) those do not serve; None where the route has no such moves.
+        (n_q,) those do not serve; None where the route has no such moves (the route's
+        for every query, or held per chunk of queries:
+        :meth:`~sklearn_nw._keys.FittedKeys.leave_one_out_block_moves`)."""
+        settings = (conformity_score, positive, training_scores, alphas, tolerance)
+        if self.key_set_.leave_one_out_blocks:
+            proba = np.empty((X.shape[0], len(self.classes_)))
+            rest = np.zeros(X.shape[0], dtype=bool)
+
+            def sets(rows):  # (rows a slice: each chunk writes its own probabilities)
+                moves = self.key_set_.leave_one_out_block_moves(X[rows])
+                proba[rows], rest[rows] = moves.fits, moves.rest
+                share = query_share if np.isscalar(query_share) else query_share[rows]
+                return self._sets_from_moves(moves, share, *settings)
+
+            row_bytes = 8 * (10 + 2 * len(self.classes_)) * self.X_fit_.shape[0]
+            out = self._in_query_chunks(X.shape[0], sets, row_bytes=row_bytes)
+        else:
+            moves = self.key_set_.leave_one_out_moves(
+                X, device=self._compute_device(),
+                working_memory=get_config()["working_memory"])
+            if moves is None or moves.rest.all():
+                return None
+            proba, rest = moves.fits, moves.rest
+            out = self._sets_from_moves(moves, query_share, *settings)
+        self._check_pooled(X.shape[0], proba[~rest], 0, 0)
+        return self.classes_[np.argmax(proba, axis=1)], out, rest
+
+    def _sets_from_moves(self, moves, query_share, conformity_score, positive,
+                         training_scores, alphas, tolerance):
+        """The conformal sets (n_q, c, n_levels) at the queries ``moves`` (a
+        :class:`~sklearn_nw._routes.LeaveOneOutMoves`) serves, from the moves on the
+        training rows that can change a count; undefined at the others (``rest``).
 
         A probability moves by at most ``D_j`` (the route's bound), a score by at most
         :func:`~sklearn_nw._uncertainty.conformity_score_bound`."""
-        moves = self.key_set_.leave_one_out_moves(
-            X, device=self._compute_device(), working_memory=get_config()["working_memory"])
-        if moves is None or moves.rest.all():
-            return None
-        self._check_pooled(X.shape[0], moves.fits[~moves.rest], 0, 0)
         ranking, fast = np.flatnonzero(positive), np.flatnonzero(~moves.rest)
+        sets = np.zeros((len(moves.rest), len(self.classes_), len(alphas)), dtype=bool)
+        if not len(fast):
+            return sets
         p, D = moves.fits[fast], moves.bound[fast]  # (q, c)
         share = (query_share if np.isscalar(query_share)
                  else query_share[fast])  # a number, or (q, 1)
@@ -317,12 +348,10 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
             return (conformity_scores(moved, conformity_score, own_mass=own, classes=[k],
                                       tie=tolerance)[:, :, 0] - scores[rows, None, k])
 
-        sets = np.empty((X.shape[0], len(self.classes_), len(alphas)), dtype=bool)
         sets[fast] = conformal_sets_windows(scores, bound, training_scores, alphas,
                                             tolerance, moves_on,
                                             device=self._compute_device())
-        rest = moves.rest
-        return self.classes_[np.argmax(moves.fits, axis=1)], sets, rest
+        return sets
 
     def _conformal_sets_by_attention(self, X, conformity_score, query_share, positive,
                                      one_hot, training_scores, alphas, tolerance):

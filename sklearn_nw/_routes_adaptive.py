@@ -379,17 +379,22 @@ class AdaptiveRoute(Route):
         v_moved = v[columns]  # (m, t)
 
         def moves(rows, keys_asked):
+            if np.ndim(keys_asked) == 2:  # each query its own: the moves on their union
+                held = np.zeros(len(column), dtype=bool)
+                held[keys_asked] = True
+                place = np.cumsum(held) - 1  # (n,) each key's place in the union
+                return np.take_along_axis(moves(rows, np.flatnonzero(held)),
+                                          place[keys_asked][:, :, None], 1)
             at = column[keys_asked]  # (m',) among the keys of positive weight
-            held = moved[at]  # (m', m): the keys each one's removal moves
             d, a, f = change[rows], attention[rows][:, at], fits[rows]  # (b', m), (b', t)
             # sum_{i in R_j} d_i and sum_{i in R_j} d_i (v_i - f), in one product.
             pulls = np.concatenate([d] + [d * (v_moved[:, t] - f[:, t, None])
                                           for t in range(v.shape[1])])  # ((1 + t) b', m)
-            sums = held @ np.ascontiguousarray(pulls.T)  # (m', (1 + t) b')
-            shift = sums[:, : len(rows)].T  # (b', m')
+            sums = (moved[at] @ np.ascontiguousarray(pulls.T)).T  # ((1 + t) b', m')
+            shift = sums[: len(rows)]  # (b', m')
             out = np.empty((len(rows), len(at), v.shape[1]))
             for t in range(v.shape[1]):
-                pulled = sums[:, (1 + t) * len(rows) : (2 + t) * len(rows)].T  # (b', m')
+                pulled = sums[(1 + t) * len(rows) : (2 + t) * len(rows)]  # (b', m')
                 out[:, :, t] = (pulled - a * (v[at, t] - f[:, t, None])) / (1 - a + shift)
             return out
 

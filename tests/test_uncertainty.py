@@ -815,15 +815,14 @@ def _moves_against_refits(make, X, y, Q, w, block=False):
     np.testing.assert_allclose(got, expected[fast] - y_pred[fast, None], rtol=1e-9,
                                atol=1e-9)
     assert np.all(np.abs(got) <= moves.bound[fast] * scale * (1 + 1e-12))
-    # A few keys asked, in any order: the same moves (the balloon's each query its own,
-    # as the sets' windows ask them; the blocks' shared, as the jackknife+'s windows).
+    # A few keys asked, in any order: the same moves, shared (as the jackknife+'s
+    # windows ask them) or each query its own (as the sets' windows).
     rng = np.random.default_rng(3)
-    asked = (rng.permutation(len(y))[:11] if block
-             else rng.integers(0, len(y), (len(fast), 12)))  # (11,) or (f, 12)
-    np.testing.assert_allclose(
-        moves.moves(fast, asked)[:, :, 0] * scale,
-        got[:, asked] if block else np.take_along_axis(got, asked, 1),
-        rtol=1e-12, atol=1e-14)
+    shared, own = rng.permutation(len(y))[:11], rng.integers(0, len(y), (len(fast), 12))
+    np.testing.assert_allclose(moves.moves(fast, shared)[:, :, 0] * scale, got[:, shared],
+                               rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(moves.moves(fast, own)[:, :, 0] * scale,
+                               np.take_along_axis(got, own, 1), rtol=1e-12, atol=1e-14)
     return got, fast
 
 
@@ -1602,6 +1601,38 @@ def test_conformal_sets_with_an_adaptive_bandwidth_equal_explicit_refits(
                                     include_last_label=include_last_label, random_state=7)
     np.testing.assert_array_equal(sets, _oracle_sets(make, X, y, Q, w, levels, score,
                                                      include_last_label, seed=7))
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "epanechnikov"])
+def test_sample_point_intervals_and_sets_on_windows_equal_explicit_refits(kernel):
+    # Enough rows that each query's windows hold a part of them: the bounds and sets
+    # decided on those rows' moves alone (held per chunk of queries; chunks of a few
+    # queries, some left to the fits without each row) are the refits'.
+    from sklearn_nw import NadarayaWatsonClassifier
+
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 1, (150, 2))
+    y = np.sin(5 * X[:, 0]) + X[:, 1] + 0.3 * rng.normal(size=150)
+    Q = np.vstack([rng.uniform(-0.1, 1.1, (12, 2)), X[:3]])
+    w = np.ones(150)
+    bandwidth = AdaptiveBandwidth("sample_point", n_neighbors=12, base=np.full(2, 0.3))
+    levels = [0.8, 0.9]
+    regressor = NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth).fit(X, y)
+    assert regressor.key_set_.leave_one_out_blocks
+    labels = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    classifier = NadarayaWatsonClassifier(kernel=kernel, bandwidth=bandwidth).fit(X, labels)
+    with sklearn.config_context(working_memory=0.05):  # chunks of a few queries
+        _, intervals = regressor.predict_interval(Q, confidence_level=levels)
+        _, lac = classifier.predict_set(Q, confidence_level=levels)
+        _, aps = classifier.predict_set(Q, confidence_level=levels, conformity_score="aps")
+    expected = _oracle_jackknife_plus(
+        lambda: NadarayaWatsonRegressor(kernel=kernel, bandwidth=bandwidth), X, y, Q, w,
+        levels)
+    np.testing.assert_allclose(intervals, expected, rtol=1e-10, atol=1e-10)
+    for sets, score in ((lac, "lac"), (aps, "aps")):
+        np.testing.assert_array_equal(sets, _oracle_sets(
+            lambda: NadarayaWatsonClassifier(kernel=kernel, bandwidth=bandwidth), X,
+            labels, Q, w, levels, score))
 
 
 def test_aps_takes_classes_within_the_tolerance_as_tied():
