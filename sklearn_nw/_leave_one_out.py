@@ -384,16 +384,39 @@ def other_keys(positive, rows, group=None):
 
 
 def tie_exact_sq_dist(q, x, h):
-    """Squared distances (b, n) of points ``q`` (b, d) to ``x`` (n, d), both in their raw
-    coordinates, in the metric of bandwidths ``h`` (d,) or of a projection (d, r), divided
-    by its largest entry (the same order as the scaled distances), from the raw
-    differences ``q - x``: keys exactly as far from a query stay tied, as the fitted
-    estimators' nearest-key fallback has them (centered or scaled coordinates round
-    differently, and break such ties: a lattice's). For the few rows of the fallback."""
+    """Squared distances (b, n) of points ``q`` (b, d) to ``x`` (n, d) (or each query its
+    own, (b, n, d)), both in their raw coordinates, in the metric of bandwidths ``h`` (d,)
+    or of a projection (d, r), divided by its largest entry (the same order as the scaled
+    distances), from the raw differences ``q - x``: keys exactly as far from a query stay
+    tied, as the fitted estimators' nearest-key fallback has them (centered or scaled
+    coordinates round differently, and break such ties: a lattice's). For the few rows
+    of the fallback."""
     unit = h / h.abs().max()
-    diff = q[:, None, :] - x[None, :, :]  # (b, n, d)
+    diff = q[:, None, :] - (x if x.ndim == 3 else x[None])  # (b, n, d)
     diff = diff / unit if unit.ndim == 1 else diff @ unit
     return torch.einsum("bnr,bnr->bn", diff, diff)
+
+
+def raw_ties(queries, points, counts, metric, dtype):
+    """Which of the candidates of a searched fallback tie with their query's nearest by
+    :func:`tie_exact_sq_dist` in ``dtype`` (bool (p,)): queries (m, d) with no key in
+    reach, their ``counts`` (m,) candidates ``points`` (p, d) listed query by query (raw
+    inputs within a rounding of the nearest). A tree's distances of scaled points round
+    a lattice's ties apart, or a near tie the other way; the dense fallback keeps every
+    tie of the raw differences."""
+    if not len(points):
+        return np.zeros(0, dtype=bool)
+    m, width = len(queries), int(counts.max())
+    owner = np.repeat(np.arange(m), counts)  # (p,)
+    first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # (m,)
+    slot = np.arange(len(points)) - first[owner]  # (p,)
+    # Each query's candidates in a row, padded with its first (never the only nearest).
+    pad = points[np.minimum(first, len(points) - 1)]  # (m, d) (a query without any: any)
+    padded = np.repeat(pad[:, None], width, axis=1).astype(dtype)  # (m, w, d)
+    padded[owner, slot] = points
+    tensor = lambda a: torch.as_tensor(np.asarray(a, dtype=dtype))
+    d2 = tie_exact_sq_dist(tensor(queries), tensor(padded), tensor(metric)).numpy()  # (m, w)
+    return (d2 == d2.min(1, keepdims=True))[owner, slot]
 
 
 def nearest_keys(d2, eligible):

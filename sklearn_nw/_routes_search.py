@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import torch
 from sklearn.utils import gen_batches
 
-from ._leave_one_out import distinct_inputs
+from ._leave_one_out import distinct_inputs, raw_ties
 from ._routes import Route, numpy_attention, pool_candidates, pooled_values
 from ._search import TreeSearch, nearest_shares, tie_groups
 from ._workers import chunk_rows, n_workers, on_workers
@@ -39,15 +39,16 @@ class _SearchedRoute(Route):
         search_queries = keys.search_space(queries)
 
         def candidates(rows):
-            return self._candidates(keys, search_queries[rows])
+            return self._candidates(keys, search_queries[rows], queries[rows])
 
         result = pool_candidates(keys, queries.shape[0], candidates, keys.search_scale,
                                  settings)
         return pooled_values(*result, queries.shape[0], keys.X.shape[0])
 
-    def _candidates(self, keys, queries):
+    def _candidates(self, keys, queries, raw):
         """Distances, keys and counts per query (CSR layout) of the candidates of
-        ``queries`` in the search space, and each pair's weight (None for unit weights)."""
+        ``queries`` in the search space (``raw`` in the inputs'), and each pair's weight
+        (None for unit weights)."""
         raise NotImplementedError
 
 
@@ -61,19 +62,24 @@ class RadiusRoute(_SearchedRoute):
         super().__init__(keys, index, index_rows)
         self.unit_weights = bool(np.all(keys.sample_weight == 1.0))
 
-    def _candidates(self, keys, queries):
+    def _candidates(self, keys, queries, raw):
         dist, ind = self.index.within(queries, keys.kernel.support * keys.search_scale)
         counts = np.array([len(i) for i in ind])
         unreached = np.flatnonzero(counts == 0)
         if len(unreached):
-            # No key in reach: the nearest ones, every tie (the pooling keeps those at the
-            # least distance and averages them, as the dense engine does).
+            # No key in reach: the nearest ones, every tie of the raw differences (the
+            # pooling keeps those at the least distance, given them all, and averages
+            # them, as the dense engine does).
             d1, _ = self.index.nearest(queries[unreached], 1)
             radii = d1[:, 0] * (1.0 + 1e-9) + np.finfo(np.float64).tiny
             d_l, i_l = self.index.within(queries[unreached], radii)
+            held = np.array([len(i) for i in i_l])
+            tied = np.split(raw_ties(raw[unreached], keys.X[self.index_rows[np.concatenate(
+                list(i_l))]], held, keys.metric, keys.dtype), np.cumsum(held)[:-1])
             for j, q in enumerate(unreached):
-                dist[q], ind[q] = d_l[j], i_l[j]
-                counts[q] = len(i_l[j])
+                ind[q] = i_l[j][tied[j]]
+                dist[q] = np.full(len(ind[q]), d_l[j][tied[j]].min())
+                counts[q] = len(ind[q])
         dist, ind = np.concatenate(dist), np.concatenate(ind)
         if len(self.index_rows) < keys.X.shape[0]:
             ind = self.index_rows[ind]
@@ -152,7 +158,7 @@ class KNearestRoute(_SearchedRoute):
         self.n_neighbors = n_neighbors
         self.inputs = _SharedInputs.of(index, keys.sample_weight[index_rows])
 
-    def _candidates(self, keys, queries):
+    def _candidates(self, keys, queries, raw):
         k = self.n_neighbors
         if self.inputs is not None:  # keys repeat an input: searched once per input
             dist, ind, counts, pair_w = self.inputs.candidates(queries, k)

@@ -125,6 +125,35 @@ def test_tree_fallback_for_queries_out_of_reach(algorithm):
     assert attention[[1]].toarray()[0, nearest] == 1.0
 
 
+@pytest.mark.parametrize("algorithm", ["kd_tree", "ball_tree"])
+@pytest.mark.parametrize("offset", [0.0, 100.0])
+def test_tree_fallback_keeps_a_lattices_ties(algorithm, offset):
+    # Queries near halfway between lattice points (and near the cells' centers), out of a
+    # compact kernel's reach under an anisotropic bandwidth: the nearest keys are those
+    # of the raw differences, every tie, as the dense fallback finds them; the trees'
+    # distances of scaled points rounded near-ties the other way (predictions off by up
+    # to 3.0). The fits without each row (the jackknife's residuals) alike.
+    X = np.stack(np.meshgrid(np.arange(5.0), np.arange(4.0)), -1).reshape(-1, 2)
+    X = X * np.array([0.3, 1.0]) + offset
+    y = np.arange(len(X), dtype=float) % 7
+    Q = np.vstack([X[:-1] + np.array([0.15, 0.0]), X[:-1] + np.array([0.15, 0.5])])
+    h = np.array([0.021 * 0.3, 0.021 * 3.0])
+    kwargs = {"kernel": "epanechnikov", "bandwidth": h}
+    dense = NadarayaWatsonRegressor(**kwargs, algorithm="brute").fit(X, y)
+    tree = NadarayaWatsonRegressor(**kwargs, algorithm=algorithm).fit(X, y)
+    assert tree.route_ == "radius"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        # The dense fallback by hand: the nearest keys by raw differences, every tie.
+        d2 = (((Q[:, None] - X[None]) / (h / h.max())) ** 2).sum(-1)
+        nearest = d2 == d2.min(1, keepdims=True)
+        np.testing.assert_allclose(dense.predict(Q), (nearest @ y) / nearest.sum(1),
+                                   rtol=1e-15)
+        np.testing.assert_array_equal(tree.predict(Q), dense.predict(Q))
+        np.testing.assert_array_equal(tree._leave_one_out_predictions(),
+                                      dense._leave_one_out_predictions())
+
+
 def test_k_nearest_attention_error_is_the_mass_beyond_k():
     X, y, _, Q = _data()
     h = np.array([0.1, 0.1])
