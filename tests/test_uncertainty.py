@@ -383,12 +383,18 @@ def test_nn_needs_two_points():
 # -- jackknife+ against n explicit refits ---------------------------------------------------
 
 
+def _decimal(level):
+    """A confidence level as the decimal it is written as (0.8 is 4/5, not the binary
+    float nearest it): ``alpha (n + 1)`` an integer ranks as that integer."""
+    return Fraction(repr(float(level)))
+
+
 def _rank_low(level, n):
-    return math.floor((1 - Fraction(level)) * (n + 1))
+    return math.floor((1 - _decimal(level)) * (n + 1))
 
 
 def _rank_high(level, n):
-    return math.ceil(Fraction(level) * (n + 1))
+    return math.ceil(_decimal(level) * (n + 1))
 
 
 def _oracle_jackknife_plus(make, X, y, Q, w, levels):
@@ -410,6 +416,19 @@ def _intervals_against_refits(make, X, y, Q, w, levels, tolerance):
         expected = _oracle_jackknife_plus(make, X, y, Q, w, levels)
     np.testing.assert_allclose(intervals, expected, rtol=tolerance, atol=tolerance)
     return intervals
+
+
+@pytest.mark.parametrize("kind", [None, "sample_point"])
+def test_jackknife_plus_ranks_a_decimal_level_as_written(kind):
+    # 29 rows: alpha (n + 1) is 6 at level 0.8 and 3 at 0.9, integers as the levels are
+    # written (the binary floats nearest them give 5.99... and 2.99...): the bounds are
+    # the 6th and 3rd smallest (the 24th and 27th for the upper bounds), as refits give.
+    X, y, Q, _ = _data(n=29, d=2)
+    w = np.ones(29)
+    bandwidth = 0.3 if kind is None else AdaptiveBandwidth(kind, n_neighbors=6,
+                                                           base=np.full(2, 0.3))
+    _intervals_against_refits(lambda: NadarayaWatsonRegressor(bandwidth=bandwidth), X, y, Q,
+                              w, [0.8, 0.9], 1e-10)
 
 
 @pytest.mark.parametrize("kernel, bandwidth, algorithm", [
@@ -1366,7 +1385,7 @@ def _oracle_sets(make, X, y, Q, w, levels, score, include_last_label=True, seed=
     sets = np.empty((len(Q), len(classes), len(levels)), dtype=bool)
     for k, level in enumerate(levels):
         below = (s[:, None, None] < S - 1e-8).sum(0)  # (n_q, c); closer: rounding ties
-        sets[:, :, k] = below < Fraction(level) * (m + 1)
+        sets[:, :, k] = below < _decimal(level) * (m + 1)
     return sets
 
 
