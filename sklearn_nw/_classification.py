@@ -202,8 +202,10 @@ class NadarayaWatsonClassifier(ClassifierMixin, NadarayaWatsonBase):
         query are its attention without row i, renormalized: one attention row per query
         gives every leave-one-out fit ``p_{-i}(x)``, and the training rows' own give
         their scores ``s_i = S(x_i, y_i; p_{-i})``. Class k is in the set at level ``1 -
-        alpha`` when fewer than ``(1 - alpha) (n + 1)`` of the n training rows of positive
-        weight have ``s_i < S(x, k; p_{-i})`` (by more than 1e-8, or 100 float32
+        alpha`` when fewer than ``(1 - alpha) (n + 1)`` (as a decimal, as
+        :meth:`~sklearn_nw.NadarayaWatsonRegressor.predict_interval` ranks) of the n
+        training rows of positive weight have ``s_i < S(x, k; p_{-i})`` (by more than
+        1e-8, or 100 float32
         epsilons in float32: closer scores are ties of rounding): the CV+ sets of
         Romano, Sesia and Candes (2020) with one row per fold (the jackknife+ of
         classification), which hold a new label with probability at least ``1 - 2

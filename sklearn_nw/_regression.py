@@ -409,8 +409,10 @@ class NadarayaWatsonRegressor(RegressorMixin, NadarayaWatsonBase):
         ``floor(alpha (n + 1))``-th smallest of ``f_{-i}(x) - R_i`` to the
         ``ceil((1 - alpha) (n + 1))``-th smallest of ``f_{-i}(x) + R_i``, ``alpha = 1 -
         confidence_level``, over the n training rows of positive sample weight (Barber
-        et al. 2021): it covers a new target with probability at least ``1 - 2 alpha``
-        for exchangeable data, and about ``1 - alpha`` in practice. With ``degree`` 1 or
+        et al. 2021; ``alpha (n + 1)`` taken as the decimal the level is written as: at
+        0.8 and 29 rows, 6, not the 5.99... of its binary float): it covers a new target
+        with probability at least ``1 - 2 alpha`` for exchangeable data, and about ``1 -
+        alpha`` in practice. With ``degree`` 1 or
         2, each local fit without a row is its own least-squares update (Sherman-Morrison:
         the fit moves by its equivalent kernel's weight times the row's residual from the
         query's local polynomial, over one minus its leverage there), and a bounded one
