@@ -905,14 +905,21 @@ def test_uncertainty_benchmark_runs_with_or_without_its_peers(bench, tmp_path):
     around = saved["sections"]["cost"]["neighbourhood"]
     assert [(r["n"], r["d"], r["case"]) for r in around] == [
         (200, 1, "dense Gaussian"), (200, 1, "local linear"),
-        (200, 1, "cell list Epanechnikov")]
+        (200, 1, "cell list Epanechnikov"), (200, 1, "sample-point Gaussian (k = 40)"),
+        (300, 2, "sample-point Gaussian (k = 10)"), (300, 2, "sample-point Gaussian (k = 100)")]
+    # The target's line and the neighbourhood's, each from its own rows.
+    lines = saved["sections"]["cost"]["targets"]
+    assert [t["name"] for t in lines][1] == "the same around it (other n, d and k)"
+    ratios = [r[k] / r["predict_s"] for r in around
+              for k in ("return_std_nn_s", "return_std_hc2_s", "predict_interval_s")]
+    assert lines[1]["met"] == (max(ratios) <= 3.0)
     assert "| 200 × 1 | dense Gaussian |" in printed
     assert "| 200 × 1 | cell list Epanechnikov |" in printed
     margeff = saved["sections"]["margeff"]["results"]
     assert [r["degree"] for r in margeff] == [0, 1]
     assert all(r["ours_s"] > 0 and r["ours_std_s"] > 0 for r in margeff)
     assert margeff[1]["statsmodels"]["max_abs_diff_effects"] <= 1e-8
-    assert len(saved["targets"]) == 5
+    assert len(saved["targets"]) == 6
     assert all(isinstance(t["met"], bool) or t["met"] is None for t in saved["targets"])
     assert (out_dir / "bench_uncertainty.md").read_text() == printed
     assert "| dense Gaussian |" in printed
