@@ -397,26 +397,31 @@ def tie_exact_sq_dist(q, x, h):
     return torch.einsum("bnr,bnr->bn", diff, diff)
 
 
-def raw_ties(queries, points, counts, metric, dtype):
-    """Which of the candidates of a searched fallback tie with their query's nearest by
-    :func:`tie_exact_sq_dist` in ``dtype`` (bool (p,)): queries (m, d) with no key in
-    reach, their ``counts`` (m,) candidates ``points`` (p, d) listed query by query (raw
-    inputs within a rounding of the nearest). A tree's distances of scaled points round
-    a lattice's ties apart, or a near tie the other way; the dense fallback keeps every
-    tie of the raw differences."""
-    if not len(points):
-        return np.zeros(0, dtype=bool)
+def keep_raw_ties(queries, dists, inds, points, metric, dtype):
+    """A searched fallback's candidates kept where they tie with their query's nearest by
+    :func:`tie_exact_sq_dist` in ``dtype``, each at the least of their distances (the
+    pooling then keeps them all): queries (m, d) with no key in reach, raw inputs, and
+    per query its candidates' distances and indices into ``points`` (raw inputs),
+    those within a rounding of the nearest. A tree's distances of scaled points round a
+    lattice's ties apart, or a near tie the other way; the dense fallback keeps every
+    tie of the raw differences. Returns the lists ``(dists, inds)`` kept."""
+    counts = np.array([len(i) for i in inds])
+    if not counts.sum():
+        return dists, inds
     m, width = len(queries), int(counts.max())
+    held = points[np.concatenate(list(inds)).astype(np.intp)]  # (p, d)
     owner = np.repeat(np.arange(m), counts)  # (p,)
     first = np.concatenate([[0], np.cumsum(counts)[:-1]])  # (m,)
-    slot = np.arange(len(points)) - first[owner]  # (p,)
+    slot = np.arange(len(held)) - first[owner]  # (p,)
     # Each query's candidates in a row, padded with its first (never the only nearest).
-    pad = points[np.minimum(first, len(points) - 1)]  # (m, d) (a query without any: any)
+    pad = held[np.minimum(first, len(held) - 1)]  # (m, d) (a query without any: any)
     padded = np.repeat(pad[:, None], width, axis=1).astype(dtype)  # (m, w, d)
-    padded[owner, slot] = points
+    padded[owner, slot] = held
     tensor = lambda a: torch.as_tensor(np.asarray(a, dtype=dtype))
     d2 = tie_exact_sq_dist(tensor(queries), tensor(padded), tensor(metric)).numpy()  # (m, w)
-    return (d2 == d2.min(1, keepdims=True))[owner, slot]
+    tied = np.split((d2 == d2.min(1, keepdims=True))[owner, slot], first[1:])
+    return ([np.full(np.count_nonzero(t), d[t].min()) for d, t in zip(dists, tied)],
+            [i[t] for i, t in zip(inds, tied)])
 
 
 def nearest_keys(d2, eligible):

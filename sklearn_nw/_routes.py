@@ -49,7 +49,7 @@ from sklearn.utils import gen_batches
 
 from ._engine_candidates import candidate_pool
 from ._engine_gradient import attention_jacobian
-from ._leave_one_out import leave_one_out_set, raw_ties
+from ._leave_one_out import keep_raw_ties, leave_one_out_set
 from ._uncertainty import dense_rows
 from ._workers import on_workers
 
@@ -373,13 +373,12 @@ def leave_one_out_candidates(keys, loo, working_memory):
             itself = positive[i[:, 0]] == query_rows[unreached]
             d1 = np.where(itself, d[:, -1], d[:, 0])  # (l,)
             radius = d1 * (1.0 + 1e-9) + np.finfo(np.float64).tiny
-            d_l, i_l = others(query_rows[unreached], radius)
             # Every tie of the raw differences, as the dense fallback keeps them.
-            held = np.array([len(i) for i in i_l])
-            tied = np.split(raw_ties(loo.X[query_rows[unreached]], loo.X[np.concatenate(
-                i_l)], held, keys.metric, keys.dtype), np.cumsum(held)[:-1])
-            for j, dq, iq, t in zip(unreached, d_l, i_l, tied):
-                dist[j], ind[j] = np.full(np.count_nonzero(t), dq[t].min()), iq[t]
+            d_l, i_l = keep_raw_ties(loo.X[query_rows[unreached]],
+                                     *others(query_rows[unreached], radius), loo.X,
+                                     keys.metric, keys.dtype)
+            for j, dq, iq in zip(unreached, d_l, i_l):
+                dist[j], ind[j] = dq, iq
         entries = int(sum(rows_per_input[q] * rows_per_input[i].sum()
                           for q, i in zip(query_rows, ind)))
         with counting:

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 import torch
 from sklearn.utils import gen_batches
 
-from ._leave_one_out import distinct_inputs, raw_ties
+from ._leave_one_out import distinct_inputs, keep_raw_ties
 from ._routes import Route, numpy_attention, pool_candidates, pooled_values
 from ._search import TreeSearch, nearest_shares, tie_groups
 from ._workers import chunk_rows, n_workers, on_workers
@@ -72,14 +72,12 @@ class RadiusRoute(_SearchedRoute):
             # them, as the dense engine does).
             d1, _ = self.index.nearest(queries[unreached], 1)
             radii = d1[:, 0] * (1.0 + 1e-9) + np.finfo(np.float64).tiny
-            d_l, i_l = self.index.within(queries[unreached], radii)
-            held = np.array([len(i) for i in i_l])
-            tied = np.split(raw_ties(raw[unreached], keys.X[self.index_rows[np.concatenate(
-                list(i_l))]], held, keys.metric, keys.dtype), np.cumsum(held)[:-1])
+            d_l, i_l = keep_raw_ties(raw[unreached],
+                                     *self.index.within(queries[unreached], radii),
+                                     keys.X[self.index_rows], keys.metric, keys.dtype)
             for j, q in enumerate(unreached):
-                ind[q] = i_l[j][tied[j]]
-                dist[q] = np.full(len(ind[q]), d_l[j][tied[j]].min())
-                counts[q] = len(ind[q])
+                dist[q], ind[q] = d_l[j], i_l[j]
+                counts[q] = len(i_l[j])
         dist, ind = np.concatenate(dist), np.concatenate(ind)
         if len(self.index_rows) < keys.X.shape[0]:
             ind = self.index_rows[ind]
