@@ -612,6 +612,17 @@ class AdaptiveRoute(Route):
         return exp_(torch.from_numpy(logits).sub_(torch.from_numpy(top))).div_(
             torch.from_numpy(total)).numpy()
 
+    def _wider_pair_weights(self, keys, dist, categories, top, total, columns, wider):
+        """:meth:`_wider_weights` at pairs of a query and a key (p,): the keys
+        ``columns`` (p,) at their ``wider`` bandwidths (p,), at the distances ``dist`` and
+        ``categories`` (p,) of the pairs' queries, whose largest logits and sums are
+        ``top`` and ``total`` (p,)."""
+        logits = self._key_logits(keys, dist[None], None if categories is None
+                                  else categories[None], wider, self._key_bandwidths(),
+                                  columns)[0]  # (p,)
+        return exp_(torch.from_numpy(logits).sub_(torch.from_numpy(top))).div_(
+            torch.from_numpy(total)).numpy()
+
     def _sample_point_without_each(self, keys, queries, search_queries, v_keys, device,
                                    plans):
         """:meth:`_balloon_without_each` of the sample-point bandwidth: the sums without
@@ -655,13 +666,18 @@ class AdaptiveRoute(Route):
             if not held.any():
                 continue
             mine = moved[position[held]]  # (h, m): the keys each row's removal moves
-            change = (self._wider_weights(keys, dist[held], None if categories is None
-                                          else categories[held], top[held], total[held],
-                                          columns, wider)
-                      - e[held][:, columns] / total[held])  # (h, m)
-            others[held] += mine.multiply(change).sum(1)
+            # The changes at those pairs alone (each row's R_j, not every key).
+            pair_row = np.repeat(np.flatnonzero(held), np.diff(mine.indptr))  # (p,)
+            pair_key = columns[mine.indices]  # (p,)
+            change = self._wider_pair_weights(
+                keys, dist[pair_row, pair_key], None if categories is None
+                else categories[pair_row, pair_key], top[pair_row, 0],
+                total[pair_row, 0], pair_key, wider[mine.indices])
+            change -= e[pair_row, pair_key] / total[pair_row, 0]  # (p,)
+            others += np.bincount(pair_row, weights=change, minlength=len(own))
             for t in range(v_keys.shape[1]):
-                sums[held, t] += mine.multiply(change * v_keys[columns, t]).sum(1)
+                sums[:, t] += np.bincount(pair_row, weights=change * v_keys[pair_key, t],
+                                          minlength=len(own))
         lost = weight_unresolved(others, keys.dtype) | empty
         fits = sums / np.where(lost, 1.0, others)[:, None]
         fits[lost] = np.nan
