@@ -958,6 +958,15 @@ def test_intervals_benchmark_measures_coverage_with_or_without_mapie(bench, tmp_
     speed = saved["sections"]["speed"]["results"][0]
     assert speed["ours_s"] > 0
     assert speed["mapie"]["status"] == ("estimated" if _installed("mapie") else "skipped")
+    # The refitting jackknife+: regression sets only; its "learned once" is section 1's
+    # ours on the same folds.
+    (refit,) = saved["sections"]["refit"]["results"]
+    assert refit["dataset"] == "engel" and refit["status"] == "ok"
+    once, again = refit["methods"]["learned_once"], refit["methods"]["learned_without_each_row"]
+    assert once["covered"] == rows["engel"]["methods"]["ours"]["covered"]
+    assert once["width"] == pytest.approx(rows["engel"]["methods"]["ours"]["width"])
+    assert 0 <= again["covered"] <= 1 and again["width"] > 0
+    assert "### 3. The jackknife+ of the learning procedure" in printed
     assert "### 1. Coverage at confidence 0.9" in printed
 
 
