@@ -28,7 +28,7 @@ from ._workers import CACHE_BYTES, chunk_rows, on_workers
 
 
 def support_pool(qs, xs, weighted_t, kernel, *, return_attention=False, working_memory=1024,
-                 augmented=None):
+                 augmented=None, squares=0):
     """Pooling of a block of queries over candidate keys for a compact kernel, with the
     profile evaluated directly: it is at most ``k(0) = 1`` and exactly 0 only outside the
     support, so log space buys nothing and costs two passes.
@@ -46,16 +46,22 @@ def support_pool(qs, xs, weighted_t, kernel, *, return_attention=False, working_
     augmented : tuple, optional
         :func:`augment_keys` of ``xs``, used above three coordinates: computed once by a
         caller that pools many calls over the same keys.
+    squares : int
+        The last ``squares`` rows of ``weighted_t`` are weighed by the squared weights
+        (``w_i**2 s_i``, with ``s`` the squared values' own): their sums over the
+        squared total weight, ``sum_i a_i**2 s_i`` (the attention ``a``), follow the
+        pooled values in ``out``.
 
     Returns
     -------
-    out : Tensor (b, t)
+    out : Tensor (b, t) (or (b, t + squares))
         NaN on rows with no key inside the support (``empty``).
     empty : Tensor (b,) of bool
     attention : CSR parts (crow, col, val) over the candidates, or None
     """
     b, m = qs.shape[0], xs.shape[0]
-    out = qs.new_empty(b, weighted_t.shape[0] - 1)  # (b, t)
+    t1 = weighted_t.shape[0] - squares  # the values and the weights
+    out = qs.new_empty(b, weighted_t.shape[0] - 1)  # (b, t + squares)
     empty = torch.zeros(b, dtype=torch.bool, device=qs.device)  # (b,)
     parts = {}  # chunk start -> its attention
     # Each (chunk, m) block within the cache (see CACHE_BYTES).
@@ -78,10 +84,12 @@ def support_pool(qs, xs, weighted_t, kernel, *, return_attention=False, working_
         else:
             augmented_sq_dist(q, xs, refine=True, out=k, keys=augmented)
         kernel.profile_sq_(k)  # (c, m) weights
-        num_den = (weighted_t @ k.T).T  # (c, t + 1)
+        num_den = (weighted_t[:t1] @ k.T).T  # (c, t + 1)
         den = num_den[:, -1:]  # (c, 1)
         empty[s : s + step] = ~(den[:, 0] > 0)
-        out[s : s + step] = num_den[:, :-1] / den
+        out[s : s + step, : t1 - 1] = num_den[:, :-1] / den
+        if squares:  # sum_i (w_i k_i)^2 s_i / den^2
+            out[s : s + step, t1 - 1 :] = (weighted_t[t1:] @ k.square().T).T / den.square()
         if return_attention:
             k.mul_(weighted_t[-1]).div_(torch.where(den > 0, den, 1.0))  # empty rows stay 0
             nonzero = k != 0  # (c, m)
@@ -92,7 +100,7 @@ def support_pool(qs, xs, weighted_t, kernel, *, return_attention=False, working_
     return out, empty, csr_parts([parts[s] for s in sorted(parts)]) if return_attention else None
 
 
-def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
+def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False, squares=0):
     """:func:`support_pool` over each query's own candidates instead of one block shared
     by a group of queries: for queries with few candidates, where a block per group would
     cost more in overhead than in arithmetic. Pairs are processed in cache-sized chunks.
@@ -109,6 +117,8 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
         slices: every key inside its support must be among them.
     kernel : Kernel
         A compact kernel.
+    squares : int
+        As in :func:`support_pool`: the last ``squares`` columns of ``keys``.
 
     Returns
     -------
@@ -116,8 +126,8 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
         As in :func:`support_pool`; the attention's columns are keys.
     """
     b, r = qs.shape
-    t1 = keys.shape[1] - r
-    out = qs.new_empty(b, t1 - 1)  # (b, t)
+    t1 = keys.shape[1] - r - squares  # the values and the weights
+    out = qs.new_empty(b, t1 - 1 + squares)  # (b, t + squares)
     empty = torch.zeros(b, dtype=torch.bool, device=qs.device)  # (b,)
     lengths = hi - lo  # (b, s)
     counts = lengths.sum(1)  # (b,)
@@ -153,21 +163,25 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False):
         diff = gathered[:, :r].sub_(torch.repeat_interleave(
             qs[s:s + c], per_query, dim=0, output_size=n_pairs))  # (p, r)
         k = kernel.profile_sq_(torch.mv(diff.square_(), ones))  # (p,) weights
-        weighted = gathered[:, r:].mul_(k[:, None])  # (p, t + 1)
+        weighted = gathered[:, r:].mul_(k[:, None])  # (p, t + 1 (+ squares))
+        if squares:  # the squares' columns weighed by k^2
+            weighted[:, t1:].mul_(k[:, None])
         num_den = torch.segment_reduce(weighted, "sum", lengths=per_query,
-                                       axis=0)  # (c, t + 1)
-        den = num_den[:, -1:]  # (c, 1)
+                                       axis=0)  # (c, t + 1 (+ squares))
+        den = num_den[:, t1 - 1 : t1]  # (c, 1)
         empty[s:s + c] = ~(den[:, 0] > 0)
-        out[s:s + c] = num_den[:, :-1] / den
+        out[s:s + c, : t1 - 1] = num_den[:, : t1 - 1] / den
+        if squares:
+            out[s:s + c, t1 - 1 :] = num_den[:, t1:] / den.square()
         if not return_attention:
             return None
         # The pairs of positive weight (whose queries' den > 0), found once, and their
         # queries.
-        kept_pairs = torch.nonzero(weighted[:, -1]).squeeze(1)  # (nnz,) ascending
+        kept_pairs = torch.nonzero(weighted[:, t1 - 1]).squeeze(1)  # (nnz,) ascending
         row = torch.repeat_interleave(torch.arange(c, device=qs.device), per_query,
                                       output_size=n_pairs)[kept_pairs]  # (nnz,)
         return (torch.bincount(row, minlength=c), ind[kept_pairs],
-                weighted[kept_pairs, -1] / den[row, 0])
+                weighted[kept_pairs, t1 - 1] / den[row, 0])
 
     with full_precision():
         # The chunks on the workers (see sklearn_nw._workers), in order.

@@ -12,7 +12,14 @@ import torch
 
 from ._engine import augment_keys, key_center
 from ._engine_candidates import support_pairs_pool, support_pool
-from ._routes import PooledValues, Route, csr_from_parts, numpy_attention
+from ._routes import (
+    PooledValues,
+    PooledWithVariance,
+    PoolSettings,
+    Route,
+    csr_from_parts,
+    numpy_attention,
+)
 from ._workers import on_workers
 
 # A cell list's query with at most this many candidates is pooled over its own, as flat
@@ -60,6 +67,14 @@ class SupportKeys:
         key_rows[:, -1] = w
         self.key_rows = key_rows
 
+    def key_rows_with_squares(self, keys, squares):
+        """:attr:`key_rows` followed by ``w_i**2 s_i`` for per-key values ``squares`` (n,
+        s) of every key (the sums of :class:`SupportSums` with ``squares``), in the keys'
+        dtype."""
+        w = keys.sample_weight[self.rows].astype(np.float64)
+        return np.hstack([self.key_rows, (w * w)[:, None] * squares[self.rows]]).astype(
+            self.key_rows.dtype, copy=False)
+
     def whole_layout(self):
         """Every key as one block, laid out once: the coordinates (n', r), the weighted
         values and weights (t + 1, n'), both contiguous, and above three coordinates the
@@ -86,13 +101,21 @@ class SupportSums:
         The keys ``support`` was laid out from.
     queries : ndarray of shape (n_q, d)
     settings : PoolSettings
+    squares : ndarray of shape (n, s), optional
+        Values ``s_i`` per key (every key, in the keys' order) whose sums
+        ``sum_i a_i**2 s_i`` over the squared attention follow the pooled values in the
+        result's ``out`` (n_q, t + s): the key rows the sums run over then end with
+        ``w_i**2 s_i`` (:meth:`SupportKeys.key_rows_with_squares`).
     """
 
-    def __init__(self, support, keys, queries, settings):
+    def __init__(self, support, keys, queries, settings, squares=None):
         self.support, self.keys, self.queries, self.settings = support, keys, queries, settings
+        self.squares = squares
+        self.n_squares = 0 if squares is None else squares.shape[1]
         with np.errstate(over="ignore", invalid="ignore"):
             self.qs = keys.scaled(queries) - support.center  # (n_q, r)
-        self.out = np.empty((queries.shape[0], keys.values.shape[1]), dtype=keys.dtype)
+        self.out = np.empty((queries.shape[0], keys.values.shape[1] + self.n_squares),
+                            dtype=keys.dtype)
         self.parts, self.unreached = [], []
 
     def _tensor(self, a):
@@ -135,6 +158,7 @@ class SupportSums:
             self._tensor(self.qs[rows]), xs, weighted_t, self.keys.kernel,
             return_attention=settings.return_attention,
             working_memory=settings.working_memory, augmented=augmented,
+            squares=self.n_squares,
         )
         part = None
         if settings.return_attention:
@@ -162,6 +186,7 @@ class SupportSums:
         block_out, empty, attention = support_pairs_pool(
             self._tensor(self.qs[rows]), key_rows, index(lo), index(hi),
             self.keys.kernel, return_attention=settings.return_attention,
+            squares=self.n_squares,
         )
         self.out[rows] = block_out.cpu().numpy()
         self.unreached.append(rows[empty.cpu().numpy()])
@@ -180,11 +205,22 @@ class SupportSums:
         n_q, n_keys = self.queries.shape[0], keys.X.shape[0]
         n_fallback = 0
         if len(unreached):
-            result = keys.attend(self.queries[unreached], settings)
-            self.out[unreached] = result.out.cpu().numpy()
+            with_attention = settings.return_attention or self.squares is not None
+            result = keys.attend(self.queries[unreached],
+                                 settings._replace(return_attention=with_attention))
+            t = keys.values.shape[1]
+            self.out[unreached, :t] = result.out.cpu().numpy()
             n_fallback = result.n_fallback
-            if settings.return_attention:
+            if with_attention:
                 crow, col, val = (a.cpu().numpy() for a in result.attention)
+            if self.squares is not None:  # their attention's squares: the nearest key(s)
+                row = np.repeat(np.arange(len(unreached)), np.diff(crow))
+                weights = val.astype(np.float64) ** 2
+                self.out[unreached, t:] = np.stack(
+                    [np.bincount(row, weights=weights * self.squares[col, c],
+                                 minlength=len(unreached))
+                     for c in range(self.n_squares)], axis=1)
+            if settings.return_attention:
                 self.parts.append((unreached, np.diff(crow), col, val))
         attention = None
         if settings.return_attention:
@@ -213,8 +249,31 @@ class CellListRoute(Route):
         self.support = SupportKeys(keys, index_rows[index.order])
 
     def pool(self, keys, queries, settings):
-        sums = SupportSums(self.support, keys, queries, settings)
-        key_rows = keys.tensor(self.support.key_rows, settings.device)  # (n', r + t + 1)
+        return self._pool(keys, queries, settings)
+
+    def pool_with_variance(self, keys, queries, variance, *, device="cpu",
+                           working_memory=1024):
+        """The predictions at ``queries`` (n_q, t) and ``sum_i l_i**2 s_i**2`` (n_q, t)
+        for the targets' variances ``variance`` (n, t), ``l`` the attention, from the
+        cell list's sums with the squared weights weighing the variances beside (no
+        attention matrix); the queries no key reaches from their nearest key(s)'
+        attention. A :class:`~sklearn_nw._routes.PooledWithVariance`."""
+        # Relative to each output's largest variance, as the dense route's (float32).
+        unit = np.max(variance, axis=0, initial=0.0)  # (t,)
+        unit[~(unit > 0)] = 1.0
+        settings = PoolSettings(torch.device(device), False, "auto", working_memory)
+        pooled = self._pool(keys, queries, settings, squares=variance / unit)
+        t = keys.values.shape[1]
+        out = pooled.out.astype(np.float64, copy=False)
+        return PooledWithVariance(out[:, :t], out[:, t:] * unit, pooled.n_fallback)
+
+    def _pool(self, keys, queries, settings, squares=None):
+        """:meth:`pool`; with ``squares`` (n, s), the sums of :class:`SupportSums`'s
+        beside the pooled values."""
+        sums = SupportSums(self.support, keys, queries, settings, squares)
+        key_rows = keys.tensor(self.support.key_rows if squares is None else
+                               self.support.key_rows_with_squares(keys, squares),
+                               settings.device)  # (n', r + t + 1 (+ s))
         search = keys.search_space(queries)  # (n_q, d)
         lo, hi = self.index.runs(search)  # (n_q, runs)
         n_candidates = (hi - lo).sum(1)  # (n_q,)

@@ -140,6 +140,43 @@ def test_dense_std_from_sums_equals_its_attentions(kernel, variance, dtype, rtol
     np.testing.assert_allclose(y_pred, pred_att, rtol=rtol, atol=1e-12)
 
 
+@pytest.mark.parametrize("n, d, bandwidth", [(80, 2, 0.3), (3000, 1, 0.9)])
+@pytest.mark.parametrize("variance", ["nn", "hc2"])
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 1e-4)])
+def test_cell_list_std_from_sums_equals_its_attentions(n, d, bandwidth, variance, dtype,
+                                                       rtol):
+    # The cell list sums the squared weights beside the values (k**2 under the weights
+    # w**2), each query over its own candidates (few) or blocks of them (thousands, the
+    # wide bandwidth); a query beyond every support takes its nearest keys' attention.
+    # With return_attention the standard error is assembled from the attention. Rows of
+    # zero weight, two outputs.
+    X, y, Q, w = _data(n=n, d=d, outputs=2)
+    w[:5] = 0.0
+    Q = np.vstack([Q, np.full((1, d), 5.0)])
+    model = NadarayaWatsonRegressor("epanechnikov", bandwidth=bandwidth,
+                                    algorithm="cell_list", residual_variance=variance)
+    model.fit(X.astype(dtype), y, sample_weight=w)
+    assert model.route_ == "cell_list"
+    assert model.key_set_.pool_with_variance(Q.astype(dtype), np.ones((n, 2))) is not None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        y_pred, y_std = model.predict(Q.astype(dtype), return_std=True)
+        pred_att, std_att, _ = model.predict(Q.astype(dtype), return_std=True,
+                                             return_attention=True)
+    assert np.all(y_std > 0)
+    np.testing.assert_allclose(y_std, std_att, rtol=rtol)
+    np.testing.assert_allclose(y_pred, pred_att, rtol=rtol, atol=1e-12)
+    if dtype == np.float32 and variance == "hc2":  # squares of 1e30 overflow float32
+        model.fit(X.astype(dtype), y * 1e30, sample_weight=w)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+            y_std = model.predict(Q.astype(dtype), return_std=True)[1]
+            std_att = model.predict(Q.astype(dtype), return_std=True,
+                                    return_attention=True)[1]
+        assert np.all(np.isfinite(y_std))
+        np.testing.assert_allclose(y_std, std_att, rtol=rtol)
+
+
 def test_dense_std_from_sums_of_float32_with_huge_targets():
     # The squared targets of 1e30 overflow float32: the sums take the variances relative
     # to their largest.
