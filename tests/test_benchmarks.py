@@ -984,6 +984,11 @@ def test_coverage_benchmark_runs_with_or_without_nprobust(bench, tmp_path):
         assert all(0 <= c <= 1 for c in one["ours"][kind]["coverage"])
         assert all(length > 0 for length in one["ours"][kind]["mean_length"])
     assert one["nprobust"]["status"] == ("ok" if _installed("nprobust") else "skipped")
+    # The same draws at the median of the bandwidths chosen, and by their quartile.
+    fixed = one["fixed_bandwidth"]
+    assert fixed["h"] > 0 and all(0 <= c <= 1 for c in fixed["robust"]["coverage"])
+    assert f"| ccf5 | fixed at {fixed['h']:.3f} | 2 |" in printed
+    assert sum(one["by_h_quartile"]["draws"]) == 2
     (two,) = saved["sections"]["several_features"]["results"]
     assert two["d"] == 2 and len(two["robust"]["coverage"]) == 3
     assert len(saved["targets"]) == 2
