@@ -25,15 +25,18 @@ n = 500, with
    for all five), both of its intervals, on the first ``--replications-nprobust`` draws
    (all by default; it costs about twice the package's time per draw). Coverage is the
    share of draws whose interval holds m(x); also the mean length. Targets (issue 27):
-   RBC coverage in [0.93, 0.97] at every point of every design. Reported beside: the same
-   draws' intervals at one bandwidth for all of them (the median of the package's over
-   the draws), and the package's coverage by the quartile of the bandwidth it chose
-   (where the interval misses: a bandwidth that follows a draw's noise).
+   RBC coverage in [0.93, 0.97] at every point of every design.
 2. ``several_features``: the same estimator in d = 2 and 3 (``ccf5 x ccf6`` and
    ``ccf5 x ccf6 x ccf1``: the product of the 1-D designs in each feature, plus the
    smooth interaction 0.5 (x1 x2 + ... + x_{d-1} x_d)), x uniform on [-1, 1]^d, n = 500,
    ``--replications-multi`` draws, interior points (t, ..., t) for t in -1/3, 0, 1/3.
    Target: RBC coverage at least 0.92 at every point.
+
+3. ``selection_effect`` (reported, no target): where section 1's coverage goes. On the
+   same draws of the 1-D designs, the package's intervals by the quartile of the
+   bandwidth leave-one-out chose in each draw, and the same local-linear fit's at one
+   bandwidth for every draw (the median of those choices), which no draw's noise moves.
+   Run alone with ``--keep-sections``, it joins the saved report's other sections.
 
 ``--selection one_se`` takes the estimator's default rule instead, the smoothest bandwidth
 within one standard error of the minimum: a bandwidth chosen for prediction, wider than the
@@ -45,7 +48,7 @@ R = 1,000). nprobust not installed (``pip install nprobust-pkg``) is reported as
 
 Usage: ``python benchmarks/bench_coverage.py [--sections S ...] [--replications R]
 [--replications-multi R] [--replications-nprobust R] [--n N] [--selection min|one_se]
-[--out-dir DIR]``; writes
+[--out-dir DIR] [--keep-sections]``; writes
 bench_coverage.json and .md.
 """
 
@@ -73,7 +76,7 @@ from scipy.stats import norm
 from sklearn_nw import NadarayaWatsonRegressor, NadarayaWatsonRegressorCV
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-SECTIONS = ("one_feature", "several_features")
+SECTIONS = ("one_feature", "several_features", "selection_effect")
 LEVEL = 0.95
 INTERIOR = (-1 / 3, 0.0, 1 / 3)
 BOUNDARY = (-0.95, 0.95)
@@ -146,27 +149,6 @@ def _ours(X, y, points, selection):
     return model.bandwidth_, out
 
 
-def _at_fixed_bandwidth(X, y, points, h):
-    """Both intervals (k, 2) of the same local-linear fit at a bandwidth ``h`` chosen
-    without the draw (the estimator's own, its bandwidth held)."""
-    model = NadarayaWatsonRegressor(kernel="epanechnikov", degree=1, bandwidth=h).fit(X, y)
-    return {kind: model.predict_confidence_interval(
-                points, confidence_level=LEVEL, bias_correction=kind)[1][:, :, 0]
-            for kind in ("robust", "conventional")}
-
-
-def _by_quartile(h, hits):
-    """RBC coverage (4, k) of the draws by the quartile of the bandwidth each chose, the
-    quartiles' edges (3,) and their draws (4,)."""
-    h, hits = np.asarray(h), np.asarray(hits, dtype=float)
-    edges = np.percentile(h, [25, 50, 75])
-    group = np.digitize(h, edges)  # 0..3
-    return {"edges": edges.tolist(),
-            "draws": [int(np.sum(group == g)) for g in range(4)],
-            "robust_coverage": [np.mean(hits[group == g], 0).tolist()
-                                if np.any(group == g) else None for g in range(4)]}
-
-
 def _nprobust(x, y, points):
     from nprobust import lprobust
 
@@ -222,21 +204,7 @@ def section_one_feature(replications=1000, n=500, designs=tuple(DESIGNS_1D),
                     tallies[who][kind][0].append(hit)
                     tallies[who][kind][1].append(length)
             _progress(name, r, replications, sum(seconds.values()))
-        # The same draws at one bandwidth for all (the median of ours): what the interval
-        # covers where the bandwidth does not follow each draw's noise.
-        h_fixed = float(np.median(h_ours))
-        fixed = {"robust": ([], []), "conventional": ([], [])}
-        start = time.perf_counter()
-        for r in range(replications):
-            X, y = draw([1, k, r], n, 1, lambda X, m=m: m(X[:, 0]))
-            for kind, iv in _at_fixed_bandwidth(X, y, points[:, None], h_fixed).items():
-                hit, length = _tally(truth, iv)
-                fixed[kind][0].append(hit)
-                fixed[kind][1].append(length)
         row = {"design": name, "points": points.tolist(), "truth": truth.tolist(),
-               "fixed_bandwidth": {"h": h_fixed, "seconds": time.perf_counter() - start,
-                                   **{kind: _summary(*t) for kind, t in fixed.items()}},
-               "by_h_quartile": _by_quartile(h_ours, tallies["ours"]["robust"][0]),
                "replications": replications, "failures": failures,
                "seconds": seconds,
                "ours": {kind: _summary(*t) for kind, t in tallies["ours"].items()},
@@ -314,26 +282,107 @@ def markdown_one_feature(result):
                      f"{r['boundary_within_h']:.3f} | {theirs} | {r['failures']['ours']}, "
                      f"{r['failures']['nprobust']} | {r['seconds']['ours']:.0f}, "
                      f"{r['seconds']['nprobust']:.0f} |")
-    points = result["results"][0]["points"] if result["results"] else []
-    lines += ["", "Where the coverage goes: the same draws' RBC coverage at one bandwidth for "
-              "all of them, which no draw's noise moves (the median of ours over the draws; "
-              "`NadarayaWatsonRegressor(kernel='epanechnikov', degree=1)` at that bandwidth), "
-              "and ours by the quartile of the bandwidth leave-one-out chose in each draw.",
-              "", "| design | bandwidth | draws | "
-              + " | ".join(f"RBC cover at {x:.2f}" for x in points) + " |",
-              "|---|---|---|" + "---|" * len(points)]
-    for r in result["results"]:
-        f = r["fixed_bandwidth"]
+    return lines
+
+
+def _at_fixed_bandwidth(X, y, points, h):
+    """Both intervals (k, 2) of section 1's local-linear fit at a bandwidth ``h`` given,
+    not chosen on the draw."""
+    model = NadarayaWatsonRegressor(kernel="epanechnikov", degree=1, bandwidth=h).fit(X, y)
+    return {kind: model.predict_confidence_interval(
+                points, confidence_level=LEVEL, bias_correction=kind)[1][:, :, 0]
+            for kind in ("robust", "conventional")}
+
+
+def _by_quartile(h, hits):
+    """RBC coverage (4, k) of the draws by the quartile of the bandwidth each chose (None
+    for a quartile without draws), the quartiles' edges (3,) and their draws (4,)."""
+    h, hits = np.asarray(h), np.asarray(hits, dtype=float)
+    edges = np.percentile(h, [25, 50, 75])
+    group = np.digitize(h, edges)  # 0..3
+    return {"edges": edges.tolist(),
+            "draws": [int(np.sum(group == g)) for g in range(4)],
+            "robust_coverage": [np.mean(hits[group == g], 0).tolist()
+                                if np.any(group == g) else None for g in range(4)]}
+
+
+def section_selection_effect(replications=1000, n=500, designs=tuple(DESIGNS_1D),
+                             selection="min"):
+    """Section 1's draws: the package's RBC coverage by the quartile of the bandwidth it
+    chose, and both intervals at one bandwidth for every draw (the median of its
+    choices)."""
+    points = np.array([*BOUNDARY[:1], *INTERIOR, *BOUNDARY[1:]])
+    results = []
+    for k, name in enumerate(designs):
+        m = DESIGNS_1D[name]
+        truth = m(points)
+        draws = [draw([1, k, r], n, 1, lambda X, m=m: m(X[:, 0])) for r in range(replications)]
+        chosen, hits, failures = [], [], 0
+        start = time.perf_counter()
+        for X, y in draws:
+            try:
+                h, intervals = _ours(X, y, points[:, None], selection)
+            except (ValueError, np.linalg.LinAlgError):
+                failures += 1
+                continue
+            chosen.append(float(np.mean(h)))
+            hits.append(_tally(truth, intervals["robust"])[0])
+        h_fixed = float(np.median(chosen))
+        fixed = {"robust": ([], []), "conventional": ([], [])}
+        for X, y in draws:
+            for kind, iv in _at_fixed_bandwidth(X, y, points[:, None], h_fixed).items():
+                hit, length = _tally(truth, iv)
+                fixed[kind][0].append(hit)
+                fixed[kind][1].append(length)
+        print(f"  {name}: {replications} draws, {time.perf_counter() - start:.0f} s",
+              file=sys.stderr, flush=True)
+        results.append({"design": name, "points": points.tolist(),
+                        "replications": replications, "failures": failures,
+                        "seconds": time.perf_counter() - start,
+                        "chosen": {"robust": {"coverage": np.mean(hits, 0).tolist()},
+                                   "by_quartile": _by_quartile(chosen, hits)},
+                        "fixed": {"h": h_fixed,
+                                  **{kind: _summary(*t) for kind, t in fixed.items()}}})
+    return {"config": {"n": n, "replications": replications, "level": LEVEL,
+                       "estimator": _one_line(estimator(selection))},
+            "results": results, "targets": []}
+
+
+def markdown_selection_effect(result):
+    c = result["config"]
+    results = result["results"]
+    points = results[0]["points"] if results else []
+    lines = [f"### Where the coverage goes: one feature, n = {c['n']}, "
+             f"{c['replications']:,} draws (section 1's), nominal {LEVEL:.0%}", "",
+             *_fewer_draws(c["replications"], "per design"),
+             f"RBC coverage of `{c['estimator']}` (bandwidth chosen on each draw) by the "
+             "quartile of the bandwidth it chose, and of the same local-linear fit "
+             "(`NadarayaWatsonRegressor(kernel='epanechnikov', degree=1)`) at one bandwidth "
+             "for every draw, the median of those choices, which no draw's noise moves "
+             "(its conventional interval's coverage beside). Monte Carlo standard error of "
+             "a coverage near 0.95 over a quartile's draws: "
+             f"{np.sqrt(LEVEL * (1 - LEVEL) / max(1, c['replications'] // 4)):.3f}.", "",
+             "| design | bandwidth | draws | "
+             + " | ".join(f"RBC cover at {x:.2f}" for x in points) + " |",
+             "|---|---|---|" + "---|" * len(points)]
+    for r in results:
+        f, q = r["fixed"], r["chosen"]["by_quartile"]
         lines.append(f"| {r['design']} | fixed at {f['h']:.3f} | {r['replications']:,} | "
                      + " | ".join(_percent(v) for v in f["robust"]["coverage"]) + " |")
-        q = r["by_h_quartile"]
+        lines.append(f"| {r['design']} | fixed at {f['h']:.3f}, conventional | "
+                     f"{r['replications']:,} | "
+                     + " | ".join(_percent(v) for v in f["conventional"]["coverage"]) + " |")
+        lines.append(f"| {r['design']} | chosen on each draw | "
+                     f"{r['replications'] - r['failures']:,} | "
+                     + " | ".join(_percent(v) for v in r["chosen"]["robust"]["coverage"])
+                     + " |")
         bounds = [None, *q["edges"], None]
         for g in range(4):
             low, high = bounds[g], bounds[g + 1]
             span = (f"below {high:.3f}" if low is None else f"above {low:.3f}"
                     if high is None else f"{low:.3f} to {high:.3f}")
             covered = q["robust_coverage"][g] or [None] * len(points)
-            lines.append(f"| {r['design']} | ours, {span} | {q['draws'][g]:,} | "
+            lines.append(f"| {r['design']} | chosen, {span} | {q['draws'][g]:,} | "
                          + " | ".join("–" if v is None else _percent(v) for v in covered)
                          + " |")
     return lines
@@ -408,9 +457,11 @@ def markdown_several_features(result):
 
 def run_benchmark(sections=SECTIONS, replications=1000, replications_multi=300, n=500,
                   designs_1d=tuple(DESIGNS_1D), designs_multi=tuple(DESIGNS_MULTI),
-                  replications_nprobust=None, selection="min", out_dir=RESULTS_DIR):
+                  replications_nprobust=None, selection="min", out_dir=RESULTS_DIR,
+                  keep_sections=False):
     """Run the chosen sections, print each table, write the json and markdown; return the
-    report."""
+    report. With ``keep_sections`` the saved report's other sections (in ``out_dir``) are
+    kept beside them, the markdown written again from the whole."""
     try:
         version = metadata.version("nprobust-pkg")
     except metadata.PackageNotFoundError:
@@ -426,9 +477,22 @@ def run_benchmark(sections=SECTIONS, replications=1000, replications_multi=300, 
                             markdown_one_feature),
             "several_features": (lambda: section_several_features(replications_multi, n,
                                                                   designs_multi, selection),
-                                 markdown_several_features)}
-    return run_sections("bench_coverage", report, chunks,
-                        {name: runs[name] for name in SECTIONS if name in sections}, out_dir)
+                                 markdown_several_features),
+            "selection_effect": (lambda: section_selection_effect(replications, n,
+                                                                  designs_1d, selection),
+                                 markdown_selection_effect)}
+    saved = Path(out_dir) / "bench_coverage.json"
+    kept = (json.loads(saved.read_text())["sections"] if keep_sections and saved.exists()
+            else {})
+    report = run_sections("bench_coverage", report, chunks,
+                          {name: runs[name] for name in SECTIONS if name in sections}, out_dir)
+    if kept:  # the saved sections not run again, in the order of SECTIONS
+        every = {**kept, **report["sections"]}
+        report["sections"] = {name: every[name] for name in SECTIONS if name in every}
+        report["targets"] = [t for s in report["sections"].values() for t in s["targets"]]
+        saved.write_text(json.dumps(report, indent=2) + "\n")
+        markdown_from(saved)
+    return report
 
 
 def _header(report):
@@ -438,7 +502,8 @@ def _header(report):
             "enforced.\n"]
 
 
-MARKDOWN = {"one_feature": markdown_one_feature, "several_features": markdown_several_features}
+MARKDOWN = {"one_feature": markdown_one_feature, "several_features": markdown_several_features,
+            "selection_effect": markdown_selection_effect}
 
 
 def markdown_from(json_path):
@@ -466,13 +531,16 @@ def main(argv=None):
     parser.add_argument("--out-dir", type=Path, default=RESULTS_DIR)
     parser.add_argument("--markdown-from", type=Path, default=None, metavar="JSON",
                         help="only write the markdown of a saved report again")
+    parser.add_argument("--keep-sections", action="store_true",
+                        help="keep the saved report's sections that are not run")
     args = parser.parse_args(argv)
     if args.markdown_from is not None:
         markdown_from(args.markdown_from)
         return
     run_benchmark(args.sections, args.replications, args.replications_multi, args.n,
                   replications_nprobust=args.replications_nprobust,
-                  selection=args.selection, out_dir=args.out_dir)
+                  selection=args.selection, out_dir=args.out_dir,
+                  keep_sections=args.keep_sections)
 
 
 if __name__ == "__main__":

@@ -984,11 +984,11 @@ def test_coverage_benchmark_runs_with_or_without_nprobust(bench, tmp_path):
         assert all(0 <= c <= 1 for c in one["ours"][kind]["coverage"])
         assert all(length > 0 for length in one["ours"][kind]["mean_length"])
     assert one["nprobust"]["status"] == ("ok" if _installed("nprobust") else "skipped")
-    # The same draws at the median of the bandwidths chosen, and by their quartile.
-    fixed = one["fixed_bandwidth"]
-    assert fixed["h"] > 0 and all(0 <= c <= 1 for c in fixed["robust"]["coverage"])
-    assert f"| ccf5 | fixed at {fixed['h']:.3f} | 2 |" in printed
-    assert sum(one["by_h_quartile"]["draws"]) == 2
+    # Section 1's draws again: the same choices, and one bandwidth for every draw.
+    (effect,) = saved["sections"]["selection_effect"]["results"]
+    assert effect["chosen"]["robust"]["coverage"] == one["ours"]["robust"]["coverage"]
+    assert effect["fixed"]["h"] > 0 and sum(effect["chosen"]["by_quartile"]["draws"]) == 2
+    assert f"| ccf5 | fixed at {effect['fixed']['h']:.3f} | 2 |" in printed
     (two,) = saved["sections"]["several_features"]["results"]
     assert two["d"] == 2 and len(two["robust"]["coverage"]) == 3
     assert len(saved["targets"]) == 2
@@ -1000,6 +1000,15 @@ def test_coverage_benchmark_runs_with_or_without_nprobust(bench, tmp_path):
     (out_dir / "bench_coverage.md").unlink()
     bench_coverage.markdown_from(out_dir / "bench_coverage.json")
     assert (out_dir / "bench_coverage.md").read_text() == printed
+    # One section run again beside the saved others: they stay, in their order.
+    _quiet_run(bench_coverage, tmp_path, sections=("selection_effect",), replications=3,
+               n=150, designs_1d=("ccf5",), keep_sections=True)
+    again = json.loads((out_dir / "bench_coverage.json").read_text())
+    assert list(again["sections"]) == list(bench_coverage.SECTIONS)
+    assert again["sections"]["one_feature"] == saved["sections"]["one_feature"]
+    assert again["sections"]["selection_effect"]["results"][0]["replications"] == 3
+    assert len(again["targets"]) == 2
+    assert "| ccf5 | -0.95 |" in (out_dir / "bench_coverage.md").read_text()
 
 
 def test_coverage_designs_are_ccfs():
