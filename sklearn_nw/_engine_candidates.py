@@ -47,10 +47,10 @@ def support_pool(qs, xs, weighted_t, kernel, *, return_attention=False, working_
         :func:`augment_keys` of ``xs``, used above three coordinates: computed once by a
         caller that pools many calls over the same keys.
     squares : int
-        The last ``squares`` rows of ``weighted_t`` are weighed by the squared weights
-        (``w_i**2 s_i``, with ``s`` the squared values' own): their sums over the
-        squared total weight, ``sum_i a_i**2 s_i`` (the attention ``a``), follow the
-        pooled values in ``out``.
+        The last ``squares`` rows of ``weighted_t`` hold values ``s_i`` times the squared
+        sample weights, ``w_i**2 s_i``, which the squared kernel weights weigh: their
+        sums over the squared total weight, ``sum_i a_i**2 s_i`` (``a`` the attention),
+        follow the pooled values in ``out``.
 
     Returns
     -------
@@ -91,7 +91,7 @@ def support_pool(qs, xs, weighted_t, kernel, *, return_attention=False, working_
         if squares:  # sum_i (w_i k_i)^2 s_i / den^2
             out[s : s + step, t1 - 1 :] = (weighted_t[t1:] @ k.square().T).T / den.square()
         if return_attention:
-            k.mul_(weighted_t[-1]).div_(torch.where(den > 0, den, 1.0))  # empty rows stay 0
+            k.mul_(weighted_t[t1 - 1]).div_(torch.where(den > 0, den, 1.0))  # empty rows: 0
             nonzero = k != 0  # (c, m)
             parts[s] = (nonzero.sum(1), nonzero.nonzero()[:, 1], k[nonzero])
 
