@@ -222,7 +222,9 @@ class DenseRoute(Route):
             return None
         fits, v = sums.out, keys.values.astype(np.float64)  # (n_q, t), (n, t)
         held = v[keys.sample_weight > 0]
-        with np.errstate(divide="ignore"):
+        # inf (a query far beyond every key: its sums' logarithm far below 0) is "may
+        # reach 1/2": the attention's.
+        with np.errstate(divide="ignore", over="ignore"):
             largest = np.exp(np.max(keys.log_w) + np.log(keys.kernel([0.0])[0])
                              - sums.log_den)  # (n_q,)
         rest = ~(largest < 0.5)

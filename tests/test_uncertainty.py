@@ -491,6 +491,18 @@ def test_jackknife_plus_equals_explicit_refits(kernel, bandwidth, algorithm, d, 
     assert intervals.shape == (len(Q), 2, 3)
 
 
+def test_jackknife_plus_of_a_query_far_beyond_every_key_warns_nothing():
+    # A Gaussian query 60 bandwidths from every key: its sums' logarithm near -1800, the
+    # bound on its largest weight overflows (to the attention path), silently; the bounds
+    # are the refits'.
+    X, y, _, w = _data(n=30, d=1)
+    Q = np.array([[0.5], [3.5]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _intervals_against_refits(lambda: NadarayaWatsonRegressor(bandwidth=0.05), X, y, Q,
+                                  w, [0.8, 0.9], 1e-8)
+
+
 def _nearest_data(weights, seed=0):
     """Data for the k nearest keys: 40 rows in 2 features and 6 copies of the first rows
     (same targets: which copy a search takes among tied ones changes nothing; each copy
