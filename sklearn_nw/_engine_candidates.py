@@ -28,7 +28,7 @@ from ._workers import CACHE_BYTES, chunk_rows, on_workers
 
 
 def support_pool(qs, xs, weighted_t, kernel, *, return_attention=False, working_memory=1024,
-                 augmented=None, squares=0):
+                 augmented=None, squares=0, with_den=False):
     """Pooling of a block of queries over candidate keys for a compact kernel, with the
     profile evaluated directly: it is at most ``k(0) = 1`` and exactly 0 only outside the
     support, so log space buys nothing and costs two passes.
@@ -51,17 +51,19 @@ def support_pool(qs, xs, weighted_t, kernel, *, return_attention=False, working_
         sample weights, ``w_i**2 s_i``, which the squared kernel weights weigh: their
         sums over the squared total weight, ``sum_i a_i**2 s_i`` (``a`` the attention),
         follow the pooled values in ``out``.
+    with_den : bool
+        The total weight ``sum_i w_i k_i`` of each query follows in ``out``'s last column.
 
     Returns
     -------
-    out : Tensor (b, t) (or (b, t + squares))
+    out : Tensor (b, t) (or (b, t + squares (+ 1)))
         NaN on rows with no key inside the support (``empty``).
     empty : Tensor (b,) of bool
     attention : CSR parts (crow, col, val) over the candidates, or None
     """
     b, m = qs.shape[0], xs.shape[0]
     t1 = weighted_t.shape[0] - squares  # the values and the weights
-    out = qs.new_empty(b, weighted_t.shape[0] - 1)  # (b, t + squares)
+    out = qs.new_empty(b, weighted_t.shape[0] - 1 + with_den)  # (b, t + squares (+ 1))
     empty = torch.zeros(b, dtype=torch.bool, device=qs.device)  # (b,)
     parts = {}  # chunk start -> its attention
     # Each (chunk, m) block within the cache (see CACHE_BYTES).
@@ -89,7 +91,10 @@ def support_pool(qs, xs, weighted_t, kernel, *, return_attention=False, working_
         empty[s : s + step] = ~(den[:, 0] > 0)
         out[s : s + step, : t1 - 1] = num_den[:, :-1] / den
         if squares:  # sum_i (w_i k_i)^2 s_i / den^2
-            out[s : s + step, t1 - 1 :] = (weighted_t[t1:] @ k.square().T).T / den.square()
+            out[s : s + step, t1 - 1 : t1 - 1 + squares] = (
+                weighted_t[t1:] @ k.square().T).T / den.square()
+        if with_den:
+            out[s : s + step, -1] = den[:, 0]
         if return_attention:
             k.mul_(weighted_t[t1 - 1]).div_(torch.where(den > 0, den, 1.0))  # empty rows: 0
             nonzero = k != 0  # (c, m)
@@ -100,7 +105,8 @@ def support_pool(qs, xs, weighted_t, kernel, *, return_attention=False, working_
     return out, empty, csr_parts([parts[s] for s in sorted(parts)]) if return_attention else None
 
 
-def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False, squares=0):
+def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False, squares=0,
+                       with_den=False):
     """:func:`support_pool` over each query's own candidates instead of one block shared
     by a group of queries: for queries with few candidates, where a block per group would
     cost more in overhead than in arithmetic. Pairs are processed in cache-sized chunks.
@@ -119,6 +125,8 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False, squa
         A compact kernel.
     squares : int
         As in :func:`support_pool`: the last ``squares`` columns of ``keys``.
+    with_den : bool
+        As in :func:`support_pool`.
 
     Returns
     -------
@@ -127,7 +135,7 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False, squa
     """
     b, r = qs.shape
     t1 = keys.shape[1] - r - squares  # the values and the weights
-    out = qs.new_empty(b, t1 - 1 + squares)  # (b, t + squares)
+    out = qs.new_empty(b, t1 - 1 + squares + with_den)  # (b, t + squares (+ 1))
     empty = torch.zeros(b, dtype=torch.bool, device=qs.device)  # (b,)
     lengths = hi - lo  # (b, s)
     counts = lengths.sum(1)  # (b,)
@@ -172,7 +180,9 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False, squa
         empty[s:s + c] = ~(den[:, 0] > 0)
         out[s:s + c, : t1 - 1] = num_den[:, : t1 - 1] / den
         if squares:
-            out[s:s + c, t1 - 1 :] = num_den[:, t1:] / den.square()
+            out[s:s + c, t1 - 1 : t1 - 1 + squares] = num_den[:, t1:] / den.square()
+        if with_den:
+            out[s:s + c, -1] = den[:, 0]
         if not return_attention:
             return None
         # The pairs of positive weight (whose queries' den > 0), found once, and their

@@ -106,15 +106,19 @@ class SupportSums:
         ``sum_i a_i**2 s_i`` over the squared attention follow the pooled values in the
         result's ``out`` (n_q, t + s): the key rows the sums run over then end with
         ``w_i**2 s_i`` (:meth:`SupportKeys.key_rows_with_squares`).
+    with_den : bool
+        Each query's total weight ``sum_i w_i k_i`` follows in the last column of ``out``
+        (NaN for the queries no key reaches).
     """
 
-    def __init__(self, support, keys, queries, settings, squares=None):
+    def __init__(self, support, keys, queries, settings, squares=None, with_den=False):
         self.support, self.keys, self.queries, self.settings = support, keys, queries, settings
-        self.squares = squares
+        self.squares, self.with_den = squares, with_den
         self.n_squares = 0 if squares is None else squares.shape[1]
         with np.errstate(over="ignore", invalid="ignore"):
             self.qs = keys.scaled(queries) - support.center  # (n_q, r)
-        self.out = np.empty((queries.shape[0], keys.values.shape[1] + self.n_squares),
+        self.out = np.empty((queries.shape[0],
+                             keys.values.shape[1] + self.n_squares + with_den),
                             dtype=keys.dtype)
         self.parts, self.unreached = [], []
 
@@ -158,7 +162,7 @@ class SupportSums:
             self._tensor(self.qs[rows]), xs, weighted_t, self.keys.kernel,
             return_attention=settings.return_attention,
             working_memory=settings.working_memory, augmented=augmented,
-            squares=self.n_squares,
+            squares=self.n_squares, with_den=self.with_den,
         )
         part = None
         if settings.return_attention:
@@ -186,7 +190,7 @@ class SupportSums:
         block_out, empty, attention = support_pairs_pool(
             self._tensor(self.qs[rows]), key_rows, index(lo), index(hi),
             self.keys.kernel, return_attention=settings.return_attention,
-            squares=self.n_squares,
+            squares=self.n_squares, with_den=self.with_den,
         )
         self.out[rows] = block_out.cpu().numpy()
         self.unreached.append(rows[empty.cpu().numpy()])
@@ -213,10 +217,12 @@ class SupportSums:
             n_fallback = result.n_fallback
             if with_attention:
                 crow, col, val = (a.cpu().numpy() for a in result.attention)
+            if self.with_den:  # no kernel weight: the fallback's is another's
+                self.out[unreached, -1] = np.nan
             if self.squares is not None:  # their attention's squares: the nearest key(s)
                 row = np.repeat(np.arange(len(unreached)), np.diff(crow))
                 weights = val.astype(np.float64) ** 2
-                self.out[unreached, t:] = np.stack(
+                self.out[unreached, t : t + self.n_squares] = np.stack(
                     [np.bincount(row, weights=weights * self.squares[col, c],
                                  minlength=len(unreached))
                      for c in range(self.n_squares)], axis=1)
@@ -267,10 +273,28 @@ class CellListRoute(Route):
         out = pooled.out.astype(np.float64, copy=False)
         return PooledWithVariance(out[:, :t], out[:, t:] * unit, pooled.n_fallback)
 
-    def _pool(self, keys, queries, settings, squares=None):
+    def in_sample_with_leverage(self, keys, *, device="cpu", working_memory=1024):
+        """The in-sample fits (n, t) of the keys and each key's weight in its own fit,
+        ``w_i k(0) / sum_j w_j k(u_ij)`` (n,), from the cell list's sums (each training
+        point's total weight beside its fit); float64 numpy, or None where a key of
+        positive weight has no kernel weight there (a bandwidth so small its scaled
+        inputs overflow: the attention path)."""
+        settings = PoolSettings(torch.device(device), False, "auto", working_memory)
+        out = self._pool(keys, keys.X, settings, with_den=True).out.astype(np.float64,
+                                                                              copy=False)
+        positive = keys.sample_weight > 0
+        den = out[positive, -1]
+        if not np.all(den > 0) or not np.all(np.isfinite(den)):
+            return None
+        leverage = np.zeros(len(out))
+        leverage[positive] = (keys.sample_weight[positive] * float(keys.kernel([0.0])[0])
+                              / den)
+        return out[:, :-1], leverage
+
+    def _pool(self, keys, queries, settings, squares=None, with_den=False):
         """:meth:`pool`; with ``squares`` (n, s), the sums of :class:`SupportSums`'s
-        beside the pooled values."""
-        sums = SupportSums(self.support, keys, queries, settings, squares)
+        beside the pooled values; ``with_den``, each query's total weight after them."""
+        sums = SupportSums(self.support, keys, queries, settings, squares, with_den)
         key_rows = keys.tensor(self.support.key_rows if squares is None else
                                self.support.key_rows_with_squares(keys, squares),
                                settings.device)  # (n', r + t + 1 (+ s))

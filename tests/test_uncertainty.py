@@ -177,6 +177,27 @@ def test_cell_list_std_from_sums_equals_its_attentions(n, d, bandwidth, variance
         np.testing.assert_allclose(y_std, std_att, rtol=rtol)
 
 
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 0.0), (np.float32, 1e-6)])
+def test_cell_list_in_sample_sums_equal_its_attention(dtype, rtol):
+    # The in-sample fits and each row's weight in its own (the hc variances' leverages,
+    # and the fits without each row) from the cell list's sums with each point's total
+    # weight: the predictions at the training inputs and the attention's diagonal.
+    # Repeated inputs, rows of zero weight, one of them beyond every key's reach.
+    X, y, _, w = _data(n=300, d=2)
+    X[:10] = X[10:20]
+    w[:3] = 0.0
+    X[0] = 5.0
+    model = NadarayaWatsonRegressor("tricube", bandwidth=0.15, algorithm="cell_list")
+    model.fit(X.astype(dtype), y, sample_weight=w)
+    fitted, leverage = model.key_set_.in_sample_with_leverage()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyNeighborhoodWarning)
+        y_pred, attention = model.predict(X.astype(dtype), return_attention=True)
+    np.testing.assert_array_equal(model._outputs(fitted), y_pred)
+    np.testing.assert_allclose(leverage, attention.diagonal(), rtol=rtol, atol=0)
+    assert leverage[0] == 0.0 and np.all(leverage[w > 0] > 0)
+
+
 def test_dense_std_from_sums_of_float32_with_huge_targets():
     # The squared targets of 1e30 overflow float32: the sums take the variances relative
     # to their largest.
@@ -2003,6 +2024,8 @@ def test_bias_corrected_intervals_in_float32_agree_with_float64():
 _STORED = {
     "dense": {"bandwidth": 0.2},
     "k-d tree": {"kernel": "epanechnikov", "bandwidth": 0.35, "algorithm": "kd_tree"},
+    # From the cell list's sums: the in-sample fits and each row's total weight.
+    "cell list": {"kernel": "epanechnikov", "bandwidth": 0.35, "algorithm": "cell_list"},
     "local linear": {"bandwidth": 0.25, "degree": 1},
     # On a compact kernel's keys in reach, each row's fit without itself from its design.
     "local linear, k-d tree": {"kernel": "epanechnikov", "bandwidth": 0.6, "degree": 1,
