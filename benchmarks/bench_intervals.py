@@ -193,34 +193,50 @@ def _classification_fold(X_train, y_train, X_test, y_test, have_mapie):
     return row
 
 
+def _scaled_folds(name, max_samples, seeds, run, warned, refuse=None):
+    """``run(X_train, y_train, X_test, y_test)`` on every outer fold of data set ``name``
+    at each of ``seeds``, the inputs standardized on the training fold, the warnings
+    collected into ``warned``: ``(folds, n, n_total, skipped)``, ``skipped`` the reason
+    (and the rest None) where the data set does not load or ``refuse`` (of the largest
+    training fold's rows) gives one."""
+    folds = []
+    for seed in seeds:
+        try:
+            with recording(warned):
+                X, y, n_total, outer = _load(name, max_samples, seed)
+        except (ImportError, OSError, ValueError) as exc:
+            return None, None, None, repr(exc)
+        reason = None if refuse is None else refuse(max(len(train)
+                                                        for train, _ in outer.split(X, y)))
+        if reason:
+            return None, None, None, reason
+        for train, test in outer.split(X, y):
+            scaler = StandardScaler().fit(X[train])
+            with recording(warned):
+                folds.append(run(scaler.transform(X[train]), y[train],
+                                 scaler.transform(X[test]), y[test]))
+    return folds, len(y), n_total, None
+
+
 def section_coverage(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0,)):
     have_mapie = _have_mapie()
     results = []
     for name in datasets:
         print(f"coverage: {name}", file=sys.stderr, flush=True)
         task = DATASETS[name][0]
-        folds, warned = [], set()
-        for seed in seeds:
-            try:
-                with recording(warned):
-                    X, y, n_total, outer = _load(name, max_samples, seed)
-            except (ImportError, OSError, ValueError) as exc:
-                results.append({"dataset": name, "status": "skipped", "reason": repr(exc)})
-                break
-            for train, test in outer.split(X, y):
-                scaler = StandardScaler().fit(X[train])
-                run = _regression_fold if task == "regression" else _classification_fold
-                with recording(warned):
-                    folds.append(run(scaler.transform(X[train]), y[train],
-                                     scaler.transform(X[test]), y[test], have_mapie))
-        else:
-            # The mean over the folds (the largest, of a largest difference; the count of
-            # refused folds; the mean over the others).
-            methods = {m: {k: _aggregate(k, [f[m][k] for f in folds]) for k in folds[0][m]}
-                       for m in folds[0]}
-            results.append({"dataset": name, "task": task, "status": "ok", "n": len(y),
-                            "n_total": n_total, "methods": methods,
-                            "warnings": sorted(warned)})
+        fold = _regression_fold if task == "regression" else _classification_fold
+        warned = set()
+        folds, n, n_total, skipped = _scaled_folds(
+            name, max_samples, seeds, lambda *data, fold=fold: fold(*data, have_mapie), warned)
+        if skipped:
+            results.append({"dataset": name, "status": "skipped", "reason": skipped})
+            continue
+        # The mean over the folds (the largest, of a largest difference; the count of
+        # refused folds; the mean over the others).
+        methods = {m: {k: _aggregate(k, [f[m][k] for f in folds]) for k in folds[0][m]}
+                   for m in folds[0]}
+        results.append({"dataset": name, "task": task, "status": "ok", "n": n,
+                        "n_total": n_total, "methods": methods, "warnings": sorted(warned)})
     ok = [r for r in results if r["status"] == "ok"]
     jackknife = ["ours", *(f"ours_{s}" for s in SCORES)]
     cv_targets = [_coverage_target(
@@ -359,30 +375,19 @@ def section_refit(datasets=DEFAULT_DATASETS, max_samples=2000, seeds=(0,),
     for name in datasets:
         if DATASETS[name][0] != "regression":
             continue
-        folds, warned = [], set()
-        for seed in seeds:
-            try:
-                with recording(warned):
-                    X, y, n_total, outer = _load(name, max_samples, seed)
-            except (ImportError, OSError, ValueError) as exc:
-                results.append({"dataset": name, "status": "skipped", "reason": repr(exc)})
-                break
-            largest = max(len(train) for train, _ in outer.split(X, y))
-            if largest > max_rows:
-                results.append({"dataset": name, "status": "skipped",
-                                "reason": f"training folds of {largest} rows > {max_rows}"})
-                break
-            print(f"refit: {name}, seed {seed}", file=sys.stderr, flush=True)
-            for train, test in outer.split(X, y):
-                scaler = StandardScaler().fit(X[train])
-                with recording(warned):
-                    folds.append(_refit_fold(scaler.transform(X[train]), y[train],
-                                             scaler.transform(X[test]), y[test]))
-        else:
-            methods = {m: {k: float(np.mean([f[m][k] for f in folds])) for k in folds[0][m]}
-                       for m in folds[0]}
-            results.append({"dataset": name, "status": "ok", "n": len(y), "methods": methods,
-                            "warnings": sorted(warned)})
+        print(f"refit: {name}", file=sys.stderr, flush=True)
+        warned = set()
+        folds, n, _, skipped = _scaled_folds(
+            name, max_samples, seeds, _refit_fold, warned,
+            refuse=lambda rows: (f"training folds of {rows} rows > {max_rows}"
+                                 if rows > max_rows else None))
+        if skipped:
+            results.append({"dataset": name, "status": "skipped", "reason": skipped})
+            continue
+        methods = {m: {k: float(np.mean([f[m][k] for f in folds])) for k in folds[0][m]}
+                   for m in folds[0]}
+        results.append({"dataset": name, "status": "ok", "n": n, "methods": methods,
+                        "warnings": sorted(warned)})
     return {"config": {"datasets": list(datasets), "max_samples": max_samples,
                        "seeds": list(seeds), "confidence_level": LEVEL,
                        "max_rows": max_rows},
