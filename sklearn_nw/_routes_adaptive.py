@@ -364,7 +364,11 @@ class AdaptiveRoute(Route):
         def largest(a):  # (b,) each row's sum of its `most` largest entries
             if most >= a.shape[1]:
                 return a.sum(1)
-            return np.partition(a, a.shape[1] - most, axis=1)[:, a.shape[1] - most :].sum(1)
+            # torch's top-k, not numpy's partition: on rows mostly of exact zeros (the
+            # keys no query's weight reaches) numpy's introselect took ten times as long
+            # (measured: 10.5 against 1.1 ms a block of 20 x 20,000, 77 % zeros).
+            return torch.topk(torch.from_numpy(a), most, dim=1,
+                              sorted=False).values.sum(1).numpy()
 
         reach = attention.max(1) + largest(size)  # (b,) T
         rest = empty | ~(reach < 0.9)
