@@ -37,7 +37,7 @@ What it measures
    0.005 on >= 80% of the tables, never more than 0.02 below.
 
 3. ``fair_sizes``: around the table's fair, one fold's fit on fair's first n rows at each
-   n of ``--fair-sizes`` (default 750, 3,000 and all 6,366): the native CV estimator
+   n of ``--fair-sizes`` (default 750, 3,000, 4,000, 5,000 and all 6,366): the native CV estimator
    against the tuned KNN (the fit-time target in its neighborhood).
 
 Usage: ``python benchmarks/bench_categorical.py [--sections S ...] [--sizes N ...]
@@ -76,8 +76,10 @@ from sklearn_nw import (
 )
 
 SECTIONS = ("speed", "tables", "fair_sizes")
-# fair's first n rows around the table's 1,500 (6,366: all of them).
-FAIR_SIZES = (750, 3000, 6366)
+# fair's first n rows around the table's 1,500 (6,366: all of them); 4,000 and 5,000 put
+# 3,200 and 4,000 rows in the fold's training part, below the 4,096 up to which the grid's
+# center is learned on every row and the adaptive families are searched.
+FAIR_SIZES = (750, 3000, 4000, 5000, 6366)
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 KINDS = ("li_racine", "aitchison_aitken")
 TABLES = ("grunfeld", "fair", "anes96", "modechoice")
