@@ -21,7 +21,12 @@ from ._engine_candidates import dense_pool, dense_sums
 from ._grids import categorical_logits
 from ._routes import LeaveOneOutMoves, PooledWithVariance, Route, pooled_values, torch_dtype
 from ._search import exact_distances, paired_distances
-from ._uncertainty import leave_one_out_own_fits, leave_one_out_sums, weight_unresolved
+from ._uncertainty import (
+    leave_one_out_own_fits,
+    leave_one_out_sums,
+    sum_of_largest,
+    weight_unresolved,
+)
 from ._workers import chunk_rows
 
 
@@ -361,21 +366,7 @@ class AdaptiveRoute(Route):
             columns, moved = np.zeros(0, np.intp), sp.csr_array((len(v), 0))
             change, most, every = np.zeros((len(queries), 0)), 0, False
         size = np.abs(change)  # (b, m)
-        def largest(a):  # (b,) each row's sum of its `most` largest entries
-            if most >= a.shape[1]:
-                return a.sum(1)
-            if 2 * np.count_nonzero(a) < a.size:
-                # Mostly exact zeros (keys no query's weight reaches): numpy's
-                # introselect slows down on so many equal values, torch's top-k does not
-                # (measured, one thread: 20 x 20,000 with 77 % zeros 6-10 ms against 1.1;
-                # 20 x 5,000 with 90 % 1.3-1.7 against 0.4); on rows of few zeros it is
-                # the partition that is 3 to 5 times faster (1,250 x 1,000: 3.2 ms
-                # against 12.9).
-                return torch.topk(torch.from_numpy(a), most, dim=1,
-                                  sorted=False).values.sum(1).numpy()
-            return np.partition(a, a.shape[1] - most, axis=1)[:, a.shape[1] - most :].sum(1)
-
-        reach = attention.max(1) + largest(size)  # (b,) T
+        reach = attention.max(1) + sum_of_largest(size, most)  # (b,) T
         rest = empty | ~(reach < 0.9)
         bound = np.empty_like(fits)  # (b, t)
         for t in range(v.shape[1]):
@@ -383,7 +374,8 @@ class AdaptiveRoute(Route):
             own = np.multiply(attention, off).max(1)  # (b,) max_j a_j |v_j - f|
             off = off if every else off[:, columns]
             with np.errstate(divide="ignore", invalid="ignore"):
-                bound[:, t] = (own + largest(np.multiply(size, off, out=off))) / (1 - reach)
+                bound[:, t] = (own + sum_of_largest(np.multiply(size, off, out=off), most)) / (
+                    1 - reach)
         bound[rest] = np.inf
         del size
         column = np.full(keys.X.shape[0], -1)

@@ -446,6 +446,24 @@ def jackknife_plus_windows(fits, bound, residuals, alphas, moves_on, pairs=2**17
     return out
 
 
+def sum_of_largest(a, k):
+    """Each row's sum of its ``k`` largest entries: (b,) of ``a`` (b, m), float64.
+
+    numpy's partition, or torch's top-k where most entries are exact zeros (the keys no
+    query's weight reaches): numpy's introselect slows down on so many equal values, the
+    top-k does not (measured, one thread: 20 x 20,000 with 77 % zeros 6-10 ms against 1.1;
+    20 x 5,000 with 90 % 1.3-1.7 against 0.4), while on rows of few zeros the partition is
+    3 to 5 times faster (1,250 x 1,000: 3.2 ms against 12.9)."""
+    b, m = a.shape
+    if k <= 0:
+        return np.zeros(b)
+    if k >= m:
+        return a.sum(1)
+    if 2 * np.count_nonzero(a) < a.size:
+        return torch.topk(torch.from_numpy(a), k, dim=1, sorted=False).values.sum(1).numpy()
+    return np.partition(a, m - k, axis=1)[:, m - k :].sum(1)
+
+
 def _ranks(alpha, n):
     """The 1-based ranks of jackknife+'s lower and upper bounds among n values."""
     # Rounded first: alpha (n + 1) computed as 2.9999999999999996 is rank 3.

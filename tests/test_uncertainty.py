@@ -1105,6 +1105,22 @@ def test_jackknife_plus_refuses_several_outputs():
         model.predict_interval(Q)
 
 
+@pytest.mark.parametrize("zeros", [0.0, 0.3, 0.7, 0.97, 1.0])
+def test_sum_of_largest_equals_the_sorted_rows_sum(zeros):
+    # Each row's k largest summed, by numpy's partition (few zeros) or torch's top-k (most
+    # entries exact zeros, on which the partition slows down): the same sums either way,
+    # ties included, and k of 0 or past the row's length.
+    from sklearn_nw._uncertainty import sum_of_largest
+
+    rng = np.random.default_rng(3)
+    a = np.round(rng.exponential(size=(7, 50)), 1)  # ties
+    a[rng.uniform(size=a.shape) < zeros] = 0.0
+    for k in (0, 1, 3, 25, 49, 50, 80):
+        expected = np.sort(a, axis=1)[:, a.shape[1] - min(k, a.shape[1]):].sum(1)
+        np.testing.assert_allclose(sum_of_largest(a, k), expected, rtol=1e-14, atol=0)
+    assert sum_of_largest(np.zeros((3, 0)), 0).shape == (3,)
+
+
 @pytest.mark.parametrize("pairs", [1, 50, 2**17])
 def test_windowed_jackknife_plus_equals_every_fit_ranked(pairs):
     # The bounds from the moves of the rows within reach of each rank, the queries in
