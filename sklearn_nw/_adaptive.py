@@ -73,6 +73,27 @@ AUTO_SCALE_FALL = 0.01
 _AUTO_SCALE_MAX_RADIUS = 1e6
 
 
+def smallest_sorted(block, m):
+    """The ``m`` smallest entries of each row of ``block`` (b, n) and their columns,
+    ``(values, indices)`` (b, m) each, ascending (equal values in column order; of the
+    columns tied at the m-th value, any, as ``torch.topk`` takes them). On the
+    CPU numpy's introselect, then a sort of the ``m``: about three times faster than
+    ``torch.topk`` (measured, one thread: (512, 4,000) float64, m = 131, 8.6 ms against
+    23); ``torch.topk`` on other devices."""
+    if block.device.type != "cpu":
+        found = torch.topk(block, m, dim=1, largest=False, sorted=True)
+        return found.values, found.indices
+    a = block.numpy()
+    m = min(m, a.shape[1])
+    columns = (np.argpartition(a, m - 1, axis=1)[:, :m] if m < a.shape[1]
+               else np.broadcast_to(np.arange(m), a.shape).copy())  # (b, m) in no order
+    columns.sort(axis=1)
+    values = np.take_along_axis(a, columns, 1)
+    order = np.argsort(values, axis=1, kind="stable")
+    return (torch.from_numpy(np.take_along_axis(values, order, 1)),
+            torch.from_numpy(np.take_along_axis(columns, order, 1)))
+
+
 class Adaptive(NamedTuple):
     """An adaptive bandwidth as the key set uses it."""
 
@@ -423,15 +444,15 @@ class LeaveOneOutNeighbors:
             if other_locations:
                 others[D[a:b] == 0] = math.inf
             others[:, no_weight] = math.inf
-            return torch.topk(others, m, dim=1, largest=False, sorted=True)
+            return smallest_sorted(others, m)
 
         while True:
             parts = on_workers(range(0, L, step), nearest, D.device,
                                init=lambda: D.new_empty((step, L)))
-            values = torch.cat([part.values for part in parts])  # (L, m)
+            values = torch.cat([part[0] for part in parts])  # (L, m)
             if D is self.D_sq:  # the distances: the squares' roots
                 values = values.sqrt_()
-            indices = torch.cat([part.indices for part in parts])  # (L, m)
+            indices = torch.cat([part[1] for part in parts])  # (L, m)
             weight = torch.where(torch.isinf(values), 0.0, W[indices])  # (L, m)
             if keeps_self:
                 own = indices == torch.arange(L, device=D.device)[:, None]  # (L, m)

@@ -18,6 +18,7 @@ from sklearn_nw import (
     NadarayaWatsonRegressor,
     NadarayaWatsonRegressorCV,
 )
+from sklearn_nw._adaptive import smallest_sorted
 from sklearn_nw.kernels import KERNELS
 
 KINDS = ("balloon", "sample_point")
@@ -683,3 +684,25 @@ def test_neighbors_of_points_keep_squares_alone_where_their_roots_are_the_distan
     far[7, 0] = 1e160
     for kept in (near, far):
         assert LeaveOneOutNeighbors.of_points(kept, W, 8).D is not None
+
+
+@pytest.mark.parametrize("m", [1, 7, 40, 50])
+def test_smallest_sorted_is_a_sorted_head(m):
+    """Each row's m smallest entries ascending, as a sort of the row has them, and
+    columns holding them: every column below the m-th value, distinct, equal values in
+    column order (which of the columns tied at the m-th value: any), with infinite
+    entries and many ties."""
+    import torch
+
+    rng = np.random.default_rng(0)
+    block = rng.integers(0, 12, (30, 50)).astype(np.float64)  # many ties
+    block[rng.random(block.shape) < 0.2] = np.inf
+    values, indices = smallest_sorted(torch.from_numpy(block.copy()), m)
+    values, indices = values.numpy(), indices.numpy()
+    np.testing.assert_array_equal(values, np.sort(block, axis=1)[:, :m])
+    np.testing.assert_array_equal(np.take_along_axis(block, indices, 1), values)
+    for row, columns, found in zip(block, indices, values):
+        assert len(set(columns)) == m
+        assert set(np.flatnonzero(row < found[-1])) <= set(columns)
+        for value in np.unique(found):
+            assert np.all(np.diff(columns[found == value]) > 0)
