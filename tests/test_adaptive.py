@@ -689,9 +689,8 @@ def test_neighbors_of_points_keep_squares_alone_where_their_roots_are_the_distan
 @pytest.mark.parametrize("m", [1, 7, 40, 50])
 def test_smallest_sorted_is_a_sorted_head(m):
     """Each row's m smallest entries ascending, as a sort of the row has them, and
-    columns holding them: every column below the m-th value, distinct, equal values in
-    column order (which of the columns tied at the m-th value: any), with infinite
-    entries and many ties."""
+    columns holding them: every column below the m-th value, each once (which of the
+    columns tied at the m-th value: any), with infinite entries and many ties."""
     import torch
 
     rng = np.random.default_rng(0)
@@ -704,5 +703,3 @@ def test_smallest_sorted_is_a_sorted_head(m):
     for row, columns, found in zip(block, indices, values):
         assert len(set(columns)) == m
         assert set(np.flatnonzero(row < found[-1])) <= set(columns)
-        for value in np.unique(found):
-            assert np.all(np.diff(columns[found == value]) > 0)
