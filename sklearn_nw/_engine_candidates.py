@@ -185,13 +185,12 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False, squa
             out[s:s + c, -1] = den[:, 0]
         if not return_attention:
             return None
-        # The pairs of positive weight (whose queries' den > 0), found once, and their
-        # queries.
-        kept_pairs = torch.nonzero(weighted[:, t1 - 1]).squeeze(1)  # (nnz,) ascending
-        row = torch.repeat_interleave(torch.arange(c, device=qs.device), per_query,
-                                      output_size=n_pairs)[kept_pairs]  # (nnz,)
-        return (torch.bincount(row, minlength=c), ind[kept_pairs],
-                weighted[kept_pairs, t1 - 1] / den[row, 0])
+        # Every pair, those of no weight (outside the support, or a query's with no
+        # kernel mass: 0 / 0) as stored zeros, which the attention's CSR array drops
+        # (numpy_attention): no pass to find the others.
+        share = weighted[:, t1 - 1] / torch.repeat_interleave(
+            den[:, 0], per_query, output_size=n_pairs)  # (p,)
+        return per_query, ind, share.nan_to_num_(0.0)
 
     with full_precision():
         # The chunks on the workers (see sklearn_nw._workers), in order.
