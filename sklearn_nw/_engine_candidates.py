@@ -185,12 +185,18 @@ def support_pairs_pool(qs, keys, lo, hi, kernel, *, return_attention=False, squa
             out[s:s + c, -1] = den[:, 0]
         if not return_attention:
             return None
-        # Every pair, those of no weight (outside the support, or a query's with no
-        # kernel mass: 0 / 0) as stored zeros, which the attention's CSR array drops
-        # (numpy_attention): no pass to find the others.
         share = weighted[:, t1 - 1] / torch.repeat_interleave(
             den[:, 0], per_query, output_size=n_pairs)  # (p,)
-        return per_query, ind, share.nan_to_num_(0.0)
+        share.nan_to_num_(0.0)  # a query with no kernel mass: 0 / 0
+        if 2 * int(torch.count_nonzero(share)) >= n_pairs:
+            # Mostly pairs of weight (a cell list in one feature): every pair, those of
+            # no weight as stored zeros, which the attention's CSR array drops
+            # (numpy_attention), cheaper than finding the others.
+            return per_query, ind, share
+        kept_pairs = torch.nonzero(share).squeeze(1)  # (nnz,) ascending
+        row = torch.repeat_interleave(torch.arange(c, device=qs.device), per_query,
+                                      output_size=n_pairs)[kept_pairs]  # (nnz,)
+        return torch.bincount(row, minlength=c), ind[kept_pairs], share[kept_pairs]
 
     with full_precision():
         # The chunks on the workers (see sklearn_nw._workers), in order.
